@@ -1,0 +1,208 @@
+#!/usr/bin/env node
+// Generates js-shim/src/generated/migrations.ts from migrations/NNNN_name.sql.
+//
+// migrations/ is the one source of truth for the schema; the shim embeds it (Workers have no
+// file system) as OUTBOX_MIGRATIONS: version, name, the whole file, and its statements split on
+// top-level semicolons (not those inside comments, quoted strings, quoted identifiers or
+// dollar-quoted bodies), so a driver can send one statement per query.
+//
+// Usage: node scripts/gen-sql.mjs [--check]
+//   --check  exit 1 if the generated file is missing or stale, write nothing.
+// The output is rewritten only when its content changes.
+
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const MIGRATIONS_DIR = path.join(root, 'migrations');
+const OUT_FILE = path.join(root, 'js-shim', 'src', 'generated', 'migrations.ts');
+const FILE_RE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
+
+/**
+ * Splits SQL text into statements on top-level semicolons.
+ * Understands -- line comments, nested block comments, '...' strings ('' escapes),
+ * E'...' strings (backslash escapes), "..." identifiers and $tag$...$tag$ bodies.
+ * Returns trimmed statements without the terminating semicolon; pieces that hold only
+ * comments and whitespace are dropped.
+ * @param {string} sql
+ * @returns {string[]}
+ */
+export function splitStatements(sql) {
+  const out = [];
+  let start = 0;
+  let meaningful = false; // the current piece has something other than comments/whitespace
+  let i = 0;
+  const n = sql.length;
+  const push = (end) => {
+    const text = sql.slice(start, end).trim();
+    if (meaningful && text) out.push(text);
+    meaningful = false;
+  };
+  while (i < n) {
+    const c = sql[i];
+    const next = sql[i + 1];
+    if (c === '-' && next === '-') {
+      const eol = sql.indexOf('\n', i);
+      i = eol === -1 ? n : eol + 1;
+      continue;
+    }
+    if (c === '/' && next === '*') {
+      let depth = 1;
+      i += 2;
+      while (i < n && depth > 0) {
+        if (sql[i] === '/' && sql[i + 1] === '*') (depth++, (i += 2));
+        else if (sql[i] === '*' && sql[i + 1] === '/') (depth--, (i += 2));
+        else i++;
+      }
+      if (depth > 0) throw new Error('unterminated block comment');
+      continue;
+    }
+    if (c === ';') {
+      push(i);
+      i++;
+      start = i;
+      continue;
+    }
+    if (/\s/.test(c)) {
+      i++;
+      continue;
+    }
+    meaningful = true;
+    if (c === "'") {
+      // E'...' (escape string) when the quote follows an E/e that starts a token.
+      const prev = sql[i - 1];
+      const escape = (prev === 'E' || prev === 'e') && !/[A-Za-z0-9_$]/.test(sql[i - 2] ?? '');
+      i = skipQuoted(sql, i, "'", escape);
+      continue;
+    }
+    if (c === '"') {
+      i = skipQuoted(sql, i, '"', false);
+      continue;
+    }
+    if (c === '$') {
+      // A dollar quote opens only where an identifier could not continue ($1 params, a$b names).
+      const prev = sql[i - 1] ?? '';
+      const m = /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i));
+      if (m && !/[A-Za-z0-9_$]/.test(prev)) {
+        const tag = m[0];
+        const close = sql.indexOf(tag, i + tag.length);
+        if (close === -1) throw new Error(`unterminated dollar quote ${tag}`);
+        i = close + tag.length;
+        continue;
+      }
+    }
+    i++;
+  }
+  push(n);
+  return out;
+}
+
+function skipQuoted(sql, i, quote, backslashEscapes) {
+  let j = i + 1;
+  while (j < sql.length) {
+    const ch = sql[j];
+    if (backslashEscapes && ch === '\\') {
+      j += 2;
+      continue;
+    }
+    if (ch === quote) {
+      if (sql[j + 1] === quote) {
+        j += 2;
+        continue;
+      }
+      return j + 1;
+    }
+    j++;
+  }
+  throw new Error(`unterminated ${quote === "'" ? 'string' : 'quoted identifier'}`);
+}
+
+/** Reads and validates migrations/. */
+export async function readMigrations(dir = MIGRATIONS_DIR) {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
+  const migrations = [];
+  for (const file of files) {
+    const m = FILE_RE.exec(file);
+    if (!m) throw new Error(`migrations/${file}: name must be NNNN_lower_snake.sql`);
+    const version = Number.parseInt(m[1], 10);
+    const expected = migrations.length + 1;
+    if (version !== expected) throw new Error(`migrations/${file}: expected version ${expected} (numbers start at 1, no gaps)`);
+    const sql = (await readFile(path.join(dir, file), 'utf8')).replace(/\r\n/g, '\n');
+    let statements;
+    try {
+      statements = splitStatements(sql);
+    } catch (err) {
+      throw new Error(`migrations/${file}: ${err.message}`);
+    }
+    if (statements.length === 0) throw new Error(`migrations/${file}: no statements`);
+    for (const s of statements) {
+      if (/^(BEGIN|COMMIT|ROLLBACK|START\s+TRANSACTION|END)\b/i.test(s.replace(/^(--[^\n]*\n|\s)+/, ''))) {
+        throw new Error(`migrations/${file}: no transaction control inside a migration (migrate() wraps each one in its own transaction): ${s.slice(0, 60)}`);
+      }
+    }
+    migrations.push({ version, name: m[2], sql, statements });
+  }
+  return migrations;
+}
+
+export function render(migrations) {
+  const body = migrations
+    .map((m) =>
+      [
+        '  {',
+        `    version: ${m.version},`,
+        `    name: ${JSON.stringify(m.name)},`,
+        `    sql: ${JSON.stringify(m.sql)},`,
+        '    statements: [',
+        ...m.statements.map((s) => `      ${JSON.stringify(s)},`),
+        '    ],',
+        '  },',
+      ].join('\n'),
+    )
+    .join('\n');
+  return `// GENERATED by scripts/gen-sql.mjs from migrations/*.sql. Do not edit; do not commit.
+
+/** One numbered migration from \`migrations/NNNN_name.sql\`. */
+export interface OutboxMigration {
+  /** NNNN from the file name: 1, 2, 3, … without gaps. */
+  readonly version: number;
+  /** The file name's \`name\` part, e.g. \`outbox_tables\`. */
+  readonly name: string;
+  /** The whole file. */
+  readonly sql: string;
+  /** The file split on top-level semicolons, in order, without the semicolons. */
+  readonly statements: readonly string[];
+}
+
+/** Every migration, ordered by version. */
+export const OUTBOX_MIGRATIONS: readonly OutboxMigration[] = [
+${body}
+];
+`;
+}
+
+async function main() {
+  const check = process.argv.includes('--check');
+  const text = render(await readMigrations());
+  const current = await readFile(OUT_FILE, 'utf8').catch(() => null);
+  const rel = path.relative(process.cwd(), OUT_FILE);
+  if (current === text) {
+    console.log(`gen-sql: ${rel} is up to date`);
+    return;
+  }
+  if (check) {
+    console.error(`gen-sql: ${rel} is ${current === null ? 'missing' : 'stale'}; run node scripts/gen-sql.mjs`);
+    process.exit(1);
+  }
+  await mkdir(path.dirname(OUT_FILE), { recursive: true });
+  await writeFile(OUT_FILE, text);
+  console.log(`gen-sql: wrote ${rel}`);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main().catch((err) => {
+    console.error(`gen-sql: ${err.message}`);
+    process.exit(1);
+  });
+}

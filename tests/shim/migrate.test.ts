@@ -1,0 +1,111 @@
+// migrate() and OUTBOX_MIGRATIONS against a real PostgreSQL (flavor from POSTBOX_PG).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { migrate, OUTBOX_MIGRATIONS, UnsupportedServerError } from '../../js-shim/src/sql/index.ts';
+import { splitStatements } from '../../scripts/gen-sql.mjs';
+import { startPostgres, type PgServer } from '../support/postgres.ts';
+
+let server: PgServer;
+let n = 0;
+before(async () => {
+  server = await startPostgres();
+});
+after(async () => {
+  await server?.stop();
+});
+
+async function freshClient(): Promise<pg.Client> {
+  const url = await server.createDatabase(`migrate_${++n}`);
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  return client;
+}
+
+test('OUTBOX_MIGRATIONS is generated from migrations/', () => {
+  assert.ok(OUTBOX_MIGRATIONS.length >= 1);
+  OUTBOX_MIGRATIONS.forEach((m, i) => {
+    assert.equal(m.version, i + 1);
+    assert.match(m.name, /^[a-z0-9_]+$/);
+    assert.ok(m.statements.length > 0);
+    for (const s of m.statements) assert.ok(!s.trimEnd().endsWith(';'));
+  });
+  assert.equal(OUTBOX_MIGRATIONS[0]!.name, 'outbox_tables');
+});
+
+test('splitStatements ignores semicolons in comments, strings and dollar quotes', () => {
+  assert.deepEqual(splitStatements("select 1; -- a;b\nselect 'x;''y'; /* c; /* d; */ */ select $t$ ; $$ $t$;;"), [
+    'select 1',
+    "-- a;b\nselect 'x;''y'",
+    '/* c; /* d; */ */ select $t$ ; $$ $t$',
+  ]);
+  assert.deepEqual(splitStatements("select E'\\';'; select \"a;b\", $1::int"), ["select E'\\';'", 'select "a;b", $1::int']);
+  assert.deepEqual(splitStatements('-- only a comment;\n'), []);
+});
+
+test('migrate applies every migration once, then nothing', async () => {
+  const client = await freshClient();
+  try {
+    const first = await migrate(client);
+    assert.deepEqual(first.applied, OUTBOX_MIGRATIONS.map((m) => m.version));
+    const again = await migrate(client);
+    assert.deepEqual(again.applied, []);
+    const { rows } = await client.query('SELECT version, name FROM outbox.schema_migration ORDER BY version');
+    assert.deepEqual(rows, OUTBOX_MIGRATIONS.map((m) => ({ version: m.version, name: m.name })));
+    const tables = await client.query(
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbox' ORDER BY 1",
+    );
+    assert.deepEqual(tables.rows.map((r) => r.table_name), ['attempt', 'job', 'schema_migration']);
+  } finally {
+    await client.end();
+  }
+});
+
+test('two concurrent migrators apply each migration exactly once', async () => {
+  const a = await freshClient();
+  const url = `${server.url.replace(/\/postgres$/, '')}/migrate_${n}`;
+  const b = new pg.Client({ connectionString: url });
+  await b.connect();
+  try {
+    const [ra, rb] = await Promise.all([migrate(a), migrate(b)]);
+    assert.deepEqual([...ra.applied, ...rb.applied].sort(), OUTBOX_MIGRATIONS.map((m) => m.version));
+    const { rows } = await a.query('SELECT count(*)::int AS n FROM outbox.schema_migration');
+    assert.equal(rows[0].n, OUTBOX_MIGRATIONS.length);
+  } finally {
+    await a.end();
+    await b.end();
+  }
+});
+
+test('a failing migration leaves nothing behind', async () => {
+  const client = await freshClient();
+  try {
+    await client.query('CREATE SCHEMA outbox; CREATE TABLE outbox.job (id int)');
+    await assert.rejects(migrate(client), /migration 1 \(outbox_tables\) failed: .*already exists/);
+    const { rows } = await client.query("SELECT to_regclass('outbox.schema_migration') AS t, to_regclass('outbox.attempt') AS a");
+    assert.deepEqual(rows[0], { t: null, a: null });
+  } finally {
+    await client.end();
+  }
+});
+
+test('migrate refuses PostgreSQL older than 14 before touching anything', async () => {
+  const seen: string[] = [];
+  const fake = {
+    async query(text: string) {
+      seen.push(text);
+      return { rows: [{ num: '130012', version: '13.12' }] };
+    },
+  };
+  await assert.rejects(migrate(fake), (err: unknown) => {
+    assert.ok(err instanceof UnsupportedServerError);
+    assert.equal(err.code, 'unsupported_server');
+    assert.match(err.message, /PostgreSQL 14 or newer.*13\.12/);
+    return true;
+  });
+  assert.equal(seen.length, 1);
+});
+
+test(`server is ${process.env.POSTBOX_PG ?? 'embedded'}`, () => {
+  assert.match(server.serverVersion, server.flavor === 'debian15' ? /^15\./ : /^17\./);
+});
