@@ -1,0 +1,14 @@
+# clang 19 targeting wasm32-wasi with Debian's wasi-libc and libc++ (the wasi-sdk layout):
+# the headers and libraries are found without --sysroot.
+set(CMAKE_SYSTEM_NAME Generic)
+set(CMAKE_SYSTEM_PROCESSOR wasm32)
+set(CMAKE_C_COMPILER clang-19)
+set(CMAKE_CXX_COMPILER clang++-19)
+set(CMAKE_C_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_CXX_COMPILER_TARGET wasm32-wasi)
+set(CMAKE_AR llvm-ar-19 CACHE FILEPATH "archiver")
+set(CMAKE_RANLIB llvm-ranlib-19 CACHE FILEPATH "ranlib")
+set(CMAKE_C_FLAGS_INIT "-mexec-model=reactor")
+set(CMAKE_CXX_FLAGS_INIT "-mexec-model=reactor -fno-exceptions")
+set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
+set(CMAKE_EXECUTABLE_SUFFIX ".wasm")

@@ -1,0 +1,29 @@
+// The exported entries (docs/ABI.md). Natively they are plain extern "C" functions, which the
+// doctest suite calls directly; the wasm builds export them by name.
+#pragma once
+
+#include <cstdint>
+
+namespace postbox {
+// Inputs above this many bytes get `too_large` before any parsing: 1 MiB of document plus
+// the largest payload cap pb_enqueue accepts (kMaxPayloadCapBytes).
+constexpr int32_t kMaxInputBytes = 2 * 1024 * 1024;
+constexpr int32_t kAbiVersion = 1;
+}  // namespace postbox
+
+extern "C" {
+int32_t pb_abi_version();
+void* pb_alloc(int32_t len);
+void pb_free(void* ptr);
+const char* pb_result_ptr();
+int32_t pb_result_len();
+int32_t pb_policy(const char* ptr, int32_t len);
+int32_t pb_settle(const char* ptr, int32_t len);
+int32_t pb_claim(const char* ptr, int32_t len);
+int32_t pb_sweep(const char* ptr, int32_t len);
+int32_t pb_enqueue(const char* ptr, int32_t len);
+int32_t pb_cron(const char* ptr, int32_t len);
+int32_t pb_nudge(const char* ptr, int32_t len);
+int32_t pb_backlog(const char* ptr, int32_t len);
+int32_t pb_operate(const char* ptr, int32_t len);
+}

@@ -1,0 +1,50 @@
+// A job kind's normalised policy: timeout, lease, lane and retry rules with defaults applied.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "postbox/json_input.h"
+#include "postbox/json_writer.h"
+#include "postbox/result.h"
+
+namespace postbox {
+
+constexpr int64_t kMaxTimeoutMs = 600000;      // 10 minutes
+constexpr int64_t kSettleMarginMs = 30000;     // lease = timeout + margin
+constexpr int64_t kMaxBackoffMs = 604800000;   // 7 days
+constexpr uint32_t kMaxPerCodeRules = 64;
+
+struct CodeRule {
+  std::string code;
+  std::optional<int64_t> streak;
+  std::optional<int64_t> max_attempts;
+  std::optional<int64_t> max_delay_ms;
+  bool cancel_on_exhaustion = false;
+};
+
+struct Policy {
+  std::string kind;
+  std::string lane = "default";
+  int64_t timeout_ms = 0;
+  int64_t lease_ms = 0;
+  int64_t max_attempts = 20;
+  int64_t base_ms = 30000;
+  int64_t max_ms = 3600000;
+  int64_t max_crashes = 3;
+  std::optional<int64_t> warn_at_streak;
+  std::vector<CodeRule> per_code;  // sorted by code, byte order
+
+  const CodeRule* rule_for(std::string_view code) const;
+};
+
+// Reads a job definition (pb_policy's input) or an already normalised policy: both shapes are
+// accepted, so normalising is idempotent. Errors carry the code invalid_policy.
+Result<Policy> read_policy(input::od::object& obj, const input::Where& where);
+
+void write_policy(JsonWriter& out, const Policy& policy);
+
+}  // namespace postbox

@@ -1,0 +1,126 @@
+// The exports. Every entry copies the input into a padded buffer, checks the whole document is
+// well-formed JSON, runs one family and keeps the result document until the next call.
+// Nothing here traps: sizes are checked first and every failure becomes an error document.
+#include "postbox/abi.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "postbox/families.h"
+#include "postbox/json_input.h"
+
+#if defined(__EMSCRIPTEN__)
+#include <emscripten.h>
+#define PB_EXPORT(name) extern "C" EMSCRIPTEN_KEEPALIVE
+#elif defined(__wasm__)
+#define PB_EXPORT(name) extern "C" __attribute__((export_name(#name)))
+#else
+#define PB_EXPORT(name) extern "C"
+#endif
+
+namespace postbox {
+namespace {
+
+enum Family { kPolicy, kSettle, kClaim, kSweep, kEnqueue, kCron, kNudge, kBacklog, kOperate, kFamilyCount };
+
+constexpr const char* kFamilyNames[kFamilyCount] = {"policy", "settle", "claim",   "sweep",  "enqueue",
+                                                    "cron",   "nudge",  "backlog", "operate"};
+using Runner = Status (*)(input::od::document&, JsonWriter&);
+constexpr Runner kRunners[kFamilyCount] = {run_policy, run_settle, run_claim,   run_sweep,  run_enqueue,
+                                           run_cron,   run_nudge,  run_backlog, run_operate};
+
+std::string g_result;
+char* g_scratch = nullptr;
+size_t g_scratch_capacity = 0;
+
+// One parser per family, reused across calls so its buffers are allocated once.
+simdjson::ondemand::parser& parser_for(Family family) {
+  static simdjson::ondemand::parser parsers[kFamilyCount];
+  return parsers[family];
+}
+
+Error make_error(Family family, ErrorCode code, std::string what) {
+  return Error{code, std::string(kFamilyNames[family]) + ": " + what};
+}
+
+// Copies the input into a buffer with SIMDJSON_PADDING zeroed bytes after it.
+bool copy_padded(const char* ptr, size_t len) {
+  const size_t need = len + simdjson::SIMDJSON_PADDING;
+  if (need > g_scratch_capacity) {
+    char* grown = static_cast<char*>(std::realloc(g_scratch, need));
+    if (grown == nullptr) return false;
+    g_scratch = grown;
+    g_scratch_capacity = need;
+  }
+  if (len > 0) std::memcpy(g_scratch, ptr, len);
+  std::memset(g_scratch + len, 0, simdjson::SIMDJSON_PADDING);
+  return true;
+}
+
+Status decide(Family family, const char* ptr, int32_t len, JsonWriter& out) {
+  if (len < 0 || (ptr == nullptr && len > 0)) {
+    return make_error(family, ErrorCode::invalid_input, "input length must be between 0 and the buffer size");
+  }
+  if (len > kMaxInputBytes) {
+    return make_error(family, ErrorCode::too_large,
+                      "input is " + decimal_string(len) + " bytes; the limit is " + decimal_string(kMaxInputBytes));
+  }
+  const size_t size = static_cast<size_t>(len);
+  if (!copy_padded(ptr, size)) return make_error(family, ErrorCode::too_large, "out of memory");
+  input::od::document doc;
+  const simdjson::error_code e =
+      parser_for(family).iterate(g_scratch, size, size + simdjson::SIMDJSON_PADDING).get(doc);
+  if (e) {
+    return make_error(family, e == simdjson::MEMALLOC ? ErrorCode::too_large : ErrorCode::invalid_json,
+                      std::string("invalid JSON (") + simdjson::error_message(e) + ")");
+  }
+  Status valid = input::validate_document(doc, kFamilyNames[family]);
+  if (!valid) return valid;
+  return kRunners[family](doc, out);
+}
+
+int32_t run(Family family, const char* ptr, int32_t len) {
+  JsonWriter out;
+  Status status = decide(family, ptr, len, out);
+  if (status) {
+    g_result = out.take();
+    return 0;
+  }
+  out.clear();
+  write_error(out, status.error());
+  g_result = out.take();
+  return 1;
+}
+
+}  // namespace
+}  // namespace postbox
+
+using postbox::run;
+
+PB_EXPORT(pb_abi_version) int32_t pb_abi_version() { return postbox::kAbiVersion; }
+
+PB_EXPORT(pb_alloc) void* pb_alloc(int32_t len) {
+  if (len < 0) return nullptr;
+  const size_t size = static_cast<size_t>(len);
+  void* buffer = std::malloc(size + simdjson::SIMDJSON_PADDING);
+  // simdjson reads up to SIMDJSON_PADDING bytes past the end; those must be zero.
+  if (buffer != nullptr) std::memset(static_cast<char*>(buffer) + size, 0, simdjson::SIMDJSON_PADDING);
+  return buffer;
+}
+
+PB_EXPORT(pb_free) void pb_free(void* ptr) { std::free(ptr); }
+
+PB_EXPORT(pb_result_ptr) const char* pb_result_ptr() { return postbox::g_result.data(); }
+
+PB_EXPORT(pb_result_len) int32_t pb_result_len() { return static_cast<int32_t>(postbox::g_result.size()); }
+
+PB_EXPORT(pb_policy) int32_t pb_policy(const char* ptr, int32_t len) { return run(postbox::kPolicy, ptr, len); }
+PB_EXPORT(pb_settle) int32_t pb_settle(const char* ptr, int32_t len) { return run(postbox::kSettle, ptr, len); }
+PB_EXPORT(pb_claim) int32_t pb_claim(const char* ptr, int32_t len) { return run(postbox::kClaim, ptr, len); }
+PB_EXPORT(pb_sweep) int32_t pb_sweep(const char* ptr, int32_t len) { return run(postbox::kSweep, ptr, len); }
+PB_EXPORT(pb_enqueue) int32_t pb_enqueue(const char* ptr, int32_t len) { return run(postbox::kEnqueue, ptr, len); }
+PB_EXPORT(pb_cron) int32_t pb_cron(const char* ptr, int32_t len) { return run(postbox::kCron, ptr, len); }
+PB_EXPORT(pb_nudge) int32_t pb_nudge(const char* ptr, int32_t len) { return run(postbox::kNudge, ptr, len); }
+PB_EXPORT(pb_backlog) int32_t pb_backlog(const char* ptr, int32_t len) { return run(postbox::kBacklog, ptr, len); }
+PB_EXPORT(pb_operate) int32_t pb_operate(const char* ptr, int32_t len) { return run(postbox::kOperate, ptr, len); }

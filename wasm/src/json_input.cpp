@@ -1,0 +1,226 @@
+#include "postbox/json_input.h"
+
+#include "postbox/json_writer.h"
+
+namespace postbox::input {
+
+namespace {
+
+simdjson::error_code walk(od::value v, int depth);
+
+template <class Scalar>
+simdjson::error_code walk_scalar(Scalar& v, od::json_type type) {
+  switch (type) {
+    case od::json_type::number: {
+      od::number_type kind;
+      if (auto e = v.get_number_type().get(kind)) return e;
+      // Integers beyond 64 bits are valid JSON; simdjson only declines to convert them.
+      if (kind == od::number_type::big_integer) return simdjson::SUCCESS;
+      od::number number;
+      return v.get_number().get(number);
+    }
+    case od::json_type::string: {
+      std::string_view text;
+      return v.get_string().get(text);
+    }
+    case od::json_type::boolean: {
+      bool flag;
+      return v.get_bool().get(flag);
+    }
+    case od::json_type::null: {
+      bool is_null = false;
+      if (auto e = v.is_null().get(is_null)) return e;
+      return is_null ? simdjson::SUCCESS : simdjson::N_ATOM_ERROR;
+    }
+    default:
+      return simdjson::TAPE_ERROR;
+  }
+}
+
+simdjson::error_code walk(od::value v, int depth) {
+  if (depth > kMaxDepth) return simdjson::DEPTH_ERROR;
+  od::json_type type;
+  if (auto e = v.type().get(type)) return e;
+  if (type == od::json_type::object) {
+    od::object obj;
+    if (auto e = v.get_object().get(obj)) return e;
+    for (auto item : obj) {
+      od::field field;
+      if (auto e = item.get(field)) return e;
+      std::string_view key;
+      if (auto e = field.unescaped_key().get(key)) return e;
+      if (auto e = walk(field.value(), depth + 1)) return e;
+    }
+    return simdjson::SUCCESS;
+  }
+  if (type == od::json_type::array) {
+    od::array arr;
+    if (auto e = v.get_array().get(arr)) return e;
+    for (auto item : arr) {
+      od::value element;
+      if (auto e = item.get(element)) return e;
+      if (auto e = walk(element, depth + 1)) return e;
+    }
+    return simdjson::SUCCESS;
+  }
+  return walk_scalar(v, type);
+}
+
+}  // namespace
+
+Where Where::nested(std::string_view field) const {
+  return Where{family, path(field), code};
+}
+
+Where Where::indexed(std::string_view field, uint32_t index) const {
+  return Where{family, path(field) + "[" + decimal_string(index) + "]", code};
+}
+
+std::string Where::path(std::string_view field) const {
+  if (prefix.empty()) return std::string(field);
+  std::string out = prefix;
+  out += '.';
+  out += field;
+  return out;
+}
+
+Error field_error(const Where& where, std::string_view field, std::string_view what) {
+  std::string message(where.family);
+  message += ": field '";
+  message += where.path(field);
+  message += "' ";
+  message += what;
+  return Error{where.code, std::move(message)};
+}
+
+Error family_error(const Where& where, ErrorCode code, std::string_view what) {
+  std::string message(where.family);
+  message += ": ";
+  if (!where.prefix.empty()) {
+    message += where.prefix;
+    message += ": ";
+  }
+  message += what;
+  return Error{code, std::move(message)};
+}
+
+Error missing(const Where& where, std::string_view field) {
+  return field_error(where, field, "is required");
+}
+
+std::string quoted(std::string_view value) {
+  constexpr size_t kShown = 64;
+  std::string out = "'";
+  if (value.size() <= kShown) {
+    out += value;
+  } else {
+    // Cut on a UTF-8 boundary so the message stays valid text.
+    size_t cut = kShown;
+    while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;
+    out += value.substr(0, cut);
+    out += "...";
+  }
+  out += "'";
+  return out;
+}
+
+Result<int64_t> read_int(od::value& v, const Where& where, std::string_view field, int64_t lo, int64_t hi) {
+  const std::string range = "must be an integer in [" + decimal_string(lo) + ", " + decimal_string(hi) + "]";
+  od::json_type type;
+  if (v.type().get(type) != simdjson::SUCCESS || type != od::json_type::number) {
+    return field_error(where, field, "must be an integer");
+  }
+  od::number_type kind;
+  if (v.get_number_type().get(kind) != simdjson::SUCCESS) return field_error(where, field, range);
+  if (kind != od::number_type::signed_integer && kind != od::number_type::unsigned_integer) {
+    return field_error(where, field, range);
+  }
+  int64_t number = 0;
+  if (v.get_int64().get(number) != simdjson::SUCCESS || number < lo || number > hi) {
+    return field_error(where, field, range);
+  }
+  return number;
+}
+
+Result<std::optional<int64_t>> read_nullable_int(od::value& v, const Where& where, std::string_view field,
+                                                 int64_t lo, int64_t hi) {
+  if (take_null(v)) return std::optional<int64_t>{};
+  Result<int64_t> number = read_int(v, where, field, lo, hi);
+  if (!number) return number.take_error();
+  return std::optional<int64_t>{number.value()};
+}
+
+Result<std::string_view> read_string(od::value& v, const Where& where, std::string_view field,
+                                     uint32_t max_bytes) {
+  std::string_view text;
+  if (v.get_string().get(text) != simdjson::SUCCESS) return field_error(where, field, "must be a string");
+  if (text.size() > max_bytes) {
+    return field_error(where, field, "must be at most " + decimal_string(max_bytes) + " bytes");
+  }
+  return text;
+}
+
+Result<std::optional<std::string_view>> read_nullable_string(od::value& v, const Where& where,
+                                                             std::string_view field, uint32_t max_bytes) {
+  if (take_null(v)) return std::optional<std::string_view>{};
+  Result<std::string_view> text = read_string(v, where, field, max_bytes);
+  if (!text) return text.take_error();
+  return std::optional<std::string_view>{text.value()};
+}
+
+Result<bool> read_bool(od::value& v, const Where& where, std::string_view field) {
+  bool flag = false;
+  if (v.get_bool().get(flag) != simdjson::SUCCESS) return field_error(where, field, "must be a boolean");
+  return flag;
+}
+
+Result<od::object> read_object(od::value& v, const Where& where, std::string_view field) {
+  od::object obj;
+  if (v.get_object().get(obj) != simdjson::SUCCESS) return field_error(where, field, "must be an object");
+  return obj;
+}
+
+Result<od::array> read_array(od::value& v, const Where& where, std::string_view field) {
+  od::array arr;
+  if (v.get_array().get(arr) != simdjson::SUCCESS) return field_error(where, field, "must be an array");
+  return arr;
+}
+
+bool take_null(od::value& v) {
+  od::json_type type;
+  if (v.type().get(type) != simdjson::SUCCESS || type != od::json_type::null) return false;
+  bool is_null = false;
+  return v.is_null().get(is_null) == simdjson::SUCCESS && is_null;
+}
+
+Status validate_document(od::document& doc, std::string_view family) {
+  const Where where{family, "", ErrorCode::invalid_json};
+  od::json_type type;
+  simdjson::error_code e = doc.type().get(type);
+  if (!e) {
+    if (type == od::json_type::object || type == od::json_type::array) {
+      od::value root;
+      e = doc.get_value().get(root);
+      if (!e) e = walk(root, 1);
+    } else {
+      e = walk_scalar(doc, type);
+    }
+  }
+  if (!e && !doc.at_end()) e = simdjson::TRAILING_CONTENT;
+  if (e) {
+    return family_error(where, ErrorCode::invalid_json,
+                        std::string("invalid JSON (") + simdjson::error_message(e) + ")");
+  }
+  doc.rewind();
+  return ok_status();
+}
+
+Result<od::object> root_object(od::document& doc, const Where& where) {
+  od::object obj;
+  if (doc.get_object().get(obj) != simdjson::SUCCESS) {
+    return family_error(where, ErrorCode::invalid_input, "input must be a JSON object");
+  }
+  return obj;
+}
+
+}  // namespace postbox::input
