@@ -1,0 +1,43 @@
+import type { Clock, Connector, JobDefinition, OutboxEvent, QueueProducer, Queryable, VersionMetadata } from './types.js';
+
+/** Transition facts passed to `onTransition`. */
+export interface TransitionInfo {
+  job: { id: string; kind: string; tenantKey: string | null; correlationId: string | null };
+  transition: { from: 'running'; to: string; outcome: string; code: string | null; attempt: number };
+}
+
+/** Options of `createOutbox`. Only `jobs` and `connect` are required. */
+export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly JobDefinition[], Deps = unknown> {
+  /** The jobs this deploy registers. Only registered kinds are claimed. */
+  jobs: Jobs;
+  /** Opens a lane connection (see `./pg`). Called lazily, never at construction. */
+  connect: Connector;
+  /** Passed to handlers as `ctx.deps`. */
+  deps?: Deps;
+  /** One Queue, or one per lane (`{ default: env.Q, bulk: env.BULK_Q }`). Without it, jobs run on the cron sweep only. */
+  queue?: QueueProducer | Record<string, QueueProducer>;
+  /** Handlers one lane runs at once (one claim statement claims this many). Default 1. */
+  concurrency?: number;
+  /** Connections one invocation may hold. Default 1; at most 5 (Workers allow 6 per invocation). */
+  lanes?: number;
+  /** `env.CF_VERSION_METADATA`: older deploys leave jobs from newer ones alone. */
+  version?: VersionMetadata;
+  /** Structured event sink. */
+  events?: (event: OutboxEvent) => void;
+  /** Runs inside every settle transaction. A throw rolls back and retries the job with `hook_failed`. */
+  onTransition?: (tx: Queryable, info: TransitionInfo) => Promise<void>;
+  /** Scrubs error messages before they are persisted. */
+  redactError?: (message: string) => string;
+  /** Emit `streak_warning` when one code repeats this many times (per job overrides). */
+  warnAtStreak?: number;
+  /** Largest payload accepted, as JSON bytes. Default 256 KiB. */
+  maxPayloadBytes?: number;
+  /** Refusals throw `EnqueueRefusedError` instead of returning. */
+  strictEnqueue?: boolean;
+  /** Job id generator. Default uuid v7. Must return a UUID. */
+  generateId?: () => string;
+  /** For tests: see `createTestClock` in `./testing`. */
+  clock?: Clock;
+  /** Bound for one operator action. Default 60 s. */
+  operationTimeoutMs?: number;
+}

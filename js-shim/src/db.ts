@@ -1,0 +1,91 @@
+import { PostboxError } from './errors.js';
+import type { Queryable } from './types.js';
+
+/**
+ * The database handles `outbox.transaction` accepts: a node-postgres `Pool`, `Client` or
+ * `PoolClient`, a drizzle database, or a Kysely instance.
+ */
+export type TransactionalDb = Queryable | DrizzleLike | KyselyLike;
+
+interface PoolLike extends Queryable {
+  connect(): Promise<Queryable & { release(err?: unknown): void }>;
+  totalCount: number;
+}
+interface DrizzleLike {
+  transaction<T>(fn: (tx: any) => Promise<T>): Promise<T>;
+  execute(query: unknown): Promise<unknown>;
+}
+interface KyselyLike {
+  transaction(): { execute<T>(fn: (trx: any) => Promise<T>): Promise<T> };
+  executeQuery(query: unknown): Promise<{ rows: any[] }>;
+}
+
+const isPool = (db: unknown): db is PoolLike =>
+  typeof (db as PoolLike).connect === 'function' && typeof (db as PoolLike).totalCount === 'number';
+const isDrizzle = (db: unknown): db is DrizzleLike =>
+  typeof (db as DrizzleLike).transaction === 'function' && typeof (db as DrizzleLike).execute === 'function';
+const isKysely = (db: unknown): db is KyselyLike =>
+  typeof (db as KyselyLike).transaction === 'function' && typeof (db as KyselyLike).executeQuery === 'function';
+
+/**
+ * Runs `fn` in a transaction on `db` and gives it a `Queryable` bound to that transaction,
+ * plus the handle the caller's own code expects (`tx`).
+ */
+export async function runTransaction<T>(db: TransactionalDb, fn: (q: Queryable, tx: unknown) => Promise<T>): Promise<T> {
+  if (isPool(db)) {
+    const client = await db.connect();
+    try {
+      const result = await withBeginCommit(client, () => fn(client, client));
+      client.release();
+      return result;
+    } catch (error) {
+      client.release(error instanceof Error ? error : new Error(String(error)));
+      throw error;
+    }
+  }
+  if (isKysely(db)) {
+    return db.transaction().execute((trx) => fn(kyselyQueryable(trx), trx));
+  }
+  if (isDrizzle(db)) {
+    return db.transaction((tx) => fn(toQueryable(tx), tx));
+  }
+  if (typeof (db as Queryable).query === 'function') {
+    return withBeginCommit(db as Queryable, () => fn(db as Queryable, db));
+  }
+  throw new PostboxError('invalid_db', 'expected a node-postgres Pool/Client, a drizzle database or a Kysely instance');
+}
+
+async function withBeginCommit<T>(client: Queryable, fn: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    const result = await fn();
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}
+
+/**
+ * Turns a transaction handle the caller passed to `outbox.enqueue(tx, …)` into a `Queryable`:
+ * node-postgres clients as they are; drizzle through its underlying session client.
+ */
+export function toQueryable(tx: unknown): Queryable {
+  if (typeof (tx as Queryable).query === 'function' && !isDrizzle(tx)) return tx as Queryable;
+  if (isKysely(tx)) return kyselyQueryable(tx);
+  const session = (tx as { session?: { client?: Queryable } }).session;
+  if (session?.client && typeof session.client.query === 'function') return session.client;
+  const client = (tx as { $client?: Queryable }).$client;
+  if (client && typeof client.query === 'function' && !isPool(client)) return client;
+  throw new PostboxError('invalid_db', 'cannot run SQL on this transaction handle: pass a node-postgres client, a drizzle tx or a Kysely transaction');
+}
+
+function kyselyQueryable(trx: KyselyLike): Queryable {
+  return {
+    async query(text, values) {
+      const result = await trx.executeQuery({ sql: text, parameters: values ?? [], query: { kind: 'RawNode' }, queryId: { queryId: 'postbox' } });
+      return { rows: result.rows, rowCount: result.rows.length };
+    },
+  };
+}

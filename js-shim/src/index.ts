@@ -1,0 +1,11 @@
+/**
+ * Postbox: a transactional outbox for PostgreSQL on Cloudflare Workers. Every scheduling,
+ * retry, lease and settlement decision is made by a C++ core compiled to WebAssembly.
+ * @module
+ */
+export { defineJob, defineJobFor, ok, retry, fail, cancel, defaultClassify, type JobSpec } from './jobs.js';
+export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
+export type { OutboxOptions, TransitionInfo } from './config.js';
+export { PostboxError, EnqueueRefusedError } from './errors.js';
+export type { TransactionalDb } from './db.js';
+export type * from './types.js';

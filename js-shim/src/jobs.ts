@@ -1,0 +1,112 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { getCore } from './core/core.js';
+import { PostboxError } from './errors.js';
+import type { Classify, CorePolicy, HandlerOutcome, JobContext, JobDefinition, Queryable, RetryPolicy } from './types.js';
+
+/** What `defineJob` takes. */
+export interface JobSpec<Schema extends StandardSchemaV1, Deps> {
+  /** Unique name of the job kind, e.g. `email.welcome`: `[A-Za-z0-9._:-]`, ≤ 128 bytes. */
+  kind: string;
+  /** Any Standard Schema validator (zod, valibot, arktype). Checked at enqueue and before each run. */
+  payload: Schema;
+  /** How long one attempt may run, ≤ 10 minutes. The lease is derived from it. */
+  timeoutMs: number;
+  /** Routing lane; jobs without one run on `default`. */
+  lane?: string;
+  retry?: RetryPolicy;
+  /** Emit `streak_warning` when one error code repeats this many times in a row. */
+  warnAtStreak?: number;
+  /** Maps a thrown error to an outcome. Return `undefined` for the default (`retry({ code: 'unexpected' })`). */
+  classify?: Classify;
+  handle(payload: StandardSchemaV1.InferOutput<Schema>, ctx: JobContext<Deps>): Promise<HandlerOutcome>;
+}
+
+/**
+ * Defines a job: a kind, a payload schema, a timeout and a handler returning an outcome.
+ * The policy is checked by the core at once; a bad one throws `PostboxError('invalid_policy')`.
+ *
+ * @example
+ * ```ts
+ * export const welcomeEmail = defineJob({
+ *   kind: 'email.welcome',
+ *   payload: z.object({ userId: z.string() }),
+ *   timeoutMs: 30_000,
+ *   async handle({ userId }, ctx) {
+ *     await sendWelcome(userId, { signal: ctx.signal, idempotencyKey: ctx.idempotencyKey });
+ *     return ok();
+ *   },
+ * });
+ * ```
+ */
+export function defineJob<Schema extends StandardSchemaV1>(
+  spec: JobSpec<Schema, unknown>,
+): JobDefinition<StandardSchemaV1.InferOutput<Schema>, unknown> {
+  return buildJob(spec);
+}
+
+/**
+ * Binds the deps type once: jobs defined with the returned function get a typed `ctx.deps`,
+ * and `createOutbox` then requires matching `deps`.
+ *
+ * @example
+ * ```ts
+ * const defineJob = defineJobFor<{ mailer: Mailer }>();
+ * ```
+ */
+export function defineJobFor<Deps>() {
+  return <Schema extends StandardSchemaV1>(
+    spec: JobSpec<Schema, Deps>,
+  ): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps> => buildJob(spec);
+}
+
+function buildJob<Schema extends StandardSchemaV1, Deps>(
+  spec: JobSpec<Schema, Deps>,
+): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps> {
+  if (!spec || typeof spec.handle !== 'function') throw new PostboxError('invalid_job', 'defineJob: `handle` must be a function');
+  if (!spec.payload || typeof spec.payload['~standard']?.validate !== 'function') {
+    throw new PostboxError('invalid_job', `defineJob(${String(spec.kind)}): \`payload\` must be a Standard Schema`);
+  }
+  const policy = getCore().call<CorePolicy>('policy', {
+    kind: spec.kind,
+    timeoutMs: spec.timeoutMs,
+    ...(spec.lane === undefined ? {} : { lane: spec.lane }),
+    ...(spec.retry === undefined ? {} : { retry: spec.retry }),
+    warnAtStreak: spec.warnAtStreak ?? null,
+  });
+  return Object.freeze({
+    kind: policy.kind,
+    payload: spec.payload,
+    timeoutMs: policy.timeoutMs,
+    lane: policy.lane,
+    retry: spec.retry,
+    warnAtStreak: spec.warnAtStreak,
+    classify: spec.classify,
+    handle: spec.handle as JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps>['handle'],
+    policy,
+  });
+}
+
+/** The job succeeded. `commit` runs in the same transaction as the `succeeded` transition. */
+export function ok(options?: { commit?: (tx: Queryable) => Promise<unknown> }): HandlerOutcome {
+  return options?.commit ? { type: 'ok', commit: options.commit } : { type: 'ok' };
+}
+
+/** Retry with backoff, or after `after` ms (e.g. a provider's Retry-After). */
+export function retry(options: { code: string; after?: number }): HandlerOutcome {
+  return options.after === undefined ? { type: 'retry', code: options.code } : { type: 'retry', code: options.code, after: options.after };
+}
+
+/** Dead-letter now: no more retries. */
+export function fail(options: { code: string }): HandlerOutcome {
+  return { type: 'fail', code: options.code };
+}
+
+/** Cancel the job: the work is moot. */
+export function cancel(options: { reason: string }): HandlerOutcome {
+  return { type: 'cancel', reason: options.reason };
+}
+
+/** The classification of a thrown error when `classify` has no opinion. */
+export function defaultClassify(_error: unknown): HandlerOutcome {
+  return retry({ code: 'unexpected' });
+}

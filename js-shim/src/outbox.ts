@@ -1,0 +1,221 @@
+import { uuidv7 } from 'uuidv7';
+import type { OutboxOptions } from './config.js';
+import { getCore } from './core/core.js';
+import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
+import { enqueueJob, type EnqueueEnv } from './enqueue.js';
+import { PostboxError } from './errors.js';
+import { sendNudges, type PendingNudge } from './nudge.js';
+import { JOB_APPLY_OPERATE, JOB_ERASE_TENANT, JOB_LOCK_FOR_OPERATE } from './queries/operate.js';
+import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
+import { randomSeed, type OutboxRuntime } from './runtime.js';
+import { LaneSession, errorMessage } from './session.js';
+import { runSweep, type SweepOptions, type SweepReport } from './sweep.js';
+import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
+
+/** The `enqueue` function `transaction` hands its callback. */
+export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
+
+/** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
+export interface TenantScope {
+  tenantKey?: string | null;
+}
+
+/** Per-job result of an operator action. */
+export type OperateResult = { id: string; status: 'ok'; jobStatus: string } | { id: string; status: 'not_found' | 'invalid_state'; jobStatus?: string };
+
+/** An outbox bound to one invocation's `env`. */
+export interface Outbox<R = EnqueueResult> {
+  /**
+   * Runs `fn` and every `enqueue` it makes in one transaction on `db`, then nudges the queue
+   * once it has committed. Pass the top-level database, not a transaction.
+   */
+  transaction<T>(db: TransactionalDb, fn: (tx: any, enqueue: TxEnqueue<R>) => Promise<T>): Promise<T>;
+  /** Enqueues inside a transaction the caller owns (one statement). Nudge after commit yourself. */
+  enqueue<P>(tx: unknown, job: JobDefinition<P>, opts: EnqueueOptions<P>): Promise<R>;
+  /** Sends nudges for committed jobs. Never throws. */
+  nudge(refs: readonly JobRef[]): Promise<void>;
+  /** Cancels a pending, retrying or running job. */
+  cancel(ref: { id: string }, reason?: string, scope?: TenantScope): Promise<OperateResult>;
+  cancelMany(ids: readonly string[], reason?: string, scope?: TenantScope): Promise<OperateResult[]>;
+  /** Dead or cancelled → pending with a fresh retry budget, and nudged. */
+  replay(id: string, scope?: TenantScope): Promise<OperateResult>;
+  replayMany(ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
+  /** Makes a pending or retrying job due now, and nudges it. */
+  retryNow(id: string, scope?: TenantScope): Promise<OperateResult>;
+  /** Deletes every job (and attempt) of one tenant. Returns how many jobs. */
+  eraseTenant(tenantKey: string): Promise<number>;
+  /** @internal Runs one lane: nudged targets, or a bounded drain. */
+  readonly [RUN]: OutboxEngine;
+}
+
+/** A `strictEnqueue: true` outbox: enqueue results are always accepted ones. */
+export type StrictOutbox = Outbox<EnqueueAccepted>;
+
+export const RUN: unique symbol = Symbol.for('postbox.run');
+
+/** @internal What the Cloudflare handlers and the test kit drive. */
+export interface OutboxEngine {
+  runtime: OutboxRuntime;
+  drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[] }): Promise<RunReport>;
+  sweep(startedAt: number, opts: SweepOptions): Promise<SweepReport>;
+  withSession<T>(fn: (session: LaneSession) => Promise<T>): Promise<T>;
+}
+
+/**
+ * Creates an outbox. Cheap: it connects lazily, never at construction, so create one per
+ * invocation from its `env`.
+ *
+ * @example
+ * ```ts
+ * export const outboxFor = (env: Env) =>
+ *   createOutbox({
+ *     jobs: [welcomeEmail],
+ *     connect: createPgConnector(env.OUTBOX_DB.connectionString),
+ *     queue: env.OUTBOX_QUEUE,
+ *   });
+ * ```
+ */
+export function createOutbox<const Jobs extends readonly JobDefinition[], Deps = unknown>(
+  options: OutboxOptions<Jobs, Deps> & { strictEnqueue: true },
+): StrictOutbox;
+export function createOutbox<const Jobs extends readonly JobDefinition[], Deps = unknown>(options: OutboxOptions<Jobs, Deps>): Outbox;
+export function createOutbox(options: OutboxOptions): Outbox<any> {
+  if (!options || !Array.isArray(options.jobs) || typeof options.connect !== 'function') {
+    throw new PostboxError('invalid_config', 'createOutbox: `jobs` (an array) and `connect` (a function) are required');
+  }
+  const registry = new Map<string, JobDefinition>();
+  for (const job of options.jobs) {
+    if (registry.has(job.kind)) throw new PostboxError('invalid_config', `createOutbox: kind ${job.kind} is registered twice`);
+    registry.set(job.kind, job);
+  }
+  const concurrency = options.concurrency ?? 1;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100) {
+    throw new PostboxError('invalid_config', 'createOutbox: concurrency must be an integer in 1..100');
+  }
+  const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
+  const runtime: OutboxRuntime = {
+    core: getCore(),
+    options,
+    registry,
+    policies: [...registry.values()].map((j) => j.policy as CorePolicy),
+    clock: options.clock ?? { now: () => Date.now() },
+    concurrency,
+    versionTs: Number.isFinite(versionTs) ? versionTs : null,
+    emit: (event) => {
+      try {
+        options.events?.(event);
+      } catch {
+        // A broken sink must not break job processing.
+      }
+    },
+    queueFor: (lane) => queueFor(options.queue, lane),
+    seed: randomSeed,
+  };
+  const enqueueEnv = (): EnqueueEnv => ({
+    core: runtime.core,
+    now: runtime.clock.now(),
+    maxPayloadBytes: options.maxPayloadBytes ?? 262_144,
+    hasQueue: options.queue !== undefined,
+    versionTs: runtime.versionTs,
+    generateId: options.generateId ?? uuidv7,
+    strict: options.strictEnqueue === true,
+  });
+
+  const withSession = async <T>(fn: (session: LaneSession) => Promise<T>): Promise<T> => {
+    const session = new LaneSession(options.connect);
+    try {
+      return await fn(session);
+    } finally {
+      await session.close();
+    }
+  };
+
+  const operate = async (action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) => {
+    const anyTenant = !scope || !('tenantKey' in scope);
+    const now = runtime.clock.now();
+    const { results, nudges } = await withSession((session) =>
+      session.transaction(async (q) => {
+        const { rows } = await q.query(JOB_LOCK_FOR_OPERATE, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
+        const found = new Map(rows.map((r: { id: string; status: string; kind: string; lane: string }) => [r.id, r]));
+        const results: OperateResult[] = [];
+        const writes: { id: string; status: string; dueAt: number | null; reset: boolean }[] = [];
+        for (const id of ids) {
+          const row = found.get(id);
+          if (!row) {
+            results.push({ id, status: 'not_found' });
+            continue;
+          }
+          const decision = runtime.core.call<{ ok: boolean; status?: string; dueAt?: number | null; reset?: boolean }>('operate', { action, now, job: { status: row.status } });
+          if (!decision.ok) {
+            results.push({ id, status: 'invalid_state', jobStatus: row.status });
+            continue;
+          }
+          writes.push({ id, status: decision.status!, dueAt: decision.dueAt ?? null, reset: decision.reset ?? false });
+          results.push({ id, status: 'ok', jobStatus: decision.status! });
+        }
+        if (writes.length > 0) {
+          await q.query(JOB_APPLY_OPERATE, [
+            now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
+          ]);
+        }
+        const nudges: PendingNudge[] = action === 'cancel' ? [] : writes.map((w) => {
+          const row = found.get(w.id)!;
+          return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
+        });
+        return { results, nudges };
+      }),
+    );
+    await sendNudges(runtime, nudges);
+    return results;
+  };
+
+  const outbox: Outbox<any> = {
+    async transaction(db, fn) {
+      const nudges: PendingNudge[] = [];
+      const result = await runTransaction(db, (q, tx) =>
+        fn(tx, async (job, opts) => {
+          const outcome = await enqueueJob(enqueueEnv(), q, job, opts);
+          if (outcome.nudge) nudges.push(outcome.nudge);
+          return outcome.result;
+        }),
+      );
+      await sendNudges(runtime, nudges);
+      return result;
+    },
+    async enqueue(tx, job, opts) {
+      return (await enqueueJob(enqueueEnv(), toQueryable(tx), job, opts)).result;
+    },
+    async nudge(refs) {
+      try {
+        await sendNudges(runtime, refs.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane ?? registry.get(r.kind)?.lane ?? 'default', delaySeconds: 0 })));
+      } catch (error) {
+        runtime.emit({ type: 'nudge_failed', jobs: refs.length, error: errorMessage(error) });
+      }
+    },
+    cancel: async (ref, reason = 'cancelled', scope) => (await operate('cancel', [ref.id], scope, reason))[0]!,
+    cancelMany: (ids, reason = 'cancelled', scope) => operate('cancel', ids, scope, reason),
+    replay: async (id, scope) => (await operate('replay', [id], scope, null))[0]!,
+    replayMany: (ids, scope) => operate('replay', ids, scope, null),
+    retryNow: async (id, scope) => (await operate('retryNow', [id], scope, null))[0]!,
+    async eraseTenant(tenantKey) {
+      if (typeof tenantKey !== 'string' || tenantKey.length === 0) throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a non-empty string');
+      return withSession(async (session) => (await session.exclusive((q) => q.query(JOB_ERASE_TENANT, [tenantKey]))).rowCount ?? 0);
+    },
+    [RUN]: {
+      runtime,
+      withSession,
+      drain: (opts) => withSession((session) => drainLane(runtime, session, opts)),
+      sweep: (startedAt, opts) => withSession((session) => runSweep(runtime, session, startedAt, opts)),
+    },
+  };
+  return outbox;
+}
+
+function queueFor(queue: OutboxOptions['queue'], lane: string): QueueProducer | undefined {
+  if (!queue) return undefined;
+  if (typeof (queue as QueueProducer).sendBatch === 'function') return lane === 'default' ? (queue as QueueProducer) : undefined;
+  return (queue as Record<string, QueueProducer>)[lane];
+}
+
+export { addReport, emptyReport };
+export type { RunReport, SweepOptions, SweepReport };

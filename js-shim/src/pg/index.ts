@@ -1,0 +1,83 @@
+/**
+ * node-postgres connectors. Each returns a `Connector`: the outbox calls it lazily, owns the
+ * connection, and ends it with exactly one of `close()` or `destroy()`.
+ * @module
+ */
+import pg from 'pg';
+import type { Connector, LaneConnection } from '../types.js';
+
+export interface PgConnectorOptions {
+  /** Bound on opening a connection. Default 10 s. */
+  connectionTimeoutMs?: number;
+  /** Errors the session raises outside a query (e.g. the server closed it). */
+  onError?: (error: Error) => void;
+}
+
+/**
+ * A fresh `pg.Client` per lane: the shape Hyperdrive expects (never share a client across
+ * invocations in Workers).
+ *
+ * @example
+ * ```ts
+ * createOutbox({ jobs, connect: createPgConnector(env.OUTBOX_DB.connectionString) });
+ * ```
+ */
+export function createPgConnector(connectionString: string, options: PgConnectorOptions = {}): Connector {
+  return async () => {
+    const client = new pg.Client({ connectionString, connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000 });
+    let broken = false;
+    let ended = false;
+    // An unlistened 'error' would crash the isolate; mark the session broken instead.
+    client.on('error', (error) => {
+      broken = true;
+      options.onError?.(error);
+    });
+    client.on('end', () => {
+      broken = true;
+    });
+    try {
+      await client.connect();
+    } catch (error) {
+      ended = true;
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    const end = async () => {
+      if (ended) return;
+      ended = true;
+      await client.end().catch(() => undefined);
+    };
+    const connection: LaneConnection = { db: client, close: end, destroy: end, isBroken: () => broken };
+    return connection;
+  };
+}
+
+/**
+ * Checks clients out of a `pg.Pool` you own. A broken client is destroyed, not returned.
+ * Attach `pool.on('error', …)` yourself: node-postgres re-emits idle clients' errors there.
+ */
+export function createPgPoolConnector(pool: pg.Pool, options: Pick<PgConnectorOptions, 'onError'> = {}): Connector {
+  return async () => {
+    const client = await pool.connect();
+    let broken = false;
+    let released = false;
+    const onError = (error: Error) => {
+      broken = true;
+      options.onError?.(error);
+    };
+    client.on('error', onError);
+    const release = (destroy: boolean) => {
+      if (released) return;
+      released = true;
+      client.off('error', onError);
+      client.release(destroy || broken ? true : undefined);
+    };
+    const connection: LaneConnection = {
+      db: client,
+      close: async () => release(false),
+      destroy: async () => release(true),
+      isBroken: () => broken,
+    };
+    return connection;
+  };
+}

@@ -1,0 +1,35 @@
+import { ts } from './time.js';
+
+/** Tenant scope filter: $tenantAny true means any tenant; else the tenant (NULL = none). */
+const scoped = (anyParam: string, tenantParam: string) =>
+  `(${anyParam}::bool OR tenant_scope = COALESCE('t:' || ${tenantParam}::text, 'n'))`;
+
+/** JobGetForOperate: status of jobs an operator acts on, locked for the action. */
+export const JOB_LOCK_FOR_OPERATE = `
+SELECT id, kind, lane, status FROM outbox.job
+ WHERE id = ANY($1::uuid[]) AND ${scoped('$2', '$3')}
+ FOR UPDATE`;
+
+/** JobApplyOperate: writes operator decisions made by the core. */
+export const JOB_APPLY_OPERATE = `
+WITH o AS (
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[])
+    AS o(id, status, due_ms, reset, reason)
+)
+UPDATE outbox.job j
+   SET status = o.status,
+       due_at = COALESCE(to_timestamp(o.due_ms / 1000.0), j.due_at),
+       attempts = CASE WHEN o.reset THEN 0 ELSE j.attempts END,
+       crashes = CASE WHEN o.reset THEN 0 ELSE j.crashes END,
+       streak = CASE WHEN o.reset THEN 0 ELSE j.streak END,
+       streak_code = CASE WHEN o.reset THEN NULL ELSE j.streak_code END,
+       replayed_at = CASE WHEN o.reset THEN ${ts('$1')} ELSE j.replayed_at END,
+       last_error_code = CASE WHEN o.status = 'cancelled' THEN o.reason ELSE j.last_error_code END,
+       lease_expires_at = NULL,
+       finished_at = CASE WHEN o.status IN ('succeeded', 'dead', 'cancelled') THEN ${ts('$1')} END,
+       updated_at = ${ts('$1')}
+  FROM o WHERE j.id = o.id
+RETURNING j.id, j.kind, j.lane, j.status`;
+
+/** JobEraseTenant: deletes every job (and, by cascade, attempt) of one tenant. */
+export const JOB_ERASE_TENANT = `DELETE FROM outbox.job WHERE tenant_key = $1`;

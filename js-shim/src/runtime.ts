@@ -1,0 +1,22 @@
+import type { OutboxOptions } from './config.js';
+import type { Core } from './core/core.js';
+import type { Clock, CorePolicy, JobDefinition, OutboxEvent, QueueProducer } from './types.js';
+
+/** What every I/O routine of an outbox needs: the core, the registry, the clock, the sinks. */
+export interface OutboxRuntime {
+  core: Core;
+  options: OutboxOptions<readonly JobDefinition[], unknown>;
+  registry: ReadonlyMap<string, JobDefinition>;
+  policies: readonly CorePolicy[];
+  clock: Clock;
+  concurrency: number;
+  versionTs: number | null;
+  emit(event: OutboxEvent): void;
+  queueFor(lane: string): QueueProducer | undefined;
+  /** A uint32 of entropy for the core's jitter. */
+  seed(): number;
+}
+
+export function randomSeed(): number {
+  return crypto.getRandomValues(new Uint32Array(1))[0] ?? 0;
+}

@@ -1,0 +1,78 @@
+import { PostboxError } from './errors.js';
+import type { Connector, LaneConnection, Queryable } from './types.js';
+
+/**
+ * One lane's database session for one invocation. Acquires lazily, serialises use (a
+ * node-postgres client runs one transaction at a time), and replaces a broken or
+ * abandoned connection: `destroy()` first, then a fresh `connect()` on next use.
+ */
+export class LaneSession {
+  #connect: Connector;
+  #conn: LaneConnection | null = null;
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(connect: Connector) {
+    this.#connect = connect;
+  }
+
+  async #acquire(): Promise<LaneConnection> {
+    if (this.#conn?.isBroken?.()) await this.replace();
+    if (!this.#conn) {
+      try {
+        this.#conn = await this.#connect();
+      } catch (error) {
+        throw new PostboxError('connection_failed', `could not open an outbox connection: ${errorMessage(error)}`, { cause: error });
+      }
+    }
+    return this.#conn;
+  }
+
+  /** Runs `fn` with the session to itself. */
+  exclusive<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    const run = this.#tail.then(async () => fn((await this.#acquire()).db));
+    this.#tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Runs `fn` in a transaction, with the session to itself. */
+  transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    return this.exclusive(async (q) => {
+      await q.query('BEGIN');
+      try {
+        const result = await fn(q);
+        await q.query('COMMIT');
+        return result;
+      } catch (error) {
+        await q.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      }
+    });
+  }
+
+  /** Discards the connection (it may be stuck behind a runaway query); the next use reconnects. */
+  async replace(): Promise<void> {
+    const old = this.#conn;
+    this.#conn = null;
+    this.#tail = Promise.resolve();
+    if (old) await old.destroy().catch(() => undefined);
+  }
+
+  /** Ends the session: returns a healthy connection, discards a broken one. */
+  async close(): Promise<void> {
+    const conn = this.#conn;
+    this.#conn = null;
+    if (!conn) return;
+    await this.#tail;
+    if (conn.isBroken?.()) await conn.destroy().catch(() => undefined);
+    else await conn.close().catch(() => undefined);
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
+  }
+}

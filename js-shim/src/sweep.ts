@@ -1,0 +1,109 @@
+import { JOB_LIST_EXPIRED_LEASES } from './queries/claim.js';
+import { JOB_DELETE_FINISHED, JOB_LIST_DUE_FOR_HANDOFF } from './queries/sweep.js';
+import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
+import type { OutboxRuntime } from './runtime.js';
+import type { LaneSession } from './session.js';
+import { sendNudges } from './nudge.js';
+
+/** A reserved sweep: kinds swept before the catch-all drain, with their own budget. */
+export interface ReservedSweep {
+  name: string;
+  kinds: readonly string[];
+  budget: { maxJobs: number; deadlineMs: number };
+}
+
+/** Options of one sweep (the scheduled handler's). */
+export interface SweepOptions {
+  /** Wall time of the whole invocation. Default 840 s (Cloudflare allows 15 min). */
+  invocationBudgetMs?: number;
+  /** Recovery's share, so a crash backlog cannot starve fresh work. Default 120 s. */
+  recoveryBudgetMs?: number;
+  reserved?: readonly ReservedSweep[];
+  retention?: { succeededRetentionMs?: number; deadRetentionMs?: number };
+}
+
+type SweepStep =
+  | { type: 'recover'; deadlineAt: number; limit: number }
+  | { type: 'reserved'; name: string; kinds: string[]; maxJobs: number; deadlineAt: number }
+  | { type: 'drain'; kinds: string[]; deadlineAt: number }
+  | { type: 'handoff'; lanes: { lane: string; kinds: string[] }[] }
+  | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number };
+
+/** What a sweep did. */
+export interface SweepReport extends RunReport {
+  handedOff: number;
+  deleted: number;
+}
+
+/**
+ * The cron backstop: the core plans the steps inside the invocation budget; this runs them
+ * in order: recover expired leases, reserved sweeps, drain, hand long jobs to their queue, retention.
+ */
+export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedAt: number, opts: SweepOptions): Promise<SweepReport> {
+  const plan = rt.core.call<{ deadlineAt: number; steps: SweepStep[] }>('sweep', {
+    op: 'plan',
+    now: rt.clock.now(),
+    startedAt,
+    invocationBudgetMs: opts.invocationBudgetMs ?? 840_000,
+    recoveryBudgetMs: opts.recoveryBudgetMs ?? 120_000,
+    sweepLeaseBudgetMs: 180_000,
+    reserved: (opts.reserved ?? []).map((r) => ({ name: r.name, kinds: r.kinds, maxJobs: r.budget.maxJobs, deadlineMs: r.budget.deadlineMs })),
+    retention: {
+      succeededMs: opts.retention?.succeededRetentionMs ?? 7 * 86_400_000,
+      deadMs: opts.retention?.deadRetentionMs ?? 90 * 86_400_000,
+    },
+    policies: rt.policies,
+  });
+  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0 };
+  for (const step of plan.steps) {
+    switch (step.type) {
+      case 'recover':
+        addReport(report, await recover(rt, session, step.limit));
+        break;
+      case 'reserved':
+      case 'drain':
+        for (const lane of lanesOf(rt, step.kinds)) {
+          addReport(report, await drainLane(rt, session, {
+            lane, kinds: step.kinds, deadlineAt: step.deadlineAt, ...(step.type === 'reserved' ? { maxJobs: step.maxJobs } : {}),
+          }));
+        }
+        break;
+      case 'handoff':
+        for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds);
+        break;
+      case 'retention': {
+        const { rowCount } = await session.exclusive((q) => q.query(JOB_DELETE_FINISHED, [step.succeededBefore, step.deadBefore, step.limit]));
+        report.deleted += rowCount ?? 0;
+        if (rowCount) rt.emit({ type: 'retention', deleted: rowCount });
+        break;
+      }
+    }
+  }
+  return report;
+}
+
+function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {
+  return [...new Set(rt.policies.filter((p) => kinds.includes(p.kind)).map((p) => p.lane))];
+}
+
+/** Settles every attempt whose lease expired unsettled as a crash. */
+async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport> {
+  const kinds = rt.policies.map((p) => p.kind);
+  const rows = await session.exclusive(async (q) => (await q.query(JOB_LIST_EXPIRED_LEASES, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
+  if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
+  return settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
+}
+
+/** Nudges due jobs whose lease is too long for the sweep onto their lane's queue. */
+async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, kinds: string[]): Promise<number> {
+  if (!rt.queueFor(lane)) {
+    rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: long jobs of this lane cannot run` });
+    return 0;
+  }
+  const rows = await session.exclusive(async (q) => (await q.query(JOB_LIST_DUE_FOR_HANDOFF, [rt.clock.now(), lane, kinds, 100])).rows as { id: string; kind: string; lane: string }[]);
+  if (rows.length > 0) {
+    await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })));
+    rt.emit({ type: 'handoff', lane, jobs: rows.length });
+  }
+  return rows.length;
+}

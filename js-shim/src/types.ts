@@ -1,0 +1,187 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
+
+/** Anything with node-postgres's `query(text, values)`: a `Client`, `PoolClient` or `Pool`. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount: number | null }>;
+}
+
+/**
+ * The database a handler gets as `ctx.db`: the lane's own session, fenced so that every
+ * call rejects once the attempt has returned or timed out.
+ */
+export interface OutboxDb extends Queryable {
+  /** Runs `fn` in a transaction on the lane's session; commits if it resolves. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+}
+
+/** What a handler returns. Build one with `ok`, `retry`, `fail` or `cancel`. */
+export type HandlerOutcome =
+  | { readonly type: 'ok'; readonly commit?: (tx: Queryable) => Promise<unknown> }
+  | { readonly type: 'retry'; readonly code: string; readonly after?: number }
+  | { readonly type: 'fail'; readonly code: string }
+  | { readonly type: 'cancel'; readonly reason: string };
+
+/** A per-code retry rule: a number caps the streak; an object can do more. */
+export type PerCodeRule =
+  | number
+  | {
+      /** Dead-letter (or cancel) once this code occurs this many times in a row. */
+      streak?: number;
+      /** The attempt budget while this code is the failure (widens or narrows `maxAttempts`). */
+      maxAttempts?: number;
+      /** The longest delay before retrying this code. */
+      maxDelayMs?: number;
+      /** What exhaustion of this rule does. Default `'dead'`. */
+      onExhaustion?: 'dead' | 'cancel';
+    };
+
+/** Retry policy of a job. Every field is optional; the core fills the defaults. */
+export interface RetryPolicy {
+  /** Attempts charged since the last replay before the job dead-letters. Default 20. */
+  maxAttempts?: number;
+  /** Exponential, jittered backoff. Default `{ baseMs: 30_000, maxMs: 3_600_000 }`. */
+  backoff?: { baseMs?: number; maxMs?: number };
+  /** Per-error-code rules, merged over the defaults `timeout: 5`, `invalid_payload: 3`. */
+  perCode?: Record<string, PerCodeRule>;
+  /** Consecutive crashes (lease expired, never settled) before `dead(crash_loop)`. Default 3. */
+  maxCrashes?: number;
+}
+
+/** The context a handler runs with. */
+export interface JobContext<Deps = unknown> {
+  readonly jobId: string;
+  readonly kind: string;
+  /** This attempt's number among those charged since the last replay (1-based). */
+  readonly attempt: number;
+  /** Stable across retries: pass it to providers that deduplicate. */
+  readonly idempotencyKey: string;
+  /** Aborts once the attempt has timed out. */
+  readonly signal: AbortSignal;
+  /** Epoch ms at which the attempt times out, on the outbox's clock. */
+  readonly deadline: number;
+  /** Milliseconds left before `deadline`. */
+  remainingMs(): number;
+  readonly db: OutboxDb;
+  readonly deps: Deps;
+  readonly tenantKey: string | null;
+  readonly correlationId: string | null;
+  readonly metadata: Record<string, unknown> | null;
+}
+
+/** Maps a thrown error to an outcome; `undefined` means "use the default". */
+export type Classify = (error: unknown) => HandlerOutcome | undefined;
+
+/** A job definition, as returned by `defineJob`. */
+export interface JobDefinition<Payload = any, Deps = any> {
+  readonly kind: string;
+  readonly payload: StandardSchemaV1<unknown, Payload>;
+  readonly timeoutMs: number;
+  readonly lane: string;
+  readonly retry: RetryPolicy | undefined;
+  readonly warnAtStreak: number | undefined;
+  readonly classify: Classify | undefined;
+  readonly handle: (payload: Payload, ctx: JobContext<Deps>) => Promise<HandlerOutcome>;
+  /** The policy as normalised by the core (lease, defaults, per-code rules). */
+  readonly policy: CorePolicy;
+  /** Type-level marker of the deps this job needs. */
+  readonly __deps?: (deps: Deps) => void;
+}
+
+/** A normalised policy from the core (docs/ABI.md, `pb_policy`). */
+export interface CorePolicy {
+  kind: string;
+  lane: string;
+  timeoutMs: number;
+  leaseMs: number;
+  maxAttempts: number;
+  baseMs: number;
+  maxMs: number;
+  maxCrashes: number;
+  warnAtStreak: number | null;
+  perCode: Record<string, { streak: number | null; maxAttempts: number | null; maxDelayMs: number | null; onExhaustion: 'dead' | 'cancel' }>;
+}
+
+/** Options beside the payload when enqueueing. */
+export interface EnqueueOptions<Payload> {
+  payload: Payload;
+  /** Unique per tenant: a repeat returns the existing job. Derive it from business identity. */
+  dedupeKey?: string;
+  /** Scopes dedupe and operator actions. */
+  tenantKey?: string | null;
+  /** Find related jobs later (a request or trace id). */
+  correlationId?: string;
+  /** Run no earlier than this many ms from now. */
+  delayMs?: number;
+  /** Passed to the handler as `ctx.metadata`. */
+  metadata?: Record<string, unknown>;
+}
+
+/** A job reference, enough to nudge it. */
+export interface JobRef {
+  id: string;
+  kind: string;
+  lane?: string;
+}
+
+export type EnqueueAccepted = { status: 'created' | 'exists'; id: string; kind: string };
+export type EnqueueRefusal =
+  | { status: 'dedupe_conflict'; reason: 'kind'; existingKind: string }
+  | { status: 'invalid_payload'; issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
+/** What `enqueue` returns: a result, never a throw (unless `strictEnqueue`). */
+export type EnqueueResult = EnqueueAccepted | EnqueueRefusal;
+
+/** A Cloudflare Queue producer binding, as much of it as Postbox uses. */
+export interface QueueProducer {
+  send(body: unknown, options?: { delaySeconds?: number }): Promise<void>;
+  sendBatch(messages: Iterable<{ body: unknown; delaySeconds?: number }>): Promise<void>;
+}
+
+/** A connection the outbox owns until it calls exactly one of `close` or `destroy`. */
+export interface LaneConnection {
+  /** The session. node-postgres `Client` / `PoolClient` shape. */
+  readonly db: Queryable;
+  /** Healthy: return it (e.g. `client.release()` or `client.end()`). */
+  close(): Promise<void>;
+  /** Never reuse it. Idempotent; makes a later `close()` a no-op. */
+  destroy(): Promise<void>;
+  /** True once the session is known dead. */
+  isBroken?(): boolean;
+}
+
+/** Opens one lane connection. */
+export type Connector = () => Promise<LaneConnection>;
+
+/** A clock: epoch ms. Tests pass `createTestClock()`. */
+export interface Clock {
+  now(): number;
+}
+
+/** Structured events Postbox emits. Send them somewhere you alert on. */
+export type OutboxEvent =
+  | { type: 'job_settled'; jobId: string; kind: string; from: 'running'; to: JobStatus; outcome: string; code: string | null; attempt: number }
+  | { type: 'dead_letter'; jobId: string; kind: string; code: string | null; reason: string }
+  | { type: 'streak_warning'; jobId: string; kind: string; code: string; streak: number }
+  | { type: 'crash_loop'; jobId: string; kind: string; crashes: number }
+  | { type: 'cancelled'; jobId: string; kind: string; code: string | null; reason: string }
+  | { type: 'claim_late'; jobId: string; kind: string }
+  | { type: 'stale_settle'; jobId: string; kind: string; attempt: number }
+  | { type: 'settle_failed'; jobId: string; kind: string; error: string }
+  | { type: 'infra_error'; where: string; error: string }
+  | { type: 'invalid_message'; queue: string; messageId: string; code: string; message: string }
+  | { type: 'nudge_skipped'; jobs: number; reason: string }
+  | { type: 'nudge_failed'; jobs: number; error: string }
+  | { type: 'schedule_failed'; schedule: string; cron: string; error: string; severity: 'error' }
+  | { type: 'schedule_enqueued'; schedule: string; key: string; status: string }
+  | { type: 'dlq_message'; queue: string; messageId: string; body: unknown }
+  | { type: 'recovered'; jobs: number }
+  | { type: 'retention'; deleted: number }
+  | { type: 'handoff'; lane: string; jobs: number };
+
+export type JobStatus = 'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled';
+
+/** Cloudflare's version metadata binding. */
+export interface VersionMetadata {
+  id: string;
+  tag?: string;
+  timestamp: string;
+}
