@@ -1,0 +1,82 @@
+// Shared set-up of the outbox integration tests: one real PostgreSQL server and one Worker
+// (tests/shim/fixtures/outbox-worker.ts) in workerd per test file, a fresh schema per test.
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { migrate } from '../../js-shim/src/sql/index.ts';
+import { startPostgres, type PgServer } from '../support/postgres.ts';
+import { startWorker, type TestWorker } from '../support/worker.ts';
+
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+
+export interface OutboxEnv {
+  server: PgServer;
+  dbUrl: string;
+  worker: TestWorker;
+  sql(text: string, values?: unknown[]): Promise<any[]>;
+  post(pathname: string, body: unknown): Promise<{ status: number; body: any }>;
+  events(): Promise<any[]>;
+  job(id: string): Promise<any>;
+  reset(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record<string, string> } = {}): Promise<OutboxEnv> {
+  const server = await startPostgres();
+  const dbUrl = await server.createDatabase('outbox_test');
+  const client = new pg.Client({ connectionString: dbUrl });
+  await client.connect();
+  await migrate(client);
+  await client.query('CREATE TABLE public.sink (id serial PRIMARY KEY, key text NOT NULL, note text NOT NULL, attempt int NOT NULL)');
+  await client.query('CREATE TABLE public.app_row (id serial PRIMARY KEY, note text NOT NULL)');
+  const worker = await startWorker({
+    entry: path.join(fixtures, 'outbox-worker.ts'),
+    databaseUrl: opts.databaseUrl ?? dbUrl,
+    queues: {
+      producers: { OUTBOX_QUEUE: 'postbox', BULK_QUEUE: 'postbox-bulk' },
+      consumers: [
+        { queue: 'postbox', maxBatchSize: 10, maxBatchTimeout: 0, maxRetries: 2, deadLetterQueue: 'postbox-dlq' },
+        { queue: 'postbox-bulk', maxBatchSize: 10, maxBatchTimeout: 0 },
+      ],
+    },
+    ...(opts.vars ? { vars: opts.vars } : {}),
+  });
+  const sql = async (text: string, values?: unknown[]) => (await client.query(text, values)).rows;
+  const post = async (pathname: string, body: unknown) => {
+    const res = await worker.fetch(pathname, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+    return { status: res.status, body: await res.json() };
+  };
+  return {
+    server,
+    dbUrl,
+    worker,
+    sql,
+    post,
+    events: async () => (await (await worker.fetch('/events')).json()) as any[],
+    job: async (id) => (await sql('SELECT * FROM outbox.job WHERE id = $1', [id]))[0],
+    async reset() {
+      await sql('DELETE FROM outbox.job; DELETE FROM public.sink; DELETE FROM public.app_row');
+      await post('/clock', { offsetMs: 0 });
+      await post('/hook', { mode: 'off' });
+      await worker.fetch('/events');
+    },
+    async stop() {
+      await worker.dispose();
+      await client.end();
+      await server.stop();
+    },
+  };
+}
+
+/** Polls until `fn` returns something other than undefined. */
+export async function until<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined && value !== null && value !== false) return value as T;
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,319 @@
+// The outbox end to end inside workerd (Miniflare) against a real PostgreSQL: enqueue in the
+// app's transaction, Queue nudge, claim, run, settle, sweep and recovery.
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { startOutboxEnv, sleep, until, type OutboxEnv } from './outbox-env.ts';
+
+let env: OutboxEnv;
+before(async () => {
+  env = await startOutboxEnv();
+});
+after(async () => {
+  await env?.stop();
+});
+beforeEach(async () => {
+  await env.reset();
+});
+
+const SWEEP = '*/5 * * * *';
+const enqueue = async (jobs: object[], extra: object = {}) => env.post('/enqueue', { jobs, ...extra });
+const enqueueOne = async (payload: object, opts: object = {}) => {
+  const res = await enqueue([{ payload, ...opts }]);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body[0] as { status: string; id: string; kind: string };
+};
+const settledJob = (id: string, status: string) => until(async () => {
+  const job = await env.job(id);
+  return job?.status === status ? job : undefined;
+});
+const sinkFor = (key: string) => env.sql('SELECT note, attempt FROM public.sink WHERE key = $1 ORDER BY id', [key]);
+/** Moves the Worker's clock past every due time and runs one sweep. */
+async function sweepAt(offsetMs: number) {
+  await env.post('/clock', { offsetMs });
+  const result = await env.worker.scheduled({ cron: SWEEP });
+  assert.equal(result.outcome, 'ok');
+}
+
+describe('enqueue inside the transaction', () => {
+  test('a committed job is nudged and runs once', async () => {
+    const created = await enqueueOne({ key: 'c1', do: 'ok' });
+    assert.equal(created.status, 'created');
+    assert.equal(created.kind, 'test.echo');
+    const job = await settledJob(created.id, 'succeeded');
+    assert.equal(job.attempts, 1);
+    assert.ok(job.finished_at);
+    assert.deepEqual(await sinkFor('c1'), [{ note: 'ok', attempt: 1 }]);
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM public.app_row'))[0].n, 1);
+    const attempts = await env.sql('SELECT seq, outcome FROM outbox.attempt WHERE job_id = $1', [created.id]);
+    assert.deepEqual(attempts, [{ seq: 1, outcome: 'ok' }]);
+  });
+
+  test('a rolled-back transaction leaves neither the app row nor the job', async () => {
+    const res = await enqueue([{ payload: { key: 'rb', do: 'ok' } }], { rollback: true });
+    assert.equal(res.status, 500);
+    await sleep(300);
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 0);
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM public.app_row'))[0].n, 0);
+    assert.deepEqual(await sinkFor('rb'), []);
+  });
+
+  test('dedupe keys are per tenant; a key held by another kind is a conflict', async () => {
+    const first = await enqueueOne({ key: 'd1', do: 'ok' }, { dedupeKey: 'welcome:1' });
+    const again = await enqueueOne({ key: 'd1', do: 'ok' }, { dedupeKey: 'welcome:1' });
+    assert.equal(first.status, 'created');
+    assert.deepEqual(again, { status: 'exists', id: first.id, kind: 'test.echo' });
+    const otherTenant = await enqueueOne({ key: 'd1', do: 'ok' }, { dedupeKey: 'welcome:1', tenantKey: 'org-a' });
+    assert.equal(otherTenant.status, 'created');
+    assert.notEqual(otherTenant.id, first.id);
+    const conflict = await enqueue([{ kind: 'test.bulk', payload: { key: 'd1' }, dedupeKey: 'welcome:1' }]);
+    assert.deepEqual(conflict.body[0], { status: 'dedupe_conflict', reason: 'kind', existingKind: 'test.echo' });
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 2);
+  });
+
+  test('a payload failing its schema, or over the size cap, is refused and writes nothing', async () => {
+    const bad = await enqueueOne({ key: 'x', do: 'dance' });
+    assert.equal(bad.status, 'invalid_payload');
+    assert.ok((bad as any).issues.length > 0);
+    const huge = await enqueueOne({ key: 'y'.repeat(300_000), do: 'ok' });
+    assert.equal(huge.status, 'invalid_payload');
+    assert.match((huge as any).issues[0].message, /262144/);
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 0);
+    // The app row still commits: a lenient refusal is a result, not a throw.
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM public.app_row'))[0].n, 1);
+  });
+
+  test('a delayed job is not run by an early nudge, and runs once due', async () => {
+    const created = await enqueueOne({ key: 'late', do: 'ok' }, { delayMs: 3_600_000 });
+    await sleep(500);
+    assert.equal((await env.job(created.id)).status, 'pending');
+    await sweepAt(3_600_001);
+    assert.equal((await env.job(created.id)).status, 'succeeded');
+  });
+});
+
+describe('outcomes and retries', () => {
+  test('retry backs off within the policy, then dead-letters when attempts run out', async () => {
+    const created = await enqueueOne({ key: 'r1', do: 'retry' });
+    let job = await settledJob(created.id, 'retrying');
+    assert.equal(job.attempts, 1);
+    assert.equal(job.last_error_code, 'flaky');
+    // baseMs 1000: the first retry waits between 500 and 1000 ms.
+    const delay = job.due_at.getTime() - job.updated_at.getTime();
+    assert.ok(delay >= 500 && delay <= 1000, `delay ${delay}`);
+    await sweepAt(10_000);
+    job = await env.job(created.id);
+    assert.equal(job.status, 'retrying');
+    assert.equal(job.attempts, 2);
+    assert.equal(job.streak, 2);
+    await sweepAt(20_000);
+    job = await env.job(created.id);
+    assert.equal(job.status, 'dead');
+    assert.equal(job.attempts, 3);
+    assert.deepEqual((await sinkFor('r1')).map((r) => r.attempt), [1, 2, 3]);
+    const events = await env.events();
+    assert.ok(events.some((e) => e.type === 'dead_letter' && e.jobId === created.id && e.reason === 'attempts_exhausted'));
+  });
+
+  test('retry({ after }) is capped by the code\'s maxDelayMs', async () => {
+    const created = await enqueueOne({ key: 'ra', do: 'retry_after', ms: 60_000, code: 'throttled' });
+    const job = await settledJob(created.id, 'retrying');
+    assert.equal(job.due_at.getTime() - job.updated_at.getTime(), 1_500);
+  });
+
+  test('a per-code streak rule can cancel instead of dead-lettering', async () => {
+    const created = await enqueueOne({ key: 'b1', do: 'retry', code: 'bounced' });
+    await settledJob(created.id, 'retrying');
+    await sweepAt(10_000);
+    const job = await env.job(created.id);
+    assert.equal(job.status, 'cancelled');
+    assert.equal(job.last_error_code, 'bounced');
+  });
+
+  test('fail dead-letters at once; cancel cancels', async () => {
+    const failed = await enqueueOne({ key: 'f1', do: 'fail', code: 'http_4xx' });
+    const cancelled = await enqueueOne({ key: 'k1', do: 'cancel', code: 'user_gone' });
+    assert.equal((await settledJob(failed.id, 'dead')).last_error_code, 'http_4xx');
+    assert.equal((await settledJob(cancelled.id, 'cancelled')).last_error_code, 'user_gone');
+  });
+
+  test('thrown errors go through classify; non-Error throws and redaction are handled', async () => {
+    const plain = await enqueueOne({ key: 'secret-abc', do: 'throw' });
+    const permanent = await enqueueOne({ key: 't2', do: 'throw', code: 'PERMANENT' });
+    const str = await enqueueOne({ key: 't3', do: 'throw_string' });
+    const none = await enqueueOne({ key: 't4', do: 'nothing' });
+    const j1 = await settledJob(plain.id, 'retrying');
+    assert.equal(j1.last_error_code, 'unexpected');
+    assert.equal(j1.last_error_message, 'boom [redacted]');
+    assert.equal((await settledJob(permanent.id, 'dead')).last_error_code, 'permanent');
+    assert.equal((await settledJob(str.id, 'retrying')).last_error_message, 'a string t3');
+    assert.equal((await settledJob(none.id, 'retrying')).last_error_code, 'invalid_outcome');
+  });
+
+  test('a handler past its timeout is settled as timeout, its signal aborts and ctx.db is fenced', async () => {
+    const created = await enqueueOne({ key: 'h1', do: 'hang' });
+    const job = await until(async () => {
+      const j = await env.job(created.id);
+      return j?.status === 'retrying' ? j : undefined;
+    }, 10_000);
+    assert.equal(job.last_error_code, 'timeout');
+    const attempt = (await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [created.id]))[0];
+    assert.equal(attempt.outcome, 'timeout');
+    const aborted = await until(async () => (await env.events()).find((e) => e.type === 'test_aborted'));
+    assert.equal(aborted.fenced, true);
+    assert.deepEqual((await sinkFor('h1')).map((r) => r.note), ['hang']);
+  });
+});
+
+describe('atomic completion', () => {
+  test('ok({ commit }) commits with the succeeded transition', async () => {
+    const created = await enqueueOne({ key: 'cm', do: 'commit' });
+    await settledJob(created.id, 'succeeded');
+    assert.deepEqual((await sinkFor('cm')).map((r) => r.note), ['commit', 'committed']);
+  });
+
+  test('a throwing commit rolls back its writes and retries as hook_failed', async () => {
+    const created = await enqueueOne({ key: 'ct', do: 'commit_throw' });
+    const job = await settledJob(created.id, 'retrying');
+    assert.equal(job.last_error_code, 'hook_failed');
+    assert.equal(job.last_error_message, 'commit hook failed');
+    assert.deepEqual((await sinkFor('ct')).map((r) => r.note), ['commit_throw']);
+  });
+
+  test('onTransition writes in the settle transaction, and its throw rolls the transition back', async () => {
+    await env.post('/hook', { mode: 'record' });
+    const created = await enqueueOne({ key: 'ot', do: 'ok' });
+    await settledJob(created.id, 'succeeded');
+    assert.deepEqual((await sinkFor(created.id)).map((r) => r.note), ['transition:succeeded']);
+    await env.post('/hook', { mode: 'throw' });
+    const second = await enqueueOne({ key: 'ot2', do: 'ok' });
+    const job = await settledJob(second.id, 'retrying');
+    assert.equal(job.last_error_code, 'hook_failed');
+    assert.deepEqual(await sinkFor(second.id), []);
+  });
+});
+
+describe('recovery and fencing', () => {
+  /** Makes a job look like its isolate died mid-attempt: claimed, lease already expired. */
+  async function crashWhileRunning(id: string) {
+    await env.sql(`UPDATE outbox.job SET status = 'running', attempt_seq = attempt_seq + 1,
+                    lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+    await env.sql(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at)
+                   SELECT id, attempt_seq, kind, now() - interval '1 minute', lease_expires_at FROM outbox.job WHERE id = $1`, [id]);
+  }
+
+  test('the sweep recovers an expired lease as a crash, charging no attempt; repeated crashes dead-letter', async () => {
+    const created = await enqueueOne({ key: 'cr', do: 'ok' }, { delayMs: 3_600_000 });
+    await crashWhileRunning(created.id);
+    await sweepAt(0);
+    let job = await env.job(created.id);
+    assert.equal(job.status, 'retrying');
+    assert.equal(job.crashes, 1);
+    assert.equal(job.attempts, 0);
+    assert.equal((await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [created.id]))[0].outcome, 'crash');
+    await crashWhileRunning(created.id);
+    await sweepAt(0);
+    await crashWhileRunning(created.id);
+    await sweepAt(0);
+    job = await env.job(created.id);
+    assert.equal(job.status, 'dead');
+    assert.equal(job.last_error_code, 'crash_loop');
+    assert.ok((await env.events()).some((e) => e.type === 'crash_loop' && e.jobId === created.id));
+  });
+
+  test('a settle from an attempt that no longer owns the job changes nothing', async () => {
+    const created = await enqueueOne({ key: 'st', do: 'sleep', ms: 1_200 });
+    await until(async () => (await env.job(created.id)).status === 'running');
+    const cancelled = await env.post('/operate', { action: 'cancel', ids: [created.id], reason: 'operator' });
+    assert.equal(cancelled.body[0].status, 'ok');
+    await until(async () => (await env.events()).find((e) => e.type === 'stale_settle' && e.jobId === created.id));
+    const job = await env.job(created.id);
+    assert.equal(job.status, 'cancelled');
+    assert.equal(job.last_error_code, 'operator');
+  });
+});
+
+describe('queue messages', () => {
+  test('a nudge for the wrong kind or an unknown id runs nothing', async () => {
+    const created = await enqueueOne({ key: 'wk', do: 'ok' }, { delayMs: 3_600_000 });
+    await env.sql(`UPDATE outbox.job SET due_at = now() - interval '1 minute' WHERE id = $1`, [created.id]);
+    const result = await env.worker.queue('postbox', [
+      { body: { v: 1, t: 'job', id: created.id, kind: 'test.tick', lane: 'default' } },
+      { body: { v: 1, t: 'job', id: '0190a5b2-0000-7000-8000-000000000000', kind: 'test.echo', lane: 'default' } },
+    ]);
+    assert.equal(result.outcome, 'ok');
+    assert.equal((await env.job(created.id)).status, 'pending');
+    await env.worker.queue('postbox', [{ body: { v: 1, t: 'job', id: created.id, kind: 'test.echo', lane: 'default' } }]);
+    assert.equal((await env.job(created.id)).status, 'succeeded');
+  });
+
+  test('hostile messages are acked and reported, never thrown', async () => {
+    const result = await env.worker.queue('postbox', [
+      { body: 'not json' },
+      { body: { v: 2, t: 'job' } },
+      { body: { v: 1, t: 'job', id: "x'; DROP TABLE outbox.job; --", kind: 'test.echo', lane: 'default' } },
+      { body: { v: 1, t: 'job', id: '0190a5b2-0000-7000-8000-000000000000', kind: 'k'.repeat(10_000), lane: 'default' } },
+      { body: null },
+      { body: [1, 2, 3] },
+    ]);
+    assert.equal(result.outcome, 'ok');
+    assert.equal(result.ackAll, true);
+    const invalid = (await env.events()).filter((e) => e.type === 'invalid_message');
+    assert.equal(invalid.length, 6);
+    assert.ok(invalid.every((e) => typeof e.code === 'string' && e.message.length > 0));
+    assert.equal((await env.sql(`SELECT to_regclass('outbox.job') IS NOT NULL AS ok`))[0].ok, true);
+  });
+});
+
+describe('operators', () => {
+  test('replay gives a dead job a fresh budget; retryNow makes a job due; tenant scope hides others', async () => {
+    const created = await enqueueOne({ key: 'op', do: 'fail' }, { tenantKey: 'org-a' });
+    await settledJob(created.id, 'dead');
+    const wrongTenant = await env.post('/operate', { action: 'replay', ids: [created.id], tenantKey: 'org-b' });
+    assert.equal(wrongTenant.body[0].status, 'not_found');
+    const noTenant = await env.post('/operate', { action: 'replay', ids: [created.id], tenantKey: null });
+    assert.equal(noTenant.body[0].status, 'not_found');
+    const replayed = await env.post('/operate', { action: 'replay', ids: [created.id], tenantKey: 'org-a' });
+    assert.equal(replayed.body[0].status, 'ok');
+    const job = await env.job(created.id);
+    assert.equal(job.attempts, 0);
+    assert.ok(job.replayed_at);
+    const again = await env.post('/operate', { action: 'retryNow', ids: [created.id] });
+    assert.ok(['ok', 'invalid_state'].includes(again.body[0].status));
+    const invalid = await env.post('/operate', { action: 'replay', ids: [crypto.randomUUID()] });
+    assert.equal(invalid.body[0].status, 'not_found');
+  });
+
+  test('eraseTenant deletes every job of one tenant and no other', async () => {
+    await enqueueOne({ key: 'e1', do: 'ok' }, { tenantKey: 'leaving', delayMs: 3_600_000 });
+    await enqueueOne({ key: 'e2', do: 'ok' }, { tenantKey: 'staying', delayMs: 3_600_000 });
+    const res = await env.post('/operate', { action: 'erase', tenantKey: 'leaving' });
+    assert.equal(res.body.deleted, 1);
+    assert.deepEqual((await env.sql('SELECT tenant_key FROM outbox.job')).map((r) => r.tenant_key), ['staying']);
+  });
+});
+
+describe('lanes and schedules', () => {
+  test('a bulk-lane job runs on its own queue', async () => {
+    const res = await enqueue([{ kind: 'test.bulk', payload: { key: 'bk' } }]);
+    const created = res.body[0];
+    await settledJob(created.id, 'succeeded');
+    assert.deepEqual((await sinkFor('bk')).map((r) => r.note), ['bulk']);
+  });
+
+  test('the sweep hands a long-lease job to its lane queue instead of running it', async () => {
+    const res = await enqueue([{ kind: 'test.bulk', payload: { key: 'ho' }, delayMs: 3_600_000 }]);
+    const created = res.body[0];
+    await env.sql(`UPDATE outbox.job SET due_at = now() - interval '1 minute' WHERE id = $1`, [created.id]);
+    await sweepAt(0);
+    assert.ok((await env.job(created.id)).nudge_sent_at);
+    await settledJob(created.id, 'succeeded');
+  });
+
+  test('a schedule enqueues one job per tick, keyed by the tick time', async () => {
+    const scheduledTime = Date.parse('2026-11-30T09:00:00.000Z');
+    await env.worker.scheduled({ cron: '0 9 * * MON', scheduledTime });
+    await env.worker.scheduled({ cron: '0 9 * * MON', scheduledTime });
+    const jobs = await env.sql(`SELECT dedupe_key, kind FROM outbox.job WHERE kind = 'test.tick'`);
+    assert.deepEqual(jobs, [{ dedupe_key: 'schedule:test.tick:2026-11-30T09:00:00.000Z', kind: 'test.tick' }]);
+  });
+});
