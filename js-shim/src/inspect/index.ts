@@ -1,0 +1,176 @@
+/**
+ * Read-only operator queries. Each runs in a read-only transaction bounded by
+ * `statementTimeoutMs` (default 30 s), so a dashboard cannot hold a connection for long.
+ * @module
+ */
+import { getCore } from '../core/core.js';
+import { runTransaction, type TransactionalDb } from '../db.js';
+import { PostboxError } from '../errors.js';
+import { ms } from '../queries/time.js';
+import type { JobStatus, Queryable } from '../types.js';
+
+/** A job as operators see it. Times are `Date`s. */
+export interface JobView {
+  id: string;
+  kind: string;
+  lane: string;
+  status: JobStatus;
+  payload: unknown;
+  tenantKey: string | null;
+  dedupeKey: string | null;
+  correlationId: string | null;
+  metadata: Record<string, unknown> | null;
+  attempts: number;
+  crashes: number;
+  lastErrorCode: string | null;
+  lastErrorMessage: string | null;
+  dueAt: Date;
+  createdAt: Date;
+  finishedAt: Date | null;
+}
+
+interface ReadOptions {
+  statementTimeoutMs?: number;
+}
+
+const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
+  last_error_code, last_error_message, ${ms('due_at')} AS due_ms, ${ms('created_at')} AS created_ms, ${ms('finished_at')} AS finished_ms`;
+
+function toView(r: any): JobView {
+  return {
+    id: r.id, kind: r.kind, lane: r.lane, status: r.status, payload: r.payload, tenantKey: r.tenant_key, dedupeKey: r.dedupe_key,
+    correlationId: r.correlation_id, metadata: r.metadata, attempts: r.attempts, crashes: r.crashes,
+    lastErrorCode: r.last_error_code, lastErrorMessage: r.last_error_message,
+    dueAt: new Date(Number(r.due_ms)), createdAt: new Date(Number(r.created_ms)), finishedAt: r.finished_ms === null ? null : new Date(Number(r.finished_ms)),
+  };
+}
+
+async function readOnly<T>(db: TransactionalDb, opts: ReadOptions, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  const timeout = opts.statementTimeoutMs ?? 30_000;
+  if (!Number.isInteger(timeout) || timeout <= 0) throw new PostboxError('invalid_input', 'statementTimeoutMs must be a positive integer');
+  return runTransaction(db, async (q) => {
+    await q.query('SET TRANSACTION READ ONLY');
+    await q.query(`SET LOCAL statement_timeout = ${timeout}`);
+    return fn(q);
+  });
+}
+
+/** A tenant filter: omitted means any tenant, `null` only jobs without one. */
+function tenantFilter(tenantKey: string | null | undefined, params: unknown[]): string {
+  if (tenantKey === undefined) return 'TRUE';
+  params.push(tenantKey);
+  return `tenant_scope = COALESCE('t:' || $${params.length}::text, 'n')`;
+}
+
+/** One job by id, or `null` (also when it belongs to another tenant than `tenantKey`). */
+export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions): Promise<JobView | null> {
+  return readOnly(db, opts, async (q) => {
+    const params: unknown[] = [opts.id];
+    const { rows } = await q.query(`SELECT ${JOB_COLUMNS} FROM outbox.job WHERE id = $1 AND ${tenantFilter(opts.tenantKey, params)}`, params);
+    return rows[0] ? toView(rows[0]) : null;
+  });
+}
+
+/** Filters shared by `listJobs` and `countJobs`. */
+export interface JobFilter {
+  status?: JobStatus;
+  kind?: string;
+  tenantKey?: string | null;
+  correlationId?: string;
+  createdAtOrAfter?: Date;
+  createdAfter?: Date;
+  createdBefore?: Date;
+}
+
+function where(filter: JobFilter, params: unknown[]): string {
+  const parts = [tenantFilter(filter.tenantKey, params)];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    parts.push(sql.replace('?', `$${params.length}`));
+  };
+  if (filter.status) add('status = ?', filter.status);
+  if (filter.kind) add('kind = ?', filter.kind);
+  if (filter.correlationId) add('correlation_id = ?', filter.correlationId);
+  if (filter.createdAtOrAfter) add('created_at >= ?', filter.createdAtOrAfter.toISOString());
+  if (filter.createdAfter) add('created_at > ?', filter.createdAfter.toISOString());
+  if (filter.createdBefore) add('created_at < ?', filter.createdBefore.toISOString());
+  return parts.join(' AND ');
+}
+
+/** A page of jobs, oldest first by default; pass `nextCursor` back as `cursor` with the same filters. */
+export async function listJobs(
+  db: TransactionalDb,
+  opts: JobFilter & ReadOptions & { limit?: number; order?: 'asc' | 'desc'; cursor?: string } = {},
+): Promise<{ jobs: JobView[]; nextCursor: string | null }> {
+  const limit = opts.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new PostboxError('invalid_input', 'limit must be an integer in 1..1000');
+  const order = opts.order === 'desc' ? 'DESC' : 'ASC';
+  return readOnly(db, opts, async (q) => {
+    const params: unknown[] = [];
+    let sql = `SELECT ${JOB_COLUMNS} FROM outbox.job WHERE ${where(opts, params)}`;
+    if (opts.cursor) {
+      const [createdMs, id] = decodeCursor(opts.cursor);
+      params.push(createdMs, id);
+      sql += ` AND (created_at, id) ${order === 'ASC' ? '>' : '<'} (to_timestamp($${params.length - 1}::bigint / 1000.0), $${params.length}::uuid)`;
+    }
+    params.push(limit + 1);
+    sql += ` ORDER BY created_at ${order}, id ${order} LIMIT $${params.length}`;
+    const { rows } = await q.query(sql, params);
+    const jobs = rows.slice(0, limit).map(toView);
+    const last = rows.length > limit ? rows[limit - 1] : undefined;
+    return { jobs, nextCursor: last ? `${last.created_ms}.${last.id}` : null };
+  });
+}
+
+function decodeCursor(cursor: string): [number, string] {
+  const match = /^(\d+)\.([0-9a-f-]{36})$/i.exec(cursor);
+  if (!match) throw new PostboxError('invalid_input', 'cursor is malformed: pass back nextCursor as it was returned');
+  return [Number(match[1]), match[2]!];
+}
+
+/** Counts by status for the filter. */
+export async function countJobs(db: TransactionalDb, opts: JobFilter & ReadOptions = {}): Promise<Record<JobStatus, number>> {
+  return readOnly(db, opts, async (q) => {
+    const params: unknown[] = [];
+    const { rows } = await q.query(`SELECT status, count(*)::int AS n FROM outbox.job WHERE ${where(opts, params)} GROUP BY status`, params);
+    const counts: Record<JobStatus, number> = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 };
+    for (const r of rows) counts[r.status as JobStatus] = r.n;
+    return counts;
+  });
+}
+
+/** Every job sharing a correlation id, oldest first. */
+export async function findJobsByCorrelationId(db: TransactionalDb, opts: { correlationId: string; tenantKey?: string | null; limit?: number } & ReadOptions) {
+  return (await listJobs(db, { ...opts, limit: opts.limit ?? 100 })).jobs;
+}
+
+/** Backlog per kind: pending and retrying jobs, and how many are due now or overdue by `agedMs`. */
+export async function countBacklog(db: TransactionalDb, opts: { now?: number; agedMs?: number } & ReadOptions = {}) {
+  const now = opts.now ?? Date.now();
+  const agedMs = opts.agedMs ?? 300_000;
+  return readOnly(db, opts, async (q) => {
+    const { rows } = await q.query(
+      `SELECT kind,
+              count(*) FILTER (WHERE status = 'pending')::int AS pending,
+              count(*) FILTER (WHERE status = 'retrying')::int AS retrying,
+              count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp($1::bigint / 1000.0))::int AS due,
+              count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp(($1::bigint - $2::bigint) / 1000.0))::int AS aged,
+              count(*) FILTER (WHERE status = 'running')::int AS processing,
+              count(*) FILTER (WHERE status = 'running' AND lease_expires_at < to_timestamp($1::bigint / 1000.0))::int AS stuck
+         FROM outbox.job WHERE status IN ('pending', 'retrying', 'running') GROUP BY kind ORDER BY kind`,
+      [now, agedMs],
+    );
+    return rows as { kind: string; pending: number; retrying: number; due: number; aged: number; processing: number; stuck: number }[];
+  });
+}
+
+/** Thresholds per metric; a value at or above `warn` / `error` grades it. */
+export type BacklogThresholds = Partial<Record<'due' | 'aged' | 'stuck', { warn: number; error: number }>>;
+
+/**
+ * Grades backlog counts against thresholds (decided by the core): `ok`, `warn` or `error`,
+ * with the metrics that caused it.
+ */
+export function evaluateBacklog(counts: Partial<Record<'due' | 'aged' | 'stuck', number>>, thresholds: BacklogThresholds) {
+  return getCore().call<{ severity: 'ok' | 'warn' | 'error'; reasons: { metric: string; severity: 'warn' | 'error'; value: number }[] }>('backlog', { counts, thresholds });
+}
