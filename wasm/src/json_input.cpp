@@ -46,9 +46,9 @@ simdjson::error_code walk(od::value v, int depth) {
     if (auto e = v.get_object().get(obj)) return e;
     for (auto item : obj) {
       od::field field;
-      if (auto e = item.get(field)) return e;
+      if (auto e = std::move(item).get(field)) return e;
       std::string_view key;
-      if (auto e = field.unescaped_key().get(key)) return e;
+      if (auto e = field.unescaped_key(false).get(key)) return e;
       if (auto e = walk(field.value(), depth + 1)) return e;
     }
     return simdjson::SUCCESS;
@@ -58,7 +58,7 @@ simdjson::error_code walk(od::value v, int depth) {
     if (auto e = v.get_array().get(arr)) return e;
     for (auto item : arr) {
       od::value element;
-      if (auto e = item.get(element)) return e;
+      if (auto e = std::move(item).get(element)) return e;
       if (auto e = walk(element, depth + 1)) return e;
     }
     return simdjson::SUCCESS;

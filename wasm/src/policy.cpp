@@ -181,6 +181,29 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
   return policy;
 }
 
+Status read_policies(od::value& v, const Where& where, std::vector<Policy>& policies) {
+  Result<od::array> arr = input::read_array(v, where, "policies");
+  if (!arr) return arr.take_error();
+  return input::for_each_element(arr.value(), where, "policies", kMaxPolicies,
+                                 [&](od::value& item, uint32_t index) -> Status {
+    Where pw = where.indexed("policies", index);
+    pw.code = ErrorCode::invalid_policy;
+    od::object obj;
+    if (item.get_object().get(obj) != simdjson::SUCCESS) {
+      return input::family_error(pw, ErrorCode::invalid_policy, "must be an object");
+    }
+    Result<Policy> policy = read_policy(obj, pw);
+    if (!policy) return policy.take_error();
+    for (const Policy& seen : policies) {
+      if (seen.kind == policy.value().kind) {
+        return input::family_error(pw, ErrorCode::invalid_policy, "kind " + input::quoted(seen.kind) + " is listed twice");
+      }
+    }
+    policies.push_back(std::move(policy.value()));
+    return ok_status();
+  });
+}
+
 void write_policy(JsonWriter& out, const Policy& policy) {
   out.begin_object();
   out.field("kind", policy.kind);

@@ -11,6 +11,10 @@ namespace postbox {
 // Writes {"error":{"code":…,"message":…}}: the whole result, or one item of a batch.
 void write_error(JsonWriter& out, const Error& error);
 
+// Reads a family's "op" field, wherever it sits, and rewinds the object for the operation.
+Result<std::string_view> read_op(input::od::object& root, const input::Where& where);
+Error unknown_op(const input::Where& where, std::string_view op);
+
 Status run_policy(input::od::document& doc, JsonWriter& out);
 Status run_settle(input::od::document& doc, JsonWriter& out);
 Status run_claim(input::od::document& doc, JsonWriter& out);

@@ -58,7 +58,7 @@ Status for_each_field(od::object& obj, const Where& where, OnField&& on_field) {
   for (auto item : obj) {
     od::field field;
     std::string_view key;
-    if (item.get(field) != simdjson::SUCCESS || field.unescaped_key().get(key) != simdjson::SUCCESS) {
+    if (std::move(item).get(field) != simdjson::SUCCESS || field.unescaped_key(false).get(key) != simdjson::SUCCESS) {
       return family_error(where, ErrorCode::invalid_json, "malformed object");
     }
     Status status = on_field(key, field.value());
@@ -74,7 +74,7 @@ Status for_each_element(od::array& arr, const Where& where, std::string_view fie
   uint32_t index = 0;
   for (auto item : arr) {
     od::value value;
-    if (item.get(value) != simdjson::SUCCESS) {
+    if (std::move(item).get(value) != simdjson::SUCCESS) {
       return family_error(where, ErrorCode::invalid_json, "malformed array");
     }
     if (index == max_count) {

@@ -25,6 +25,7 @@ class JsonWriter {
   // Shorthands for `key(name)` followed by a value.
   void field(std::string_view name, std::string_view text) { key(name); string(text); }
   void field(std::string_view name, const char* text) { key(name); string(text); }
+  void field(std::string_view name, const std::string& text) { key(name); string(text); }
   void field(std::string_view name, int64_t number) { key(name); integer(number); }
   void field_bool(std::string_view name, bool flag) { key(name); boolean(flag); }
   void field_null(std::string_view name) { key(name); null(); }

@@ -17,6 +17,8 @@ constexpr int64_t kMaxTimeoutMs = 600000;      // 10 minutes
 constexpr int64_t kSettleMarginMs = 30000;     // lease = timeout + margin
 constexpr int64_t kMaxBackoffMs = 604800000;   // 7 days
 constexpr uint32_t kMaxPerCodeRules = 64;
+// The longest delay any input may ask for (retry `after`, enqueue `delayMs`): 10 × 365 days.
+constexpr int64_t kMaxDelayMs = 315360000000;
 
 struct CodeRule {
   std::string code;
@@ -44,6 +46,10 @@ struct Policy {
 // Reads a job definition (pb_policy's input) or an already normalised policy: both shapes are
 // accepted, so normalising is idempotent. Errors carry the code invalid_policy.
 Result<Policy> read_policy(input::od::object& obj, const input::Where& where);
+
+// An array of normalised policies (pb_claim, pb_sweep); a kind listed twice is an error.
+constexpr uint32_t kMaxPolicies = 1000;
+Status read_policies(input::od::value& v, const input::Where& where, std::vector<Policy>& policies);
 
 void write_policy(JsonWriter& out, const Policy& policy);
 

@@ -1,0 +1,77 @@
+// Settlement: the next state of a running job, given the attempt's outcome and its policy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "postbox/policy.h"
+
+namespace postbox {
+
+constexpr uint32_t kMaxMessageBytes = 2000;
+constexpr uint32_t kMaxSettleBatch = 1000;
+constexpr int64_t kClaimLateDelayMs = 5000;
+
+enum class OutcomeType { ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed, invalid_payload };
+
+struct JobState {
+  int64_t attempts = 0;  // charged since the last replay, before this attempt
+  int64_t crashes = 0;
+  std::optional<std::string_view> streak_code;
+  int64_t streak = 0;
+  std::optional<std::string_view> error_code;     // only passed through by claim_late
+  std::optional<std::string_view> error_message;
+};
+
+struct AttemptOutcome {
+  OutcomeType type = OutcomeType::ok;
+  std::optional<std::string_view> code;  // retry, fail, and optionally the other retryables
+  std::optional<std::string_view> reason;  // cancel
+  std::optional<int64_t> after;           // retry
+  std::optional<std::string_view> message;
+};
+
+struct SettleInput {
+  int64_t now = 0;
+  uint32_t seed = 0;
+  Policy policy;
+  JobState job;
+  AttemptOutcome outcome;
+};
+
+struct SettleEvent {
+  std::string_view type;  // dead_letter, streak_warning, crash_loop, cancelled
+  std::string code;
+  std::string_view reason;
+  int64_t count = 0;  // the streak or the crash count
+};
+
+struct Settlement {
+  std::string_view status;
+  std::optional<int64_t> due_at;
+  int64_t attempts = 0;
+  int64_t crashes = 0;
+  std::optional<std::string> streak_code;
+  int64_t streak = 0;
+  std::optional<std::string> error_code;
+  std::optional<std::string> error_message;
+  bool finished = false;
+  bool charged = false;
+  std::string_view attempt_outcome;
+  std::vector<SettleEvent> events;
+};
+
+Settlement settle(const SettleInput& in);
+void write_settlement(JsonWriter& out, const Settlement& s);
+
+// The outcome type's wire name, and its inverse (false when unknown).
+std::string_view outcome_name(OutcomeType type);
+bool outcome_from_name(std::string_view name, OutcomeType& type);
+
+// Cuts text to at most max_bytes without splitting a UTF-8 sequence.
+std::string_view truncate_utf8(std::string_view text, uint32_t max_bytes);
+
+}  // namespace postbox

@@ -1,0 +1,212 @@
+// pb_claim: how many jobs of which kinds one invocation may claim, and whether a claimed job
+// may still start. A job starts only when its attempt can finish inside both the invocation
+// and its lease, so a live attempt never overlaps a recovery of the same job.
+#include <algorithm>
+
+#include "postbox/families.h"
+#include "postbox/names.h"
+#include "postbox/policy.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+constexpr int64_t kMaxConcurrency = 10000;
+
+struct Target {
+  std::string_view id;
+  std::string_view kind;
+};
+
+struct ClaimPlanInput {
+  int64_t now = 0;
+  int64_t deadline_at = 0;
+  std::string_view lane = "default";
+  int64_t concurrency = 0;
+  int64_t max_batch = 0;
+  std::vector<Policy> policies;
+  std::optional<int64_t> version_cutoff;
+  std::optional<Target> target;
+};
+
+Status read_target(od::value& v, const Where& where, std::optional<Target>& target) {
+  if (input::take_null(v)) return ok_status();
+  Result<od::object> obj = input::read_object(v, where, "target");
+  if (!obj) return obj.take_error();
+  const Where inner = where.nested("target");
+  Target t;
+  bool has_id = false, has_kind = false;
+  Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "id" || key == "kind") {
+      Result<std::string_view> s = input::read_string(field, inner, key, kMaxKindBytes);
+      if (!s) return s.take_error();
+      if (key == "id") {
+        if (!is_uuid(s.value())) return field_error(inner, key, "must be a UUID");
+        t.id = s.value();
+        has_id = true;
+      } else {
+        t.kind = s.value();
+        has_kind = true;
+      }
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_id) return input::missing(inner, "id");
+  if (!has_kind) return input::missing(inner, "kind");
+  target = t;
+  return ok_status();
+}
+
+Status read_version(od::value& v, const Where& where, std::optional<int64_t>& cutoff) {
+  if (input::take_null(v)) return ok_status();
+  Result<od::object> obj = input::read_object(v, where, "version");
+  if (!obj) return obj.take_error();
+  const Where inner = where.nested("version");
+  Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "timestamp") return ok_status();
+    Result<int64_t> n = input::read_int(field, inner, key);
+    if (!n) return n.take_error();
+    cutoff = n.value();
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!cutoff) return input::missing(inner, "timestamp");
+  return ok_status();
+}
+
+}  // namespace
+
+namespace {
+
+Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
+  ClaimPlanInput in;
+  bool has_now = false, has_deadline = false, has_concurrency = false, has_policies = false;
+  in.max_batch = 100;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "now" || key == "deadlineAt") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      (key == "now" ? in.now : in.deadline_at) = n.value();
+      (key == "now" ? has_now : has_deadline) = true;
+    } else if (key == "concurrency" || key == "maxBatch") {
+      Result<int64_t> n = input::read_int(field, where, key, 0, kMaxConcurrency);
+      if (!n) return n.take_error();
+      (key == "concurrency" ? in.concurrency : in.max_batch) = n.value();
+      has_concurrency = has_concurrency || key == "concurrency";
+    } else if (key == "lane") {
+      Result<std::string_view> s = input::read_string(field, where, key, kMaxLaneBytes);
+      if (!s) return s.take_error();
+      if (!is_lane(s.value())) return field_error(where, key, "must be 1-64 bytes of [A-Za-z0-9._:-]");
+      in.lane = s.value();
+    } else if (key == "policies") {
+      has_policies = true;
+      return read_policies(field, where, in.policies);
+    } else if (key == "version") {
+      return read_version(field, where, in.version_cutoff);
+    } else if (key == "target") {
+      return read_target(field, where, in.target);
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_now) return input::missing(where, "now");
+  if (!has_deadline) return input::missing(where, "deadlineAt");
+  if (!has_concurrency) return input::missing(where, "concurrency");
+  if (!has_policies) return input::missing(where, "policies");
+
+  std::vector<const Policy*> fit;
+  for (const Policy& p : in.policies) {
+    if (p.lane != in.lane) continue;
+    if (in.now + p.timeout_ms > in.deadline_at) continue;  // the attempt could not finish in time
+    if (in.target && p.kind != in.target->kind) continue;
+    fit.push_back(&p);
+  }
+  std::sort(fit.begin(), fit.end(), [](const Policy* a, const Policy* b) { return a->kind < b->kind; });
+  int64_t limit = 0;
+  if (!fit.empty()) limit = in.target ? 1 : std::min(in.concurrency, in.max_batch);
+  if (limit == 0) fit.clear();
+
+  out.begin_object();
+  out.field("limit", limit);
+  out.key("kinds");
+  out.begin_array();
+  for (const Policy* p : fit) out.string(p->kind);
+  out.end_array();
+  out.key("leaseMs");
+  out.begin_array();
+  for (const Policy* p : fit) out.integer(p->lease_ms);
+  out.end_array();
+  out.field("versionCutoff", in.version_cutoff);
+  out.field_bool("targetOnly", in.target.has_value());
+  out.end_object();
+  return ok_status();
+}
+
+Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t values[4] = {0, 0, 0, 0};
+  bool seen[4] = {false, false, false, false};
+  constexpr std::string_view kNames[4] = {"now", "deadlineAt", "leaseExpiresAt", "timeoutMs"};
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    for (int i = 0; i < 4; ++i) {
+      if (key != kNames[i]) continue;
+      Result<int64_t> n = i == 3 ? input::read_int(field, where, key, 1, kMaxTimeoutMs) : input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      values[i] = n.value();
+      seen[i] = true;
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  for (int i = 0; i < 4; ++i) {
+    if (!seen[i]) return input::missing(where, kNames[i]);
+  }
+  const int64_t now = values[0], deadline_at = values[1], lease_expires_at = values[2], timeout_ms = values[3];
+  // The attempt must end before the invocation does and leave the settle margin on the lease.
+  const int64_t latest_end = std::min(deadline_at, lease_expires_at - kSettleMarginMs + timeout_ms);
+  out.begin_object();
+  if (now + timeout_ms > latest_end) {
+    out.field_bool("start", false);
+    out.field("reason", "claim_late");
+  } else {
+    out.field_bool("start", true);
+    out.field("deadline", now + timeout_ms);
+  }
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace
+
+// Reads "op" wherever it sits, then rewinds so the operation reads the object from the start.
+Result<std::string_view> read_op(od::object& root, const Where& where) {
+  od::value op;
+  if (root.find_field_unordered("op").get(op) != simdjson::SUCCESS) return input::missing(where, "op");
+  Result<std::string_view> name = input::read_string(op, where, "op", 64);
+  if (!name) return name.take_error();
+  bool empty = false;
+  if (root.reset().get(empty) != simdjson::SUCCESS) {
+    return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  }
+  return name;
+}
+
+Error unknown_op(const Where& where, std::string_view op) {
+  return input::family_error(where, ErrorCode::unknown_op, "unknown op " + input::quoted(op));
+}
+
+Status run_claim(od::document& doc, JsonWriter& out) {
+  const Where where{"claim", "", ErrorCode::invalid_input};
+  Result<od::object> root = input::root_object(doc, where);
+  if (!root) return root.take_error();
+  Result<std::string_view> op = read_op(root.value(), where);
+  if (!op) return op.take_error();
+  if (op.value() == "plan") return claim_plan(root.value(), where, out);
+  if (op.value() == "admit") return claim_admit(root.value(), where, out);
+  return unknown_op(where, op.value());
+}
+
+}  // namespace postbox

@@ -1,0 +1,170 @@
+// pb_nudge: the Queue message codec. A nudge only wakes a consumer (the database stays the
+// truth), so decoding is strict and per message: a hostile or stale body is reported and the
+// rest of the batch still decodes.
+#include "postbox/families.h"
+#include "postbox/names.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+constexpr uint32_t kMaxMessages = 100;  // Queues sendBatch and max_batch_size limit
+
+struct Nudge {
+  std::string_view type;  // "job" or "drain"
+  std::string_view id;
+  std::string_view kind;
+  std::string_view lane;
+};
+
+void write_nudge(JsonWriter& out, const Nudge& n) {
+  out.field("t", n.type);
+  if (n.type == "job") {
+    out.field("id", n.id);
+    out.field("kind", n.kind);
+  }
+  out.field("lane", n.lane);
+}
+
+// Reads id/kind/lane (and v/t for wire messages) into n; errors name the field.
+Status read_nudge_fields(od::object& obj, const Where& where, bool wire, Nudge& n) {
+  bool has_v = false;
+  Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
+    if (wire && key == "v") {
+      Result<int64_t> v = input::read_int(field, where, key, 1, 1);
+      if (!v) return field_error(where, key, "must be 1");
+      has_v = true;
+    } else if (wire && key == "t") {
+      Result<std::string_view> t = input::read_string(field, where, key, 16);
+      if (!t || (t.value() != "job" && t.value() != "drain")) return field_error(where, key, "must be \"job\" or \"drain\"");
+      n.type = t.value();
+    } else if (key == "id") {
+      Result<std::string_view> s = input::read_string(field, where, key, 64);
+      if (!s) return s.take_error();
+      if (!is_uuid(s.value())) return field_error(where, key, "must be a UUID");
+      n.id = s.value();
+    } else if (key == "kind" || key == "lane") {
+      Result<std::string_view> s = input::read_string(field, where, key, kMaxKindBytes);
+      if (!s) return s.take_error();
+      const bool kind = key == "kind";
+      if (!(kind ? is_kind(s.value()) : is_lane(s.value()))) {
+        return field_error(where, key, kind ? "must be 1-128 bytes of [A-Za-z0-9._:-]" : "must be 1-64 bytes of [A-Za-z0-9._:-]");
+      }
+      (kind ? n.kind : n.lane) = s.value();
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (wire && !has_v) return input::missing(where, "v");
+  if (wire && n.type.empty()) return input::missing(where, "t");
+  if (n.type == "job" && n.id.empty()) return input::missing(where, "id");
+  if (n.type == "job" && n.kind.empty()) return input::missing(where, "kind");
+  if (n.lane.empty()) return input::missing(where, "lane");
+  return ok_status();
+}
+
+Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
+  out.begin_object();
+  out.key("messages");
+  out.begin_array();
+  bool has_jobs = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "jobs") return ok_status();
+    has_jobs = true;
+    Result<od::array> jobs = input::read_array(field, where, key);
+    if (!jobs) return jobs.take_error();
+    return input::for_each_element(jobs.value(), where, key, kMaxMessages, [&](od::value& item, uint32_t index) -> Status {
+      const Where item_where = where.indexed("jobs", index);
+      od::object obj;
+      if (item.get_object().get(obj) != simdjson::SUCCESS) {
+        return input::family_error(item_where, ErrorCode::invalid_input, "must be an object");
+      }
+      Nudge n{"job", {}, {}, {}};
+      Status read = read_nudge_fields(obj, item_where, false, n);
+      if (!read) return read;
+      out.begin_object();
+      out.field("v", int64_t{1});
+      write_nudge(out, n);
+      out.end_object();
+      return ok_status();
+    });
+  });
+  if (!status) return status;
+  if (!has_jobs) return input::missing(where, "jobs");
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
+void decode_one(od::value& body, const Where& where, std::string_view lane, JsonWriter& out) {
+  out.begin_object();
+  od::object obj;
+  Nudge n;
+  Status status = body.get_object().get(obj) == simdjson::SUCCESS
+                      ? read_nudge_fields(obj, where, true, n)
+                      : Status(input::family_error(where, ErrorCode::invalid_message, "must be an object"));
+  if (!status) {
+    out.field_bool("ok", false);
+    out.field("code", "invalid_message");
+    out.field("message", status.error().message);
+  } else if (n.lane != lane) {
+    out.field_bool("ok", false);
+    out.field("code", "wrong_lane");
+    out.field("message", "message for lane " + input::quoted(n.lane) + " arrived on lane " + input::quoted(lane));
+  } else {
+    out.field_bool("ok", true);
+    write_nudge(out, n);
+  }
+  out.end_object();
+}
+
+Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
+  // The lane must be known before the messages; it may come after them in the document.
+  od::value lane_value;
+  if (root.find_field_unordered("lane").get(lane_value) != simdjson::SUCCESS) return input::missing(where, "lane");
+  Result<std::string_view> lane = input::read_string(lane_value, where, "lane", kMaxLaneBytes);
+  if (!lane) return lane.take_error();
+  if (!is_lane(lane.value())) return field_error(where, "lane", "must be 1-64 bytes of [A-Za-z0-9._:-]");
+  bool empty = false;
+  if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+
+  out.begin_object();
+  out.key("messages");
+  out.begin_array();
+  bool has_messages = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "messages") return ok_status();
+    has_messages = true;
+    Result<od::array> messages = input::read_array(field, where, key);
+    if (!messages) return messages.take_error();
+    return input::for_each_element(messages.value(), where, key, kMaxMessages, [&](od::value& item, uint32_t index) {
+      Where item_where = where.indexed("messages", index);
+      item_where.code = ErrorCode::invalid_message;
+      decode_one(item, item_where, lane.value(), out);
+      return ok_status();
+    });
+  });
+  if (!status) return status;
+  if (!has_messages) return input::missing(where, "messages");
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace
+
+Status run_nudge(od::document& doc, JsonWriter& out) {
+  const Where where{"nudge", "", ErrorCode::invalid_input};
+  Result<od::object> root = input::root_object(doc, where);
+  if (!root) return root.take_error();
+  Result<std::string_view> op = read_op(root.value(), where);
+  if (!op) return op.take_error();
+  if (op.value() == "encode") return nudge_encode(root.value(), where, out);
+  if (op.value() == "decode") return nudge_decode(root.value(), where, out);
+  return unknown_op(where, op.value());
+}
+
+}  // namespace postbox

@@ -1,0 +1,102 @@
+// pb_operate: what an operator's action does to a job. Each action lists the statuses it
+// applies to; any other status is refused with invalid_state rather than silently ignored.
+#include "postbox/families.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+enum class Due { none, now };
+
+struct Action {
+  std::string_view name;
+  std::string_view from[3];
+  std::string_view to;  // empty: the status stays as it is
+  Due due;
+  bool reset;
+};
+
+constexpr Action kActions[] = {
+    {"cancel", {"pending", "retrying", "running"}, "cancelled", Due::none, false},
+    {"replay", {"dead", "cancelled", {}}, "pending", Due::now, true},
+    {"retryNow", {"pending", "retrying", {}}, "", Due::now, false},
+};
+
+constexpr std::string_view kStatuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled"};
+
+bool is_status(std::string_view s) {
+  for (std::string_view known : kStatuses) {
+    if (s == known) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status run_operate(od::document& doc, JsonWriter& out) {
+  const Where where{"operate", "", ErrorCode::invalid_input};
+  Result<od::object> root = input::root_object(doc, where);
+  if (!root) return root.take_error();
+  std::string_view action_name, status;
+  int64_t now = 0;
+  bool has_now = false;
+  Status read = input::for_each_field(root.value(), where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "action") {
+      Result<std::string_view> s = input::read_string(field, where, key, 64);
+      if (!s) return s.take_error();
+      action_name = s.value();
+    } else if (key == "now") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      now = n.value();
+      has_now = true;
+    } else if (key == "job") {
+      Result<od::object> job = input::read_object(field, where, key);
+      if (!job) return job.take_error();
+      const Where inner = where.nested("job");
+      return input::for_each_field(job.value(), inner, [&](std::string_view jkey, od::value& jfield) -> Status {
+        if (jkey != "status") return ok_status();
+        Result<std::string_view> s = input::read_string(jfield, inner, jkey, 64);
+        if (!s) return s.take_error();
+        if (!is_status(s.value())) {
+          return field_error(inner, jkey, "must be one of pending, running, retrying, succeeded, dead, cancelled");
+        }
+        status = s.value();
+        return ok_status();
+      });
+    }
+    return ok_status();
+  });
+  if (!read) return read;
+  if (action_name.empty()) return input::missing(where, "action");
+  const Action* action = nullptr;
+  for (const Action& a : kActions) {
+    if (a.name == action_name) action = &a;
+  }
+  if (action == nullptr) {
+    return input::family_error(where, ErrorCode::unknown_op, "unknown action " + input::quoted(action_name));
+  }
+  if (!has_now) return input::missing(where, "now");
+  if (status.empty()) return input::missing(where.nested("job"), "status");
+
+  bool allowed = false;
+  for (std::string_view from : action->from) allowed = allowed || (!from.empty() && from == status);
+  out.begin_object();
+  if (!allowed) {
+    out.field_bool("ok", false);
+    out.field("reason", "invalid_state");
+  } else {
+    out.field_bool("ok", true);
+    out.field("status", action->to.empty() ? status : action->to);
+    out.key("dueAt");
+    if (action->due == Due::now) out.integer(now); else out.null();
+    out.field_bool("reset", action->reset);
+  }
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace postbox

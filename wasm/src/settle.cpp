@@ -1,0 +1,410 @@
+// Theory of operation
+//
+// A job is claimed, runs once, and its attempt ends in one outcome. Settling maps
+// (outcome, job counters, policy, now, seed) to the job's next status and counters. It is a
+// pure function: the shim persists the result in the same transaction as the attempt record,
+// guarded by the claiming attempt, so a late or duplicate settle changes nothing.
+//
+// Counters: `attempts` counts charged attempts since the last replay; `crashes` counts
+// consecutive attempts that died without reporting (isolate death, lease expiry), which are
+// not charged; `streak` counts consecutive retryable failures with the same `streakCode`.
+// A completed attempt (ok, fail, cancel or a retryable failure) clears `crashes`.
+//
+// Each outcome type follows one row of kRows below; `Rule` says which branch decides.
+//
+//   outcome          rule        charged  next status when not exhausted   default code
+//   ok               succeed     yes      succeeded (finished)             -
+//   cancel           cancel      yes      cancelled (finished)             cancelled (the reason)
+//   fail             fail        yes      dead (finished), dead_letter     fail
+//   retry            retryable   yes      retrying at now + delay          retry
+//   timeout          retryable   yes      retrying                         timeout
+//   hook_failed      retryable   yes      retrying                         hook_failed
+//   invalid_payload  retryable   yes      retrying                         invalid_payload
+//   crash            crash       no       retrying at now + backoff(crashes); dead at maxCrashes
+//   claim_late       claim_late  no       retrying (or pending when never charged) at now + 5 s
+//
+// A retryable failure is exhausted when attempts reach the budget (perCode maxAttempts, else
+// the policy's) or the streak reaches the code's streak cap; it then ends `dead`, or
+// `cancelled` when the code's onExhaustion is "cancel".
+#include "postbox/settle.h"
+
+#include "postbox/backoff.h"
+#include "postbox/families.h"
+#include "postbox/names.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+enum class Rule { succeed, cancel, fail, retryable, crash, claim_late };
+
+struct Row {
+  OutcomeType type;
+  std::string_view name;
+  Rule rule;
+  std::string_view default_code;
+};
+
+constexpr Row kRows[] = {
+    {OutcomeType::ok, "ok", Rule::succeed, ""},
+    {OutcomeType::cancel, "cancel", Rule::cancel, "cancelled"},
+    {OutcomeType::fail, "fail", Rule::fail, "fail"},
+    {OutcomeType::retry, "retry", Rule::retryable, "retry"},
+    {OutcomeType::timeout, "timeout", Rule::retryable, "timeout"},
+    {OutcomeType::hook_failed, "hook_failed", Rule::retryable, "hook_failed"},
+    {OutcomeType::invalid_payload, "invalid_payload", Rule::retryable, "invalid_payload"},
+    {OutcomeType::crash, "crash", Rule::crash, "crash"},
+    {OutcomeType::claim_late, "claim_late", Rule::claim_late, ""},
+};
+
+const Row& row_for(OutcomeType type) {
+  for (const Row& row : kRows) {
+    if (row.type == type) return row;
+  }
+  return kRows[0];
+}
+
+std::optional<std::string> copy(const std::optional<std::string_view>& text) {
+  if (!text) return std::nullopt;
+  return std::string(*text);
+}
+
+std::optional<std::string> message_of(const AttemptOutcome& outcome) {
+  if (!outcome.message) return std::nullopt;
+  return std::string(truncate_utf8(*outcome.message, kMaxMessageBytes));
+}
+
+// Terminal outcomes reported by the handler itself.
+void settle_finished(const SettleInput& in, const Row& row, Settlement& s) {
+  s.attempts = in.job.attempts + 1;
+  s.crashes = 0;
+  s.finished = true;
+  s.charged = true;
+  s.streak_code = copy(in.job.streak_code);
+  s.streak = in.job.streak;
+  if (row.rule == Rule::succeed) {
+    s.status = "succeeded";
+    s.streak_code.reset();
+    s.streak = 0;
+    return;
+  }
+  s.error_message = message_of(in.outcome);
+  if (row.rule == Rule::cancel) {
+    s.status = "cancelled";
+    s.error_code = std::string(in.outcome.reason.value_or(row.default_code));
+    return;
+  }
+  s.status = "dead";
+  s.error_code = std::string(in.outcome.code.value_or(row.default_code));
+  s.events.push_back(SettleEvent{"dead_letter", *s.error_code, "failed", 0});
+}
+
+void settle_retryable(const SettleInput& in, const Row& row, Settlement& s) {
+  const Policy& policy = in.policy;
+  const std::string code(in.outcome.code.value_or(row.default_code));
+  s.attempts = in.job.attempts + 1;
+  s.crashes = 0;
+  s.charged = true;
+  s.streak = in.job.streak_code && *in.job.streak_code == code ? in.job.streak + 1 : 1;
+  s.streak_code = code;
+  s.error_code = code;
+  s.error_message = message_of(in.outcome);
+
+  if (policy.warn_at_streak && s.streak == *policy.warn_at_streak) {
+    s.events.push_back(SettleEvent{"streak_warning", code, "", s.streak});
+  }
+
+  const CodeRule* rule = policy.rule_for(code);
+  const int64_t budget = rule && rule->max_attempts ? *rule->max_attempts : policy.max_attempts;
+  std::string_view reason;
+  if (s.attempts >= budget) {
+    reason = "attempts_exhausted";
+  } else if (rule && rule->streak && s.streak >= *rule->streak) {
+    reason = "streak_exhausted";
+  }
+  if (!reason.empty()) {
+    s.finished = true;
+    const bool cancel = rule && rule->cancel_on_exhaustion;
+    s.status = cancel ? "cancelled" : "dead";
+    s.events.push_back(SettleEvent{cancel ? "cancelled" : "dead_letter", code, reason, 0});
+    return;
+  }
+
+  int64_t delay = in.outcome.type == OutcomeType::retry && in.outcome.after
+                      ? *in.outcome.after
+                      : backoff_delay(s.attempts, policy.base_ms, policy.max_ms, in.seed);
+  if (rule && rule->max_delay_ms && delay > *rule->max_delay_ms) delay = *rule->max_delay_ms;
+  s.status = "retrying";
+  s.due_at = in.now + delay;
+}
+
+void settle_crash(const SettleInput& in, const Row& row, Settlement& s) {
+  const Policy& policy = in.policy;
+  s.attempts = in.job.attempts;
+  s.crashes = in.job.crashes + 1;
+  s.streak_code = copy(in.job.streak_code);
+  s.streak = in.job.streak;
+  s.charged = false;
+  s.error_message = message_of(in.outcome);
+  if (s.crashes >= policy.max_crashes) {
+    s.status = "dead";
+    s.finished = true;
+    s.error_code = "crash_loop";
+    s.events.push_back(SettleEvent{"crash_loop", "", "", s.crashes});
+    s.events.push_back(SettleEvent{"dead_letter", "crash_loop", "crash_loop", 0});
+    return;
+  }
+  s.status = "retrying";
+  s.error_code = std::string(row.default_code);
+  s.due_at = in.now + backoff_delay(s.crashes, policy.base_ms, policy.max_ms, in.seed);
+}
+
+void settle_claim_late(const SettleInput& in, Settlement& s) {
+  s.attempts = in.job.attempts;
+  s.crashes = in.job.crashes;
+  s.streak_code = copy(in.job.streak_code);
+  s.streak = in.job.streak;
+  s.charged = false;
+  s.status = in.job.attempts > 0 ? "retrying" : "pending";
+  s.due_at = in.now + kClaimLateDelayMs;
+  s.error_code = copy(in.job.error_code);
+  s.error_message = copy(in.job.error_message);
+}
+
+Status read_job(od::value& v, const Where& where, JobState& job) {
+  Result<od::object> obj = input::read_object(v, where, "job");
+  if (!obj) return obj.take_error();
+  const Where inner = where.nested("job");
+  bool has_status = false;
+  bool has_attempts = false;
+  Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "status") {
+      Result<std::string_view> s = input::read_string(field, inner, key, 64);
+      if (!s) return s.take_error();
+      if (s.value() != "running") return input::family_error(where, ErrorCode::invalid_input, "job is not running");
+      has_status = true;
+    } else if (key == "attempts" || key == "crashes" || key == "streak") {
+      Result<int64_t> n = input::read_int(field, inner, key, 0, 1000000);
+      if (!n) return n.take_error();
+      (key == "attempts" ? job.attempts : key == "crashes" ? job.crashes : job.streak) = n.value();
+      has_attempts = has_attempts || key == "attempts";
+    } else if (key == "streakCode" || key == "errorCode") {
+      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, kMaxKindBytes);
+      if (!s) return s.take_error();
+      (key == "streakCode" ? job.streak_code : job.error_code) = s.value();
+    } else if (key == "errorMessage") {
+      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, 1u << 20);
+      if (!s) return s.take_error();
+      job.error_message = s.value();
+      if (job.error_message) job.error_message = truncate_utf8(*job.error_message, kMaxMessageBytes);
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_status) return input::missing(inner, "status");
+  if (!has_attempts) return input::missing(inner, "attempts");
+  return ok_status();
+}
+
+Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
+  Result<od::object> obj = input::read_object(v, where, "outcome");
+  if (!obj) return obj.take_error();
+  const Where inner = where.nested("outcome");
+  bool has_type = false;
+  Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "type") {
+      Result<std::string_view> s = input::read_string(field, inner, key, 64);
+      if (!s || !outcome_from_name(s.value(), outcome.type)) {
+        return field_error(inner, key,
+                           "must be one of ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed, "
+                           "invalid_payload");
+      }
+      has_type = true;
+    } else if (key == "code" || key == "reason") {
+      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, kMaxKindBytes);
+      if (!s) return s.take_error();
+      if (s.value() && s.value()->empty()) return field_error(inner, key, "must not be empty");
+      (key == "code" ? outcome.code : outcome.reason) = s.value();
+    } else if (key == "after") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, inner, key, 0, kMaxDelayMs);
+      if (!n) return n.take_error();
+      outcome.after = n.value();
+    } else if (key == "message") {
+      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, 1u << 20);
+      if (!s) return s.take_error();
+      outcome.message = s.value();
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_type) return input::missing(inner, "type");
+  return ok_status();
+}
+
+Result<SettleInput> read_settle(od::object& obj, const Where& where) {
+  SettleInput in;
+  bool has_now = false, has_seed = false, has_policy = false, has_job = false, has_outcome = false;
+  Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "now") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      in.now = n.value();
+      has_now = true;
+    } else if (key == "seed") {
+      Result<int64_t> n = input::read_int(field, where, key, 0, 0xFFFFFFFFLL);
+      if (!n) return n.take_error();
+      in.seed = static_cast<uint32_t>(n.value());
+      has_seed = true;
+    } else if (key == "policy") {
+      Result<od::object> p = input::read_object(field, where, key);
+      if (!p) return p.take_error();
+      Where pw = where.nested("policy");
+      pw.code = ErrorCode::invalid_policy;
+      Result<Policy> policy = read_policy(p.value(), pw);
+      if (!policy) return policy.take_error();
+      in.policy = std::move(policy.value());
+      has_policy = true;
+    } else if (key == "job") {
+      has_job = true;
+      return read_job(field, where, in.job);
+    } else if (key == "outcome") {
+      has_outcome = true;
+      return read_outcome(field, where, in.outcome);
+    }
+    return ok_status();
+  });
+  if (!status) return status.take_error();
+  if (!has_now) return input::missing(where, "now");
+  if (!has_seed) return input::missing(where, "seed");
+  if (!has_policy) return input::missing(where, "policy");
+  if (!has_job) return input::missing(where, "job");
+  if (!has_outcome) return input::missing(where, "outcome");
+  return in;
+}
+
+void settle_one(od::object& obj, const Where& where, JsonWriter& out, Status* first_error) {
+  Result<SettleInput> in = read_settle(obj, where);
+  if (!in) {
+    if (first_error) {
+      *first_error = in.take_error();
+    } else {
+      write_error(out, in.error());
+    }
+    return;
+  }
+  write_settlement(out, settle(in.value()));
+}
+
+}  // namespace
+
+std::string_view outcome_name(OutcomeType type) { return row_for(type).name; }
+
+bool outcome_from_name(std::string_view name, OutcomeType& type) {
+  for (const Row& row : kRows) {
+    if (row.name == name) {
+      type = row.type;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view truncate_utf8(std::string_view text, uint32_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+
+Settlement settle(const SettleInput& in) {
+  const Row& row = row_for(in.outcome.type);
+  Settlement s;
+  s.attempt_outcome = row.name;
+  switch (row.rule) {
+    case Rule::succeed:
+    case Rule::cancel:
+    case Rule::fail: settle_finished(in, row, s); break;
+    case Rule::retryable: settle_retryable(in, row, s); break;
+    case Rule::crash: settle_crash(in, row, s); break;
+    case Rule::claim_late: settle_claim_late(in, s); break;
+  }
+  return s;
+}
+
+void write_settlement(JsonWriter& out, const Settlement& s) {
+  out.begin_object();
+  out.field("status", s.status);
+  out.field("dueAt", s.due_at);
+  out.field("attempts", s.attempts);
+  out.field("crashes", s.crashes);
+  out.key("streakCode");
+  if (s.streak_code) out.string(*s.streak_code); else out.null();
+  out.field("streak", s.streak);
+  out.key("errorCode");
+  if (s.error_code) out.string(*s.error_code); else out.null();
+  out.key("errorMessage");
+  if (s.error_message) out.string(*s.error_message); else out.null();
+  out.field_bool("finished", s.finished);
+  out.field_bool("charged", s.charged);
+  out.field("attemptOutcome", s.attempt_outcome);
+  out.key("events");
+  out.begin_array();
+  for (const SettleEvent& e : s.events) {
+    out.begin_object();
+    out.field("type", e.type);
+    if (e.type == "crash_loop") {
+      out.field("crashes", e.count);
+    } else if (e.type == "streak_warning") {
+      out.field("code", e.code);
+      out.field("streak", e.count);
+    } else {
+      out.field("code", e.code);
+      out.field("reason", e.reason);
+    }
+    out.end_object();
+  }
+  out.end_array();
+  out.end_object();
+}
+
+Status run_settle(od::document& doc, JsonWriter& out) {
+  const Where where{"settle", "", ErrorCode::invalid_input};
+  Result<od::object> root = input::root_object(doc, where);
+  if (!root) return root.take_error();
+  od::value batch;
+  const simdjson::error_code found = root.value().find_field_unordered("batch").get(batch);
+  if (found == simdjson::SUCCESS) {
+    Result<od::array> items = input::read_array(batch, where, "batch");
+    if (!items) return items.take_error();
+    out.begin_object();
+    out.key("results");
+    out.begin_array();
+    Status status = input::for_each_element(items.value(), where, "batch", kMaxSettleBatch,
+                                            [&](od::value& item, uint32_t index) -> Status {
+      const Where item_where = where.indexed("batch", index);
+      od::object obj;
+      if (item.get_object().get(obj) != simdjson::SUCCESS) {
+        write_error(out, input::family_error(item_where, ErrorCode::invalid_input, "must be an object"));
+      } else {
+        settle_one(obj, item_where, out, nullptr);
+      }
+      return ok_status();
+    });
+    if (!status) return status;
+    out.end_array();
+    out.end_object();
+    return ok_status();
+  }
+  bool empty = false;
+  if (root.value().reset().get(empty) != simdjson::SUCCESS) {
+    return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  }
+  Status first_error = ok_status();
+  settle_one(root.value(), where, out, &first_error);
+  return first_error;
+}
+
+}  // namespace postbox

@@ -1,0 +1,251 @@
+// pb_sweep: how one cron invocation spends its time. Recovery of expired leases comes first
+// (bounded by its own budget), then each reserved sweep, then a drain of everything due, then
+// retention. A kind whose lease is longer than the sweep may hold one is never run here: it is
+// handed to its lane's queue consumer instead, which has a whole invocation for it.
+#include <algorithm>
+
+#include "postbox/families.h"
+#include "postbox/names.h"
+#include "postbox/policy.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+constexpr uint32_t kMaxReserved = 32;
+constexpr int64_t kRecoverLimit = 500;
+constexpr int64_t kRetentionLimit = 1000;
+
+struct Reserved {
+  std::string_view name;
+  std::vector<std::string_view> kinds;
+  int64_t max_jobs = 0;
+  int64_t deadline_ms = 0;
+};
+
+struct SweepInput {
+  int64_t now = 0;
+  int64_t started_at = 0;
+  int64_t invocation_budget_ms = 840000;
+  int64_t recovery_budget_ms = 120000;
+  int64_t sweep_lease_budget_ms = 180000;
+  std::vector<Reserved> reserved;
+  int64_t succeeded_ms = 604800000;  // 7 days
+  int64_t dead_ms = 7776000000;      // 90 days
+  std::vector<Policy> policies;
+};
+
+Status read_reserved_entry(od::value& v, const Where& where, Reserved& r) {
+  od::object obj;
+  if (v.get_object().get(obj) != simdjson::SUCCESS) {
+    return input::family_error(where, ErrorCode::invalid_input, "must be an object");
+  }
+  bool has_name = false, has_kinds = false, has_max = false, has_deadline = false;
+  Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "name") {
+      Result<std::string_view> s = input::read_string(field, where, key, kMaxLaneBytes);
+      if (!s) return s.take_error();
+      if (!is_lane(s.value())) return field_error(where, key, "must be 1-64 bytes of [A-Za-z0-9._:-]");
+      r.name = s.value();
+      has_name = true;
+    } else if (key == "kinds") {
+      Result<od::array> arr = input::read_array(field, where, key);
+      if (!arr) return arr.take_error();
+      has_kinds = true;
+      return input::for_each_element(arr.value(), where, key, kMaxPolicies, [&](od::value& item, uint32_t) -> Status {
+        Result<std::string_view> s = input::read_string(item, where, "kinds[]", kMaxKindBytes);
+        if (!s) return s.take_error();
+        r.kinds.push_back(s.value());
+        return ok_status();
+      });
+    } else if (key == "maxJobs" || key == "deadlineMs") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      (key == "maxJobs" ? r.max_jobs : r.deadline_ms) = n.value();
+      (key == "maxJobs" ? has_max : has_deadline) = true;
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_name) return input::missing(where, "name");
+  if (!has_kinds) return input::missing(where, "kinds");
+  if (!has_max) return input::missing(where, "maxJobs");
+  if (!has_deadline) return input::missing(where, "deadlineMs");
+  return ok_status();
+}
+
+Status read_retention(od::value& v, const Where& where, SweepInput& in) {
+  Result<od::object> obj = input::read_object(v, where, "retention");
+  if (!obj) return obj.take_error();
+  const Where inner = where.nested("retention");
+  return input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "succeededMs" && key != "deadMs") return ok_status();
+    Result<int64_t> n = input::read_int(field, inner, key);
+    if (!n) return n.take_error();
+    (key == "succeededMs" ? in.succeeded_ms : in.dead_ms) = n.value();
+    return ok_status();
+  });
+}
+
+Status read_sweep(od::object& root, const Where& where, SweepInput& in) {
+  bool has_now = false, has_started = false, has_policies = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    int64_t* target = key == "now"                  ? &in.now
+                      : key == "startedAt"          ? &in.started_at
+                      : key == "invocationBudgetMs" ? &in.invocation_budget_ms
+                      : key == "recoveryBudgetMs"   ? &in.recovery_budget_ms
+                      : key == "sweepLeaseBudgetMs" ? &in.sweep_lease_budget_ms
+                                                    : nullptr;
+    if (target != nullptr) {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      *target = n.value();
+      has_now = has_now || key == "now";
+      has_started = has_started || key == "startedAt";
+    } else if (key == "reserved") {
+      Result<od::array> arr = input::read_array(field, where, key);
+      if (!arr) return arr.take_error();
+      return input::for_each_element(arr.value(), where, key, kMaxReserved, [&](od::value& item, uint32_t index) {
+        Reserved r;
+        Status read = read_reserved_entry(item, where.indexed("reserved", index), r);
+        if (read) in.reserved.push_back(std::move(r));
+        return read;
+      });
+    } else if (key == "retention") {
+      return read_retention(field, where, in);
+    } else if (key == "policies") {
+      has_policies = true;
+      return read_policies(field, where, in.policies);
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_now) return input::missing(where, "now");
+  if (!has_started) return input::missing(where, "startedAt");
+  if (!has_policies) return input::missing(where, "policies");
+  return ok_status();
+}
+
+void write_kinds(JsonWriter& out, const std::vector<std::string_view>& kinds) {
+  out.key("kinds");
+  out.begin_array();
+  for (std::string_view kind : kinds) out.string(kind);
+  out.end_array();
+}
+
+Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
+  SweepInput in;
+  Status status = read_sweep(root, where, in);
+  if (!status) return status;
+
+  const int64_t deadline_at = in.started_at + in.invocation_budget_ms;
+  auto runnable = [&](const Policy& p) { return p.lease_ms <= in.sweep_lease_budget_ms; };
+  auto find = [&](std::string_view kind) -> const Policy* {
+    for (const Policy& p : in.policies) {
+      if (p.kind == kind) return &p;
+    }
+    return nullptr;
+  };
+
+  std::vector<const Policy*> sorted;
+  for (const Policy& p : in.policies) sorted.push_back(&p);
+  std::sort(sorted.begin(), sorted.end(), [](const Policy* a, const Policy* b) {
+    return a->lane != b->lane ? a->lane < b->lane : a->kind < b->kind;
+  });
+
+  out.begin_object();
+  out.field("deadlineAt", deadline_at);
+  out.key("steps");
+  out.begin_array();
+
+  out.begin_object();
+  out.field("type", "recover");
+  out.field("deadlineAt", std::min(in.started_at + in.recovery_budget_ms, deadline_at));
+  out.field("limit", kRecoverLimit);
+  out.end_object();
+
+  for (const Reserved& r : in.reserved) {
+    std::vector<std::string_view> kinds;
+    for (std::string_view kind : r.kinds) {
+      const Policy* p = find(kind);
+      if (p != nullptr && runnable(*p) && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+        kinds.push_back(kind);
+      }
+    }
+    out.begin_object();
+    out.field("type", "reserved");
+    out.field("name", r.name);
+    write_kinds(out, kinds);
+    out.field("maxJobs", r.max_jobs);
+    out.field("deadlineAt", std::min(in.now + r.deadline_ms, deadline_at));
+    out.end_object();
+  }
+
+  std::vector<std::string_view> drain;
+  for (const Policy& p : in.policies) {
+    if (runnable(p)) drain.push_back(p.kind);
+  }
+  std::sort(drain.begin(), drain.end());
+  out.begin_object();
+  out.field("type", "drain");
+  write_kinds(out, drain);
+  out.field("deadlineAt", deadline_at);
+  out.end_object();
+
+  out.begin_object();
+  out.field("type", "handoff");
+  out.key("lanes");
+  out.begin_array();
+  std::string_view open_lane;
+  bool open = false;
+  for (const Policy* p : sorted) {
+    if (runnable(*p)) continue;
+    if (!open || p->lane != open_lane) {
+      if (open) {
+        out.end_array();
+        out.end_object();
+      }
+      out.begin_object();
+      out.field("lane", p->lane);
+      out.key("kinds");
+      out.begin_array();
+      open_lane = p->lane;
+      open = true;
+    }
+    out.string(p->kind);
+  }
+  if (open) {
+    out.end_array();
+    out.end_object();
+  }
+  out.end_array();
+  out.end_object();
+
+  out.begin_object();
+  out.field("type", "retention");
+  out.field("succeededBefore", std::max<int64_t>(0, in.now - in.succeeded_ms));
+  out.field("deadBefore", std::max<int64_t>(0, in.now - in.dead_ms));
+  out.field("limit", kRetentionLimit);
+  out.end_object();
+
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace
+
+Status run_sweep(od::document& doc, JsonWriter& out) {
+  const Where where{"sweep", "", ErrorCode::invalid_input};
+  Result<od::object> root = input::root_object(doc, where);
+  if (!root) return root.take_error();
+  Result<std::string_view> op = read_op(root.value(), where);
+  if (!op) return op.take_error();
+  if (op.value() == "plan") return sweep_plan(root.value(), where, out);
+  return unknown_op(where, op.value());
+}
+
+}  // namespace postbox
