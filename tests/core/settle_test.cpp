@@ -1,0 +1,235 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+#include "postbox/backoff.h"
+
+using postbox::backoff_delay;
+using postbox::test::call;
+
+namespace {
+
+constexpr int64_t kNow = 1700000000000;
+
+std::string policy(const std::string& definition) {
+  auto r = call(pb_policy, definition);
+  REQUIRE(r.rc == 0);
+  return r.out;
+}
+
+std::string default_policy() { return policy(R"({"kind":"email.welcome","timeoutMs":30000})"); }
+
+std::string input(const std::string& pol, const std::string& job, const std::string& outcome, uint32_t seed = 42) {
+  return R"({"now":)" + std::to_string(kNow) + R"(,"seed":)" + std::to_string(seed) + R"(,"policy":)" + pol +
+         R"(,"job":)" + job + R"(,"outcome":)" + outcome + "}";
+}
+
+std::string settle(const std::string& pol, const std::string& job, const std::string& outcome) {
+  auto r = call(pb_settle, input(pol, job, outcome));
+  CHECK(r.rc == 0);
+  return r.out;
+}
+
+std::string due(int64_t delay) { return std::to_string(kNow + delay); }
+
+const char* kJob = R"({"status":"running","attempts":2,"crashes":1,"streakCode":"x","streak":2})";
+
+}  // namespace
+
+TEST_CASE("settle: finished outcomes") {
+  struct Row {
+    const char* outcome;
+    const char* expected;
+  };
+  const Row rows[] = {
+      {R"({"type":"ok","message":"ignored"})",
+       R"({"status":"succeeded","dueAt":null,"attempts":3,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"ok","events":[]})"},
+      {R"({"type":"cancel","reason":"user_left","message":"bye"})",
+       R"({"status":"cancelled","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"user_left","errorMessage":"bye","finished":true,"charged":true,"attemptOutcome":"cancel","events":[]})"},
+      {R"({"type":"cancel"})",
+       R"({"status":"cancelled","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"cancelled","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"cancel","events":[]})"},
+      {R"({"type":"fail","code":"bad_address","message":"no such user"})",
+       R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"bad_address","errorMessage":"no such user","finished":true,"charged":true,"attemptOutcome":"fail","events":[{"type":"dead_letter","code":"bad_address","reason":"failed"}]})"},
+  };
+  const std::string pol = default_policy();
+  for (const Row& row : rows) {
+    CAPTURE(row.outcome);
+    CHECK(settle(pol, kJob, row.outcome) == row.expected);
+  }
+}
+
+TEST_CASE("settle: the ABI example (retry with after)") {
+  CHECK(settle(default_policy(), R"({"status":"running","attempts":2,"crashes":0,"streakCode":"rate_limited","streak":1})",
+               R"({"type":"retry","code":"rate_limited","after":5000,"message":"429"})") ==
+        R"({"status":"retrying","dueAt":1700000005000,"attempts":3,"crashes":0,"streakCode":"rate_limited","streak":2,"errorCode":"rate_limited","errorMessage":"429","finished":false,"charged":true,"attemptOutcome":"retry","events":[]})");
+}
+
+TEST_CASE("settle: retryable outcomes take the type's name as code and back off") {
+  struct Row {
+    const char* outcome;
+    const char* code;
+    int64_t streak;  // after this attempt, from kJob (streakCode x, streak 2)
+  };
+  const Row rows[] = {
+      {R"({"type":"retry","code":"x"})", "x", 3},
+      {R"({"type":"retry","code":"y"})", "y", 1},
+      {R"({"type":"retry"})", "retry", 1},
+      {R"({"type":"timeout"})", "timeout", 1},
+      {R"({"type":"hook_failed"})", "hook_failed", 1},
+      {R"({"type":"invalid_payload"})", "invalid_payload", 1},
+      {R"({"type":"timeout","code":"x"})", "x", 3},
+  };
+  const std::string pol = default_policy();
+  for (const Row& row : rows) {
+    CAPTURE(row.outcome);
+    const std::string type = std::string(row.outcome).substr(9, std::string(row.outcome).find('"', 9) - 9);
+    CHECK(settle(pol, kJob, row.outcome) ==
+          R"({"status":"retrying","dueAt":)" + due(backoff_delay(3, 30000, 3600000, 42)) +
+              R"(,"attempts":3,"crashes":0,"streakCode":")" + row.code + R"(","streak":)" + std::to_string(row.streak) +
+              R"(,"errorCode":")" + row.code + R"(","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":")" +
+              type + R"(","events":[]})");
+  }
+}
+
+TEST_CASE("settle: the attempt budget") {
+  const std::string pol = policy(R"({"kind":"k","timeoutMs":1000,"retry":{"maxAttempts":3,"perCode":{"rate_limited":{"maxAttempts":50}}}})");
+  CHECK(settle(pol, R"({"status":"running","attempts":2})", R"({"type":"retry","code":"boom"})") ==
+        R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"boom","streak":1,"errorCode":"boom","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"retry","events":[{"type":"dead_letter","code":"boom","reason":"attempts_exhausted"}]})");
+  CHECK(settle(pol, R"({"status":"running","attempts":1})", R"({"type":"retry","code":"boom","after":7})") ==
+        R"({"status":"retrying","dueAt":1700000000007,"attempts":2,"crashes":0,"streakCode":"boom","streak":1,"errorCode":"boom","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":"retry","events":[]})");
+  // A per-code budget replaces the policy's for that code only.
+  CHECK(settle(pol, R"({"status":"running","attempts":25})", R"({"type":"retry","code":"rate_limited","after":1})")
+            .find(R"("status":"retrying")") != std::string::npos);
+  CHECK(settle(pol, R"({"status":"running","attempts":49})", R"({"type":"retry","code":"rate_limited","after":1})")
+            .find(R"("events":[{"type":"dead_letter","code":"rate_limited","reason":"attempts_exhausted"}])") != std::string::npos);
+}
+
+TEST_CASE("settle: default streak caps for timeout (5) and invalid_payload (3)") {
+  const std::string pol = default_policy();
+  CHECK(settle(pol, R"({"status":"running","attempts":4,"streakCode":"timeout","streak":3})", R"({"type":"timeout"})")
+            .find(R"("status":"retrying")") != std::string::npos);
+  CHECK(settle(pol, R"({"status":"running","attempts":4,"streakCode":"timeout","streak":4})", R"({"type":"timeout"})") ==
+        R"({"status":"dead","dueAt":null,"attempts":5,"crashes":0,"streakCode":"timeout","streak":5,"errorCode":"timeout","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"timeout","events":[{"type":"dead_letter","code":"timeout","reason":"streak_exhausted"}]})");
+  CHECK(settle(pol, R"({"status":"running","attempts":2,"streakCode":"invalid_payload","streak":2})", R"({"type":"invalid_payload","message":"bad"})") ==
+        R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"invalid_payload","streak":3,"errorCode":"invalid_payload","errorMessage":"bad","finished":true,"charged":true,"attemptOutcome":"invalid_payload","events":[{"type":"dead_letter","code":"invalid_payload","reason":"streak_exhausted"}]})");
+  // A different code in between restarts the streak.
+  CHECK(settle(pol, R"({"status":"running","attempts":2,"streakCode":"other","streak":9})", R"({"type":"invalid_payload"})")
+            .find(R"("streak":1,)") != std::string::npos);
+}
+
+TEST_CASE("settle: onExhaustion cancel, streak rules and warnAtStreak") {
+  const std::string pol = policy(
+      R"({"kind":"k","timeoutMs":1000,"warnAtStreak":2,"retry":{"perCode":{"bounced":{"streak":2,"onExhaustion":"cancel"},"flaky":4}}})");
+  CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"bounced","streak":1})", R"({"type":"fail","code":"x"})")
+            .find(R"("status":"dead")") != std::string::npos);
+  CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"bounced","streak":1})", R"({"type":"retry","code":"bounced"})") ==
+        R"({"status":"cancelled","dueAt":null,"attempts":2,"crashes":0,"streakCode":"bounced","streak":2,"errorCode":"bounced","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"retry","events":[{"type":"streak_warning","code":"bounced","streak":2},{"type":"cancelled","code":"bounced","reason":"streak_exhausted"}]})");
+  CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"flaky","streak":1})", R"({"type":"retry","code":"flaky","after":10})") ==
+        R"({"status":"retrying","dueAt":1700000000010,"attempts":2,"crashes":0,"streakCode":"flaky","streak":2,"errorCode":"flaky","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":"retry","events":[{"type":"streak_warning","code":"flaky","streak":2}]})");
+  // The warning fires once, when the streak equals warnAtStreak, not after.
+  CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"flaky","streak":2})", R"({"type":"retry","code":"flaky","after":10})")
+            .find(R"("events":[])") != std::string::npos);
+}
+
+TEST_CASE("settle: maxDelayMs caps both after and backoff") {
+  const std::string pol = policy(
+      R"({"kind":"k","timeoutMs":1000,"retry":{"backoff":{"baseMs":3600000,"maxMs":3600000},"perCode":{"rate_limited":{"maxDelayMs":600000},"zero":{"maxDelayMs":0}}}})");
+  CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","code":"rate_limited","after":9999999})")
+            .find(R"("dueAt":1700000600000,)") != std::string::npos);
+  CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","code":"rate_limited"})")
+            .find(R"("dueAt":1700000600000,)") != std::string::npos);
+  CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","code":"zero","after":5})")
+            .find(R"("dueAt":1700000000000,)") != std::string::npos);
+  // Uncapped codes back off between half and all of the 1 h ceiling.
+  const int64_t d = backoff_delay(1, 3600000, 3600000, 42);
+  CHECK(d >= 1800000);
+  CHECK(d <= 3600000);
+  CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","code":"other"})")
+            .find(R"("dueAt":)" + due(d) + ",") != std::string::npos);
+}
+
+TEST_CASE("settle: crash and crash_loop are not charged") {
+  const std::string pol = default_policy();
+  CHECK(settle(pol, R"({"status":"running","attempts":4,"crashes":0,"streakCode":"x","streak":2})", R"({"type":"crash","message":"isolate died"})") ==
+        R"({"status":"retrying","dueAt":)" + due(backoff_delay(1, 30000, 3600000, 42)) +
+            R"(,"attempts":4,"crashes":1,"streakCode":"x","streak":2,"errorCode":"crash","errorMessage":"isolate died","finished":false,"charged":false,"attemptOutcome":"crash","events":[]})");
+  CHECK(settle(pol, R"({"status":"running","attempts":4,"crashes":1})", R"({"type":"crash"})")
+            .find(R"("dueAt":)" + due(backoff_delay(2, 30000, 3600000, 42)) + R"(,"attempts":4,"crashes":2,)") != std::string::npos);
+  CHECK(settle(pol, R"({"status":"running","attempts":4,"crashes":2})", R"({"type":"crash"})") ==
+        R"({"status":"dead","dueAt":null,"attempts":4,"crashes":3,"streakCode":null,"streak":0,"errorCode":"crash_loop","errorMessage":null,"finished":true,"charged":false,"attemptOutcome":"crash","events":[{"type":"crash_loop","crashes":3},{"type":"dead_letter","code":"crash_loop","reason":"crash_loop"}]})");
+}
+
+TEST_CASE("settle: claim_late charges nothing and keeps the error fields") {
+  const std::string pol = default_policy();
+  CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"claim_late"})") ==
+        R"({"status":"pending","dueAt":1700000005000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"claim_late","events":[]})");
+  CHECK(settle(pol, R"({"status":"running","attempts":2,"crashes":1,"streakCode":"x","streak":2,"errorCode":"x","errorMessage":"earlier"})", R"({"type":"claim_late"})") ==
+        R"({"status":"retrying","dueAt":1700000005000,"attempts":2,"crashes":1,"streakCode":"x","streak":2,"errorCode":"x","errorMessage":"earlier","finished":false,"charged":false,"attemptOutcome":"claim_late","events":[]})");
+}
+
+TEST_CASE("settle: messages are cut to 2000 bytes on a UTF-8 boundary") {
+  std::string message(1999, 'a');
+  message += "\xc3\xa9";  // é straddles the limit
+  const std::string out = settle(default_policy(), R"({"status":"running","attempts":0})",
+                                 R"({"type":"retry","after":1,"message":")" + message + "\"}");
+  CHECK(out.find(R"("errorMessage":")" + std::string(1999, 'a') + "\",") != std::string::npos);
+  // Control characters and quotes are escaped.
+  CHECK(settle(default_policy(), R"({"status":"running","attempts":0})", R"({"type":"fail","message":"a\"b\u0001\n"})")
+            .find(R"("errorMessage":"a\"b\u0001\n")") != std::string::npos);
+}
+
+TEST_CASE("settle: invalid inputs") {
+  const std::string pol = default_policy();
+  struct Row {
+    std::string input;
+    const char* expected;
+  };
+  const Row rows[] = {
+      {input(pol, R"({"status":"pending","attempts":0})", R"({"type":"ok"})"),
+       R"({"error":{"code":"invalid_input","message":"settle: job is not running"}})"},
+      {input(pol, R"({"status":"running"})", R"({"type":"ok"})"),
+       R"({"error":{"code":"invalid_input","message":"settle: field 'job.attempts' is required"}})"},
+      {input(pol, R"({"status":"running","attempts":-1})", R"({"type":"ok"})"),
+       R"({"error":{"code":"invalid_input","message":"settle: field 'job.attempts' must be an integer in [0, 1000000]"}})"},
+      {input(pol, R"({"status":"running","attempts":0})", R"({"type":"explode"})"),
+       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.type' must be one of ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed, invalid_payload"}})"},
+      {input(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","after":1.5})"),
+       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.after' must be an integer in [0, 315360000000]"}})"},
+      {input(R"({"kind":"k"})", R"({"status":"running","attempts":0})", R"({"type":"ok"})"),
+       R"({"error":{"code":"invalid_policy","message":"settle: field 'policy.timeoutMs' is required"}})"},
+      {R"({"seed":1,"policy":)" + pol + R"(,"job":{"status":"running","attempts":0},"outcome":{"type":"ok"}})",
+       R"({"error":{"code":"invalid_input","message":"settle: field 'now' is required"}})"},
+      {R"({"now":1e3,"seed":1})", R"({"error":{"code":"invalid_input","message":"settle: field 'now' must be an integer in [0, 9007199254740991]"}})"},
+      {R"({"now":9007199254740992,"seed":1})", R"({"error":{"code":"invalid_input","message":"settle: field 'now' must be an integer in [0, 9007199254740991]"}})"},
+      {R"({"now":1,"seed":4294967296})", R"({"error":{"code":"invalid_input","message":"settle: field 'seed' must be an integer in [0, 4294967295]"}})"},
+      {R"({"now":"1"})", R"({"error":{"code":"invalid_input","message":"settle: field 'now' must be an integer"}})"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.input);
+    auto r = call(pb_settle, row.input);
+    CHECK(r.rc == 1);
+    CHECK(r.out == row.expected);
+  }
+}
+
+TEST_CASE("settle: batch form settles each item and reports errors per item") {
+  const std::string pol = default_policy();
+  const std::string good = input(pol, R"({"status":"running","attempts":0})", R"({"type":"ok"})");
+  const std::string bad = input(pol, R"({"status":"dead","attempts":0})", R"({"type":"ok"})");
+  auto r = call(pb_settle, R"({"batch":[)" + good + "," + bad + ",7]}");
+  CHECK(r.rc == 0);
+  CHECK(r.out ==
+        R"({"results":[{"status":"succeeded","dueAt":null,"attempts":1,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"ok","events":[]},)"
+        R"({"error":{"code":"invalid_input","message":"settle: batch[1]: job is not running"}},)"
+        R"({"error":{"code":"invalid_input","message":"settle: batch[2]: must be an object"}}]})");
+  CHECK(call(pb_settle, R"({"batch":[]})").out == R"({"results":[]})");
+
+  std::string many = R"({"batch":[)";
+  for (int i = 0; i < 1001; ++i) many += (i ? ",{}" : "{}");
+  many += "]}";
+  auto over = call(pb_settle, many);
+  CHECK(over.rc == 1);
+  CHECK(over.out == R"({"error":{"code":"invalid_input","message":"settle: field 'batch' must have at most 1000 items"}})");
+  CHECK(call(pb_settle, R"({"batch":{}})").out == R"({"error":{"code":"invalid_input","message":"settle: field 'batch' must be an array"}})");
+}
