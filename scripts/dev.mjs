@@ -10,9 +10,11 @@
 //   5. keeps wrangler running (Ctrl-C stops everything), or with `--once` exits: 0 if it saw
 //      succeeded, retried and dead jobs, 1 otherwise.
 //
-// Options: --once, --rebuild (build core and shim even if present), --port N (wrangler),
+// Options: --once, --setup (run scripts/setup.sh first: installs what is missing),
+//          --rebuild (build core and shim even if present), --port N (wrangler),
 //          --verbose (stream wrangler's output during the demo too).
-import { mkdirSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { register } from 'tsx/esm/api';
 
@@ -53,6 +55,13 @@ process.on('SIGINT', () => void shutdown(130));
 process.on('SIGTERM', () => void shutdown(143));
 
 async function main() {
+  if (flag('--setup')) {
+    const setup = path.join(ROOT, 'scripts/setup.sh');
+    if (!existsSync(setup)) throw new Error('--setup: scripts/setup.sh does not exist');
+    log('setting up: bash scripts/setup.sh');
+    const res = spawnSync('bash', [setup], { cwd: ROOT, stdio: 'inherit' });
+    if (res.status !== 0) throw new Error(`scripts/setup.sh failed (${res.status ?? res.signal})`);
+  }
   const built = stack.ensureBuilt({ force: flag('--rebuild'), log });
   log(`core ${built.core ? 'built' : 'present'}, shim ${built.shim ? 'built' : 'up to date'}`);
 
