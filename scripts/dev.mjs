@@ -12,7 +12,8 @@
 //
 // Options: --once, --setup (run scripts/setup.sh first: installs what is missing),
 //          --rebuild (build core and shim even if present), --port N (wrangler),
-//          --verbose (stream wrangler's output during the demo too).
+//          --verbose (stream wrangler's output during the demo too),
+//          --sweep-every S (after the demo, trigger the cron sweep every S seconds; 0: never; default 15).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -51,7 +52,11 @@ async function shutdown(code) {
   await shuttingDown;
   process.exit(code);
 }
+// A closed terminal or pipe must not turn the shutdown into a crash.
+process.stdout.on('error', () => undefined);
+process.stderr.on('error', () => undefined);
 process.on('SIGINT', () => void shutdown(130));
+process.on('SIGHUP', () => void shutdown(129));
 process.on('SIGTERM', () => void shutdown(143));
 
 async function main() {
@@ -97,12 +102,16 @@ async function main() {
 The reference Worker keeps running at ${dev.url} (PostgreSQL: ${db.url}). Try:
   curl -s -XPOST ${dev.url}/signup -H 'content-type: application/json' -d '{"email":"you@example.com"}'
   curl -s ${dev.url}/jobs
-  curl -s '${dev.url}/__scheduled?cron=*/5+*+*+*+*'     # run the sweep now
+  curl -s '${dev.url}/__scheduled?cron=*/5+*+*+*+*'     # run the sweep now (dev.mjs also does every ${Number(option('--sweep-every', '15'))} s)
 Wrangler's output follows. Ctrl-C stops wrangler and PostgreSQL.
 `);
   if (!verbose) dev.onOutput((chunk) => process.stdout.write(chunk));
+  // wrangler dev never fires cron triggers by itself: sweep now and then so retries progress.
+  const every = Number(option('--sweep-every', '15'));
+  if (every > 0) setInterval(() => void stack.triggerSweep(dev.url).catch(() => undefined), every * 1000).unref();
   const code = await dev.exited;
-  log(`wrangler exited (${code})`);
+  if (shuttingDown) return; // Ctrl-C: the signal handler is already tearing down
+  log(`wrangler exited on its own (${code})`);
   await shutdown(code === 0 ? 0 : 1);
 }
 

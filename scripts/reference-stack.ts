@@ -115,6 +115,9 @@ export async function startDatabase(opts: { port?: number | 'any'; log?: Log } =
     }
     const url = `postgres://postbox:postbox@127.0.0.1:${server.port}/postbox`;
     client = new pg.Client({ connectionString: url });
+    // Ctrl-C in a terminal reaches the server too (same process group): it then ends this
+    // session, which must not crash the process.
+    client.on('error', () => undefined);
     await client.connect();
     const { migrate } = (await import(pathToFileURL(path.join(ROOT, 'js-shim/dist/sql/index.js')).href)) as typeof import('../js-shim/src/sql/index.ts');
     const { applied } = await migrate(client);
@@ -203,8 +206,11 @@ export async function startWrangler(opts: { port: number; databaseUrl: string; i
       /* already gone */
     }
   };
-  // If this process dies without stop(), take the group down with it.
-  const onExit = () => killGroup('SIGKILL');
+  // If this process dies without stop(), take the group down with it (and its state dir).
+  const onExit = () => {
+    killGroup('SIGKILL');
+    if (ownsPersist) rmSync(persistTo, { recursive: true, force: true });
+  };
   process.on('exit', onExit);
   let stopping: Promise<void> | undefined;
   return {
