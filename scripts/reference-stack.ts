@@ -39,7 +39,8 @@ function newestMtime(dir: string): number {
 }
 
 function run(cmd: string, args: string[], what: string): void {
-  const res = spawnSync(cmd, args, { cwd: ROOT, stdio: 'inherit' });
+  // Build output goes to stderr: under `node --test`, stdout is the TAP stream.
+  const res = spawnSync(cmd, args, { cwd: ROOT, stdio: ['ignore', 2, 2] });
   if (res.status !== 0) throw new Error(`${what} failed (${res.status ?? res.signal}): ${cmd} ${args.join(' ')}`);
 }
 
