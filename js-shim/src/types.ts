@@ -132,8 +132,8 @@ export type EnqueueResult = EnqueueAccepted | EnqueueRefusal;
 
 /** A Cloudflare Queue producer binding, as much of it as Postbox uses. */
 export interface QueueProducer {
-  send(body: unknown, options?: { delaySeconds?: number }): Promise<void>;
-  sendBatch(messages: Iterable<{ body: unknown; delaySeconds?: number }>): Promise<void>;
+  send(body: unknown, options?: { delaySeconds?: number }): Promise<unknown>;
+  sendBatch(messages: Iterable<{ body: unknown; delaySeconds?: number }>): Promise<unknown>;
 }
 
 /** A connection the outbox owns until it calls exactly one of `close` or `destroy`. */
