@@ -7,7 +7,7 @@
 //
 // Queue `postbox` delivers nudges to the runner; `postbox-dlq` only reports. The cron sweep
 // runs due retries and recovers crashed attempts.
-import { createOutbox, type OutboxEvent, type QueueProducer } from 'postbox';
+import { createOutbox, type OutboxEvent } from 'postbox';
 import { createDlqHandler, createQueueHandler, createScheduledHandler } from 'postbox/cloudflare';
 import { createPgConnector } from 'postbox/pg';
 import pg from 'pg';
@@ -22,20 +22,13 @@ export interface Env {
 /** Structured events go to the log as one JSON line each (Workers Logs indexes them). */
 const logEvent = (event: OutboxEvent): void => console.log(JSON.stringify(event));
 
-/**
- * Postbox's `QueueProducer` declares `send`/`sendBatch` as `Promise<void>`; workers-types
- * 4.2026-07+ returns a response object from them, which TypeScript will not widen to `void`.
- * The binding is passed as it is; only its type is narrowed. (Drop once the shim declares
- * `Promise<unknown>`.)
- */
-const asProducer = (queue: Queue): QueueProducer => queue as unknown as QueueProducer;
 
 /** One outbox per invocation: it is cheap, and connects lazily. */
 export const outboxFor = (env: Env) =>
   createOutbox({
     jobs,
     connect: createPgConnector(env.OUTBOX_DB.connectionString),
-    queue: asProducer(env.OUTBOX_QUEUE),
+    queue: env.OUTBOX_QUEUE,
     ...(env.CF_VERSION_METADATA ? { version: env.CF_VERSION_METADATA } : {}),
     events: logEvent,
   });
