@@ -1,0 +1,217 @@
+/**
+ * Runs a Worker module inside workerd (Miniflare 4) for integration tests.
+ *
+ * Miniflare does not bundle npm imports, so the entry is bundled first with esbuild the way
+ * wrangler does it for `nodejs_compat` Workers:
+ *
+ * - `conditions: ['workerd', 'worker', 'browser']`, so `pg` picks `pg-cloudflare`'s socket
+ *   (`cloudflare:sockets`) instead of `node:net`;
+ * - Node built-ins (`node:x` and bare `x`) and `cloudflare:*` stay external: workerd provides
+ *   them under `nodejs_compat`. A CommonJS `require('events')` inside a dependency is turned into
+ *   an ESM import of `node:events` (esbuild's ESM output cannot `require` externals at run time);
+ * - `.wasm` imports use esbuild's `copy` loader: the file is copied next to the bundle and the
+ *   `import mod from './x.wasm'` statement is kept. Miniflare then loads the bundle with
+ *   `modulesRoot` = the bundle's directory and the rule `{ type: 'CompiledWasm',
+ *   include: ['**\/*.wasm'] }`, so the import yields a `WebAssembly.Module` exactly as in
+ *   production (no compiling from bytes at run time).
+ *
+ * Bundles are cached per entry path for the life of the process (in a temp dir removed at exit).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import * as esbuild from 'esbuild';
+import { Log, LogLevel, Miniflare } from 'miniflare';
+
+/** Compatibility date for test Workers (supported by miniflare 4.20260426.0 / its workerd). */
+export const DEFAULT_COMPATIBILITY_DATE = '2026-04-20';
+
+export interface StartWorkerOptions {
+  /** Path of the Worker module (TS or JS), absolute or relative to the current directory. */
+  entry: string;
+  /** Connection URL of the database; it must carry a user and a password. */
+  databaseUrl: string;
+  /** Queue bindings. Consumers deliver to this same Worker's `queue()` handler. */
+  queues?: {
+    /** Binding name → queue name. */
+    producers: Record<string, string>;
+    consumers?: {
+      queue: string;
+      maxBatchSize?: number;
+      /** Seconds. */
+      maxBatchTimeout?: number;
+      maxRetries?: number;
+      deadLetterQueue?: string;
+    }[];
+  };
+  /** Name of the Hyperdrive binding pointing at `databaseUrl`. Default `OUTBOX_DB`. */
+  hyperdriveBinding?: string;
+  /** Plain-text `env` vars. */
+  vars?: Record<string, string>;
+  /** Default {@link DEFAULT_COMPATIBILITY_DATE}. */
+  compatibilityDate?: string;
+}
+
+/** What `queue()` reports back (workerd's `FetcherQueueResult`). */
+export interface QueueResult {
+  /** `ok`, `exception`, `exceededCpu`, … */
+  outcome: string;
+  ackAll: boolean;
+  retryBatch: { retry: boolean; delaySeconds?: number };
+  explicitAcks: string[];
+  retryMessages: { msgId: string; delaySeconds?: number }[];
+}
+
+/** What `scheduled()` reports back (workerd's `FetcherScheduledResult`). */
+export interface ScheduledResult {
+  outcome: string;
+  noRetry: boolean;
+}
+
+export interface TestWorker {
+  mf: Miniflare;
+  /** `path` is resolved against `http://localhost`, e.g. `/version?x=1`. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** Delivers one batch straight to the Worker's `queue()` handler (bypassing the queue). */
+  queue(
+    queueName: string,
+    messages: { id?: string; body: unknown; attempts?: number; timestamp?: Date }[],
+  ): Promise<QueueResult>;
+  /** Calls the Worker's `scheduled()` handler. `scheduledTime` is in ms (default: now). */
+  scheduled(opts: { cron: string; scheduledTime?: number }): Promise<ScheduledResult>;
+  dispose(): Promise<void>;
+}
+
+interface Bundle {
+  dir: string;
+  /** The bundle's file name inside `dir`. */
+  main: string;
+}
+
+const bundles = new Map<string, Promise<Bundle>>();
+let bundleRoot: string | undefined;
+
+function getBundleRoot(): string {
+  if (!bundleRoot) {
+    const root = mkdtempSync(path.join(os.tmpdir(), 'postbox-worker-'));
+    bundleRoot = root;
+    process.on('exit', () => rmSync(root, { recursive: true, force: true }));
+  }
+  return bundleRoot;
+}
+
+const NODE_BUILTINS = new Set(builtinModules.filter((m) => !m.startsWith('_')));
+const isBuiltin = (p: string): boolean => p.startsWith('node:') || NODE_BUILTINS.has(p.split('/')[0]!);
+
+/** esbuild plugin: externals for workerd, and `require()` of built-ins made into imports. */
+const workerdExternals: esbuild.Plugin = {
+  name: 'postbox-workerd-externals',
+  setup(build) {
+    build.onResolve({ filter: /^cloudflare:/ }, (args) => ({ path: args.path, external: true }));
+    build.onResolve({ filter: /^[a-z_:/]+$/ }, (args) => {
+      if (!isBuiltin(args.path)) return undefined;
+      const spec = args.path.startsWith('node:') ? args.path : `node:${args.path}`;
+      if (args.kind === 'require-call') return { path: spec, namespace: 'postbox-node-require' };
+      return { path: spec, external: true };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'postbox-node-require' }, (args) => ({
+      contents: `import * as ns from ${JSON.stringify(args.path)};\nmodule.exports = ns.default ?? ns;\n`,
+      loader: 'js',
+    }));
+    // pg's optional native binding is never used in a Worker.
+    build.onResolve({ filter: /^pg-native$/ }, () => ({ path: 'pg-native', namespace: 'postbox-empty' }));
+    build.onLoad({ filter: /.*/, namespace: 'postbox-empty' }, () => ({ contents: 'module.exports = {};', loader: 'js' }));
+  },
+};
+
+/** Bundles `entry` (once per process) and returns where the bundle is. */
+export function bundleWorker(entry: string): Promise<Bundle> {
+  const abs = path.resolve(entry);
+  let p = bundles.get(abs);
+  if (!p) {
+    p = (async () => {
+      const dir = mkdtempSync(path.join(getBundleRoot(), `${path.basename(abs).replace(/\W+/g, '_')}-`));
+      await esbuild.build({
+        entryPoints: [abs],
+        outfile: path.join(dir, 'worker.mjs'),
+        bundle: true,
+        format: 'esm',
+        platform: 'neutral',
+        target: 'es2022',
+        conditions: ['workerd', 'worker', 'browser'],
+        mainFields: ['module', 'main'],
+        loader: { '.wasm': 'copy' },
+        assetNames: '[name]-[hash]',
+        plugins: [workerdExternals],
+        sourcemap: 'inline',
+        logLevel: 'silent',
+      });
+      return { dir, main: 'worker.mjs' };
+    })();
+    bundles.set(abs, p);
+    p.catch(() => bundles.delete(abs));
+  }
+  return p;
+}
+
+/** Bundles `opts.entry` and starts it in Miniflare. Call `dispose()` when done. */
+export async function startWorker(opts: StartWorkerOptions): Promise<TestWorker> {
+  const { dir, main } = await bundleWorker(opts.entry);
+  const url = new URL(opts.databaseUrl);
+  if (!url.username || !url.password) {
+    throw new Error('startWorker: databaseUrl needs a user and a password (Hyperdrive requires them)');
+  }
+  const consumers: Record<string, { maxBatchSize?: number; maxBatchTimeout?: number; maxRetries?: number; deadLetterQueue?: string }> = {};
+  for (const c of opts.queues?.consumers ?? []) {
+    const { queue, ...rest } = c;
+    consumers[queue] = rest;
+  }
+  const producers: Record<string, { queueName: string }> = {};
+  for (const [binding, queueName] of Object.entries(opts.queues?.producers ?? {})) producers[binding] = { queueName };
+
+  const mf = new Miniflare({
+    log: new Log(process.env.POSTBOX_MF_LOG ? LogLevel.DEBUG : LogLevel.WARN),
+    // No network fetch of the Request.cf object: use Miniflare's placeholder.
+    cf: false,
+    modules: true,
+    modulesRoot: dir,
+    scriptPath: path.join(dir, main),
+    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
+    compatibilityDate: opts.compatibilityDate ?? DEFAULT_COMPATIBILITY_DATE,
+    compatibilityFlags: ['nodejs_compat'],
+    hyperdrives: { [opts.hyperdriveBinding ?? 'OUTBOX_DB']: opts.databaseUrl },
+    queueProducers: producers,
+    queueConsumers: consumers,
+    bindings: { ...(opts.vars ?? {}) },
+  });
+  await mf.ready;
+
+  return {
+    mf,
+    async fetch(p, init) {
+      const res = await mf.dispatchFetch(new URL(p, 'http://localhost').href, init as never);
+      return res as unknown as Response;
+    },
+    async queue(queueName, messages) {
+      const worker = await mf.getWorker();
+      const result = await worker.queue(
+        queueName,
+        messages.map((m) => ({
+          id: m.id ?? randomUUID(),
+          body: m.body,
+          attempts: m.attempts ?? 1,
+          timestamp: m.timestamp ?? new Date(),
+        })),
+      );
+      return result as unknown as QueueResult;
+    },
+    async scheduled({ cron, scheduledTime }) {
+      const worker = await mf.getWorker();
+      const result = await worker.scheduled({ cron, scheduledTime: new Date(scheduledTime ?? Date.now()) });
+      return result as unknown as ScheduledResult;
+    },
+    dispose: () => mf.dispose(),
+  };
+}
