@@ -78,8 +78,8 @@ describe('enqueue inside the transaction', () => {
     assert.equal(huge.status, 'invalid_payload');
     assert.match((huge as any).issues[0].message, /262144/);
     assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 0);
-    // The app row still commits: a lenient refusal is a result, not a throw.
-    assert.equal((await env.sql('SELECT count(*)::int AS n FROM public.app_row'))[0].n, 1);
+    // Both app rows still commit: a lenient refusal is a result, not a throw.
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM public.app_row'))[0].n, 2);
   });
 
   test('a delayed job is not run by an early nudge, and runs once due', async () => {
