@@ -1,0 +1,60 @@
+// Broken connections: the database goes away before a claim, or mid-attempt before the
+// settle. Nothing is lost: the message is redelivered, or the settle retries on a fresh session.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, beforeEach, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { startWorker, type TestWorker } from '../support/worker.ts';
+import { startOutboxEnv, until, type OutboxEnv } from './outbox-env.ts';
+
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+let env: OutboxEnv;
+let unreachable: TestWorker;
+
+before(async () => {
+  env = await startOutboxEnv();
+  // Same Worker, but its Hyperdrive binding points at a port where nothing listens.
+  unreachable = await startWorker({
+    entry: path.join(fixtures, 'outbox-worker.ts'),
+    databaseUrl: 'postgres://postbox:postbox@127.0.0.1:9/nowhere',
+    queues: { producers: { OUTBOX_QUEUE: 'postbox-x', BULK_QUEUE: 'postbox-bulk-x' } },
+  });
+});
+after(async () => {
+  await unreachable?.dispose();
+  await env?.stop();
+});
+beforeEach(async () => {
+  await env.reset();
+});
+
+test('a consumer that cannot reach the database asks for redelivery and reports infra_error', async () => {
+  const result = await unreachable.queue('postbox', [
+    { body: { v: 1, t: 'job', id: '0190a5b2-0000-7000-8000-000000000001', kind: 'test.echo', lane: 'default' } },
+  ]);
+  assert.equal(result.outcome, 'ok');
+  assert.equal(result.ackAll, false);
+  assert.equal(result.retryBatch.retry, true);
+  const events = (await (await unreachable.fetch('/events')).json()) as any[];
+  const infra = events.find((e) => e.type === 'infra_error');
+  assert.ok(infra, JSON.stringify(events));
+  assert.match(infra.error, /could not open an outbox connection/);
+});
+
+test('a session killed mid-attempt is replaced, and the settlement still lands', async () => {
+  const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'kill', do: 'sleep', ms: 1_500 } }] });
+  const id = res.body[0].id;
+  await until(async () => (await env.job(id)).status === 'running');
+  const killed = await env.sql(
+    `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+      WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+  );
+  assert.ok(killed.length >= 1);
+  const job = await until(async () => {
+    const j = await env.job(id);
+    return j.status === 'succeeded' ? j : undefined;
+  });
+  assert.equal(job.attempts, 1);
+  const attempts = await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [id]);
+  assert.deepEqual(attempts, [{ outcome: 'ok' }]);
+});
