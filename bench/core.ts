@@ -1,0 +1,110 @@
+/**
+ * Cost of the core's decisions in Node: how long the shim's calls into the wasm core take
+ * (JSON in, decision out — exactly the calls the runner makes), per call and per job, and
+ * what share of a job's wall time that is in the throughput run.
+ *
+ *   node --import tsx bench/core.ts [--iterations 20000] [--results bench/results/throughput-YYYY-MM-DD.md]
+ *
+ * Per job the runner makes: one claim `plan` per batch, one claim `admit` per job, and one
+ * `settle` call per batch (all decisions of the batch in one call).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { defineJob, ok } from 'postbox';
+// Internal: the same singleton the outbox uses (node_modules/postbox links to js-shim).
+import { getCore } from '../js-shim/dist/core/core.js';
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+const ITER = Number(arg('iterations') ?? 20_000);
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
+const job = defineJob({ kind: 'bench.sleep', payload: anyPayload, timeoutMs: 60_000, handle: async () => ok() });
+const core = getCore();
+const policy = job.policy;
+
+function planInput(concurrency: number) {
+  const now = Date.now();
+  return { op: 'plan', now, deadlineAt: now + 840_000, lane: 'default', concurrency, maxBatch: 100, policies: [policy], version: null, target: null };
+}
+function admitInput() {
+  const now = Date.now();
+  return { op: 'admit', now, deadlineAt: now + 840_000, leaseExpiresAt: now + 90_000, timeoutMs: 60_000 };
+}
+function settleInput(batch: number) {
+  const now = Date.now();
+  const one = {
+    now, seed: 12345, policy,
+    job: { status: 'running', attempts: 0, crashes: 0, streakCode: null, streak: 0, errorCode: null, errorMessage: null },
+    outcome: { type: 'ok' },
+  };
+  return { batch: Array.from({ length: batch }, () => one) };
+}
+
+/** µs per call, median of 5 runs of ITER calls each (after a warm-up). */
+function time(fn: () => void, iterations = ITER): number {
+  for (let i = 0; i < Math.min(2000, iterations); i++) fn();
+  const runs: number[] = [];
+  for (let r = 0; r < 5; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < iterations; i++) fn();
+    runs.push(((performance.now() - t0) * 1000) / iterations);
+  }
+  return runs.sort((a, b) => a - b)[2]!;
+}
+
+const plan = (c: number) => time(() => core.call('claim', planInput(c)));
+const admit = time(() => core.call('claim', admitInput()));
+const settle = (b: number) => time(() => core.call('settle', settleInput(b)), Math.max(500, Math.floor(ITER / b)));
+
+/** Per-job wall ms of Postbox rows in the newest (or given) throughput results file. */
+function postboxPerJobMs(): Map<number, number> {
+  const out = new Map<number, number>();
+  let file = arg('results');
+  if (!file) {
+    const dir = path.join(here, 'results');
+    const files = (() => {
+      try {
+        return readdirSync(dir).filter((f) => /^throughput-.*\.md$/.test(f)).sort();
+      } catch {
+        return [];
+      }
+    })();
+    if (files.length === 0) return out;
+    file = path.join(dir, files.at(-1)!);
+  }
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const m = /^\| postbox \| \d+ ms, c=(\d+), conns 1 \| \d+ \| [\d.]+ \| (\d+) \|/.exec(line);
+    if (m) out.set(Number(m[1]), 1000 / Number(m[2]));
+  }
+  return out;
+}
+
+const perJob = postboxPerJobMs();
+const lines = [
+  `# Postbox core decision cost — ${new Date().toISOString()}`,
+  '',
+  `Node ${process.version}; median of 5 × ${ITER} calls; each call = JSON.stringify → wasm → JSON.parse, as the runner does.`,
+  '',
+  '| call | µs per call |',
+  '|---|---:|',
+  `| claim plan (concurrency 1) | ${plan(1).toFixed(2)} |`,
+  `| claim admit (one job) | ${admit.toFixed(2)} |`,
+  `| settle, batch of 1 | ${settle(1).toFixed(2)} |`,
+  `| settle, batch of 8 | ${settle(8).toFixed(2)} |`,
+  `| settle, batch of 32 | ${settle(32).toFixed(2)} |`,
+  '',
+  '| concurrency (batch) | core µs per job (plan/batch + admit + settle/batch) | Postbox wall ms per job (throughput run) | core share |',
+  '|---:|---:|---:|---:|',
+];
+for (const c of [1, 8, 32]) {
+  const us = plan(c) / c + admit + settle(c) / c;
+  const ms = perJob.get(c);
+  lines.push(`| ${c} | ${us.toFixed(2)} | ${ms === undefined ? 'n/a' : ms.toFixed(3)} | ${ms === undefined ? 'n/a' : `${((us / 1000 / ms) * 100).toFixed(2)} %`} |`);
+}
+lines.push('');
+process.stdout.write(lines.join('\n'));

@@ -1,0 +1,373 @@
+/**
+ * Throughput benchmark: Postbox against its peers, side by side, in ONE run on ONE server.
+ *
+ *   node --import tsx bench/throughput.ts [--jobs 2000] [--slow-jobs 640] [--pg embedded|debian15]
+ *                                         [--only postbox,seed,graphile-worker,pg-boss] [--no-write]
+ *
+ * Env equivalents: BENCH_JOBS, BENCH_SLOW_JOBS, POSTBOX_PG, BENCH_ONLY.
+ *
+ * For every (scenario, system) it creates a fresh database, enqueues the jobs in bulk (not
+ * timed), then times draining them all and checks every job ended succeeded. Round trips are
+ * counted client-side: every `pg.Client#query` on that database during the timed part (one
+ * query = one round trip with node-postgres' extended protocol). See bench/README.md.
+ */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createOutbox, defineJob, ok } from 'postbox';
+import { createPgConnector } from 'postbox/pg';
+import { migrate } from 'postbox/sql';
+import { runUntilIdle } from 'postbox/testing';
+import { Logger, makeWorkerUtils, runMigrations, runOnce } from 'graphile-worker';
+import PgBoss from 'pg-boss';
+import { startPostgres, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
+import { createSeedSchema, drainSeed, enqueueSeed } from './peers/seed-design.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i >= 0) return process.argv[i + 1];
+  const eq = process.argv.find((a) => a.startsWith(`--${name}=`));
+  return eq?.slice(name.length + 3);
+}
+const flag = (name: string) => process.argv.includes(`--${name}`);
+
+const JOBS = Number(arg('jobs') ?? process.env.BENCH_JOBS ?? 2000);
+const SLOW_JOBS = Number(arg('slow-jobs') ?? process.env.BENCH_SLOW_JOBS ?? Math.min(640, JOBS));
+const FLAVOR = (arg('pg') ?? process.env.POSTBOX_PG ?? 'embedded') as PgFlavor;
+const ONLY = (arg('only') ?? process.env.BENCH_ONLY ?? '').split(',').filter(Boolean);
+const WRITE = !flag('no-write');
+if (!Number.isInteger(JOBS) || JOBS < 1 || !Number.isInteger(SLOW_JOBS) || SLOW_JOBS < 1) throw new Error('--jobs / --slow-jobs must be positive integers');
+
+// ---------------------------------------------------------------------------------------------
+// Round-trip counting: every query any pg.Client sends, by database. All four systems use the
+// same (deduplicated) `pg` package, so one patch sees them all.
+
+const queriesByDb = new Map<string, number>();
+const originalQuery = pg.Client.prototype.query;
+(pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
+  const db = (this as any).connectionParameters?.database ?? '?';
+  queriesByDb.set(db, (queriesByDb.get(db) ?? 0) + 1);
+  return (originalQuery as any).apply(this, args);
+};
+const queriesOn = (db: string) => queriesByDb.get(db) ?? 0;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Systems. Each `setup` enqueues (untimed) and returns `drain` (timed) and `verify` (untimed).
+
+interface Scenario {
+  handlerMs: number;
+  concurrency: number;
+  jobs: number;
+}
+
+interface Variant {
+  system: string;
+  /** Handlers in flight at most. */
+  inFlight: number;
+  /** Connections the drain holds at most (a description, e.g. "1", "8", "≤10 (pool)"). */
+  connections: string;
+  note?: string;
+  setup(url: string, s: Scenario): Promise<{ drain(): Promise<void>; verify(): Promise<void>; close?(): Promise<void> }>;
+}
+
+/** A Standard Schema that accepts anything: peers do not validate either. */
+const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
+
+function postbox(concurrency: number, drains: number): Variant {
+  return {
+    system: drains === 1 ? 'postbox' : `postbox ×${drains} drains`,
+    inFlight: concurrency * drains,
+    connections: String(drains),
+    note: drains === 1 ? undefined : `${drains} drains in parallel, concurrency ${concurrency} each`,
+    async setup(url, s) {
+      const job = defineJob({
+        kind: 'bench.sleep',
+        payload: anyPayload,
+        timeoutMs: 60_000,
+        async handle() {
+          await sleep(s.handlerMs);
+          return ok();
+        },
+      });
+      const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency });
+      await withClient(url, async (c) => {
+        await migrate(c);
+        await c.query('BEGIN');
+        for (let i = 0; i < s.jobs; i++) await outbox.enqueue(c, job, { payload: { i } });
+        await c.query('COMMIT');
+      });
+      const engine = (outbox as any)[Symbol.for('postbox.run')];
+      return {
+        async drain() {
+          if (drains === 1) {
+            await runUntilIdle(outbox, { maxRounds: 1000 });
+            return;
+          }
+          await Promise.all(
+            Array.from({ length: drains }, async () => {
+              for (;;) {
+                const r = await engine.drain({ lane: 'default', deadlineAt: Date.now() + 840_000 });
+                if (r.claimed === 0) return;
+              }
+            }),
+          );
+        },
+        verify: () => expectCount(url, `SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded'`, s.jobs),
+      };
+    },
+  };
+}
+
+function seed(workers: number): Variant {
+  return {
+    system: 'seed design',
+    inFlight: workers,
+    connections: String(workers),
+    note: workers > 1 ? `${workers} one-job-at-a-time workers, one connection each` : undefined,
+    async setup(url, s) {
+      await withClient(url, async (c) => {
+        await createSeedSchema(c);
+        await enqueueSeed(c, 'bench.sleep', s.jobs);
+      });
+      return {
+        async drain() {
+          await drainSeed(url, workers, () => sleep(s.handlerMs));
+        },
+        verify: () => expectCount(url, `SELECT count(*)::int AS n FROM seed.job WHERE status = 'succeeded'`, s.jobs),
+      };
+    },
+  };
+}
+
+const quietLogger = new Logger(() => () => undefined);
+
+function graphileWorker(concurrency: number, batched: boolean): Variant {
+  return {
+    system: batched ? 'graphile-worker (batched)' : 'graphile-worker',
+    inFlight: concurrency,
+    connections: `≤${concurrency + 1} (pool)`,
+    note: batched ? `localQueue.size ${concurrency}, completeJobBatchDelay 0` : undefined,
+    async setup(url, s) {
+      const pool = new pg.Pool({ connectionString: url, max: concurrency + 1 });
+      pool.on('error', () => undefined);
+      pool.on('connect', (client) => client.on('error', () => undefined));
+      await runMigrations({ pgPool: pool, logger: quietLogger });
+      const utils = await makeWorkerUtils({ pgPool: pool, logger: quietLogger });
+      for (let i = 0; i < s.jobs; i += 1000) {
+        await utils.addJobs(Array.from({ length: Math.min(1000, s.jobs - i) }, (_, k) => ({ identifier: 'sleep', payload: { i: i + k } })));
+      }
+      await utils.release();
+      let ran = 0;
+      return {
+        async drain() {
+          await runOnce({
+            pgPool: pool,
+            concurrency,
+            noHandleSignals: true,
+            pollInterval: 10,
+            logger: quietLogger,
+            taskList: {
+              sleep: async () => {
+                await sleep(s.handlerMs);
+                ran++;
+              },
+            },
+            ...(batched ? { preset: { worker: { localQueue: { size: concurrency }, completeJobBatchDelay: 0 } } } : {}),
+          });
+        },
+        async verify() {
+          if (ran !== s.jobs) throw new Error(`graphile-worker ran ${ran} of ${s.jobs}`);
+          await expectCount(url, `SELECT count(*)::int AS n FROM graphile_worker.jobs`, 0);
+        },
+        close: () => pool.end(),
+      };
+    },
+  };
+}
+
+function pgBoss(batchSize: number): Variant {
+  return {
+    system: 'pg-boss',
+    inFlight: batchSize,
+    connections: '1',
+    note: `fetch(batchSize ${batchSize}) → handlers → complete(ids), in a loop`,
+    async setup(url, s) {
+      const boss = new PgBoss({ connectionString: url, max: 2, supervise: false, schedule: false, migrate: true });
+      boss.on('error', () => undefined);
+      await boss.start();
+      await boss.createQueue('bench');
+      for (let i = 0; i < s.jobs; i += 1000) {
+        await boss.insert(Array.from({ length: Math.min(1000, s.jobs - i) }, (_, k) => ({ name: 'bench', data: { i: i + k } })));
+      }
+      return {
+        async drain() {
+          for (;;) {
+            const jobs = await boss.fetch('bench', { batchSize });
+            if (!jobs || jobs.length === 0) return;
+            await Promise.all(jobs.map(() => sleep(s.handlerMs)));
+            await boss.complete('bench', jobs.map((j: { id: string }) => j.id));
+          }
+        },
+        verify: () => expectCount(url, `SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'bench' AND state = 'completed'`, s.jobs),
+        close: () => boss.stop({ graceful: false, wait: true, close: true } as any),
+      };
+    },
+  };
+}
+
+async function expectCount(url: string, sql: string, want: number): Promise<void> {
+  const n = await withClient(url, async (c) => (await c.query(sql)).rows[0].n as number);
+  if (n !== want) throw new Error(`expected ${want}, got ${n}: ${sql}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios
+
+interface Group {
+  scenario: Scenario;
+  variants: Variant[];
+}
+
+const groups: Group[] = [
+  {
+    scenario: { handlerMs: 2, concurrency: 1, jobs: JOBS },
+    variants: [postbox(1, 1), seed(1), graphileWorker(1, false), pgBoss(1)],
+  },
+  {
+    scenario: { handlerMs: 2, concurrency: 8, jobs: JOBS },
+    variants: [postbox(8, 1), postbox(1, 8), seed(8), graphileWorker(8, false), graphileWorker(8, true), pgBoss(8)],
+  },
+  {
+    scenario: { handlerMs: 200, concurrency: 32, jobs: SLOW_JOBS },
+    variants: [postbox(32, 1), postbox(8, 4), seed(32), graphileWorker(32, false), graphileWorker(32, true), pgBoss(32)],
+  },
+];
+
+interface Row {
+  system: string;
+  scenario: string;
+  jobs: number;
+  wallS: number;
+  jobsPerS: number;
+  rtPerJob: number | null;
+  note?: string;
+  ratio?: number;
+  error?: string;
+}
+
+function wanted(system: string): boolean {
+  if (ONLY.length === 0) return true;
+  return ONLY.some((o) => system.startsWith(o));
+}
+
+async function main(): Promise<void> {
+  const server: PgServer = await startPostgres({ flavor: FLAVOR });
+  const rows: Row[] = [];
+  let dbSeq = 0;
+  try {
+    for (const { scenario, variants } of groups) {
+      const groupRows: Row[] = [];
+      for (const v of variants) {
+        if (!wanted(v.system)) continue;
+        const label = `${scenario.handlerMs} ms, c=${v.inFlight}, conns ${v.connections}`;
+        const dbName = `bench_${++dbSeq}`;
+        const url = await server.createDatabase(dbName);
+        process.stderr.write(`… ${v.system.padEnd(26)} ${label} (${scenario.jobs} jobs) `);
+        let run: Awaited<ReturnType<Variant['setup']>> | undefined;
+        try {
+          run = await v.setup(url, scenario);
+          const q0 = queriesOn(dbName);
+          const t0 = performance.now();
+          await run.drain();
+          const wallMs = performance.now() - t0;
+          const q = queriesOn(dbName) - q0;
+          await run.verify();
+          const row: Row = {
+            system: v.system,
+            scenario: label,
+            jobs: scenario.jobs,
+            wallS: wallMs / 1000,
+            jobsPerS: scenario.jobs / (wallMs / 1000),
+            rtPerJob: q > 0 ? q / scenario.jobs : null,
+            note: v.note,
+          };
+          groupRows.push(row);
+          process.stderr.write(`${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job\n`);
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          groupRows.push({ system: v.system, scenario: label, jobs: scenario.jobs, wallS: NaN, jobsPerS: NaN, rtPerJob: null, error: message.split('\n')[0] });
+          process.stderr.write(`FAILED: ${message}\n`);
+        } finally {
+          await run?.close?.().catch(() => undefined);
+        }
+      }
+      const base = groupRows.find((r) => r.system === 'postbox' && !r.error);
+      for (const r of groupRows) if (base && !r.error) r.ratio = r.jobsPerS / base.jobsPerS;
+      rows.push(...groupRows);
+    }
+  } finally {
+    await server.stop();
+  }
+  const report = render(rows, server.serverVersion);
+  process.stdout.write(report);
+  if (WRITE) {
+    const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'results');
+    await mkdir(dir, { recursive: true });
+    const file = path.join(dir, `throughput-${new Date().toISOString().slice(0, 10)}.md`);
+    await writeFile(file, report);
+    process.stderr.write(`wrote ${path.relative(process.cwd(), file)}\n`);
+  }
+  if (rows.some((r) => r.error)) process.exitCode = 1;
+}
+
+function render(rows: Row[], pgVersion: string): string {
+  const cpus = os.cpus();
+  const fmt = (n: number, d: number) => (Number.isFinite(n) ? n.toFixed(d) : '—');
+  const lines = [
+    `# Postbox throughput — ${new Date().toISOString()}`,
+    '',
+    `- machine: ${cpus.length} × ${cpus[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, ${os.platform()} ${os.release()}`,
+    `- PostgreSQL ${pgVersion} (${FLAVOR}, local TCP, fsync=off), Node ${process.version}`,
+    `- peers: graphile-worker ${pkgVersion('graphile-worker')}, pg-boss ${pkgVersion('pg-boss')}, pg ${pkgVersion('pg')}`,
+    `- jobs: ${JOBS} (2 ms handler), ${SLOW_JOBS} (200 ms handler); handler = setTimeout sleep; wall time = draining only (enqueue not timed)`,
+    '- round trips = pg queries sent to the benchmark database during the drain, ÷ jobs; ratio = jobs/s ÷ Postbox (single drain) jobs/s in the same scenario',
+    '',
+    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | ratio vs Postbox |',
+    '|---|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of rows) {
+    const system = r.error ? `${r.system} (failed: ${r.error})` : r.note ? `${r.system} — ${r.note}` : r.system;
+    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} |`);
+  }
+  lines.push('');
+  return lines.join('\n');
+}
+
+function pkgVersion(name: string): string {
+  try {
+    const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
+    return JSON.parse(readFileSync(path.join(root, 'node_modules', name, 'package.json'), 'utf8')).version;
+  } catch {
+    return '?';
+  }
+}
+
+await main();
