@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "postbox/families.h"
@@ -80,9 +81,21 @@ Status decide(Family family, const char* ptr, int32_t len, JsonWriter& out) {
   return kRunners[family](doc, out);
 }
 
+// Buffers sized for an input above this are released after the call, so one large document
+// does not pin its parser's memory for the life of the isolate.
+constexpr int32_t kKeepBuffersBelowBytes = 256 * 1024;
+
+void release_large_buffers(Family family) {
+  parser_for(family) = simdjson::ondemand::parser{};
+  std::free(g_scratch);
+  g_scratch = nullptr;
+  g_scratch_capacity = 0;
+}
+
 int32_t run(Family family, const char* ptr, int32_t len) {
   JsonWriter out;
   Status status = decide(family, ptr, len, out);
+  if (len > kKeepBuffersBelowBytes) release_large_buffers(family);
   if (status) {
     g_result = out.take();
     return 0;
@@ -97,6 +110,41 @@ int32_t run(Family family, const char* ptr, int32_t len) {
 }  // namespace postbox
 
 using postbox::run;
+
+#if defined(__wasi__) && defined(_LIBCPP_VERSION) && _LIBCPP_VERSION >= 150000
+// libc++ reports broken invariants (it cannot throw here) through this hook, whose default
+// prints with vfprintf and so drags stdio and three fd_* imports into the module. The core
+// never reaches it on valid states; a trap is the honest answer if it ever did.
+namespace std {
+inline namespace __2 {
+[[noreturn]] void __libcpp_verbose_abort(const char*, ...) { __builtin_trap(); }
+}  // namespace __2
+}  // namespace std
+#endif
+
+#if defined(__wasi__)
+// simdjson's abstract classes put this in their vtables; libc++abi's version prints through
+// stdio (fd_write, fd_seek, fd_close imports and ~10 KB). It can only run on a broken vtable.
+extern "C" [[noreturn]] void __cxa_pure_virtual() { __builtin_trap(); }
+
+// libc++abi's operator new consults the new-handler machinery, which links std::terminate and
+// its stderr printing. Inputs are capped (kMaxInputBytes), so memory per call is bounded and
+// plain malloc is enough; simdjson uses the nothrow forms and reports MEMALLOC itself.
+void* operator new(size_t size) {
+  void* p = std::malloc(size ? size : 1);
+  if (p == nullptr) __builtin_trap();
+  return p;
+}
+void* operator new[](size_t size) { return operator new(size); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept { return std::malloc(size ? size : 1); }
+void* operator new[](size_t size, const std::nothrow_t&) noexcept { return std::malloc(size ? size : 1); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#endif
 
 PB_EXPORT(pb_abi_version) int32_t pb_abi_version() { return postbox::kAbiVersion; }
 

@@ -3,6 +3,8 @@
 // and its lease, so a live attempt never overlaps a recovery of the same job.
 #include <algorithm>
 
+#include "postbox/small_sort.h"
+
 #include "postbox/families.h"
 #include "postbox/names.h"
 #include "postbox/policy.h"
@@ -125,7 +127,7 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
     if (in.target && p.kind != in.target->kind) continue;
     fit.push_back(&p);
   }
-  std::sort(fit.begin(), fit.end(), [](const Policy* a, const Policy* b) { return a->kind < b->kind; });
+  small_sort(fit.begin(), fit.end(), [](const Policy* a, const Policy* b) { return a->kind < b->kind; });
   int64_t limit = 0;
   if (!fit.empty()) limit = in.target ? 1 : std::min(in.concurrency, in.max_batch);
   if (limit == 0) fit.clear();

@@ -125,19 +125,20 @@ std::string quoted(std::string_view value) {
 }
 
 Result<int64_t> read_int(od::value& v, const Where& where, std::string_view field, int64_t lo, int64_t hi) {
-  const std::string range = "must be an integer in [" + decimal_string(lo) + ", " + decimal_string(hi) + "]";
+  // Built only on failure: reading a number must not allocate.
+  auto range = [&] { return "must be an integer in [" + decimal_string(lo) + ", " + decimal_string(hi) + "]"; };
   od::json_type type;
   if (v.type().get(type) != simdjson::SUCCESS || type != od::json_type::number) {
     return field_error(where, field, "must be an integer");
   }
   od::number_type kind;
-  if (v.get_number_type().get(kind) != simdjson::SUCCESS) return field_error(where, field, range);
+  if (v.get_number_type().get(kind) != simdjson::SUCCESS) return field_error(where, field, range());
   if (kind != od::number_type::signed_integer && kind != od::number_type::unsigned_integer) {
-    return field_error(where, field, range);
+    return field_error(where, field, range());
   }
   int64_t number = 0;
   if (v.get_int64().get(number) != simdjson::SUCCESS || number < lo || number > hi) {
-    return field_error(where, field, range);
+    return field_error(where, field, range());
   }
   return number;
 }
@@ -191,6 +192,37 @@ bool take_null(od::value& v) {
   if (v.type().get(type) != simdjson::SUCCESS || type != od::json_type::null) return false;
   bool is_null = false;
   return v.is_null().get(is_null) == simdjson::SUCCESS && is_null;
+}
+
+Status visit_fields(od::object& obj, const Where& where, void* context, FieldVisitor visit) {
+  for (auto item : obj) {
+    od::field field;
+    std::string_view key;
+    if (std::move(item).get(field) != simdjson::SUCCESS || field.unescaped_key(false).get(key) != simdjson::SUCCESS) {
+      return family_error(where, ErrorCode::invalid_json, "malformed object");
+    }
+    Status status = visit(context, key, field.value());
+    if (!status) return status;
+  }
+  return ok_status();
+}
+
+Status visit_elements(od::array& arr, const Where& where, std::string_view field, uint32_t max_count,
+                      void* context, ElementVisitor visit) {
+  uint32_t index = 0;
+  for (auto item : arr) {
+    od::value value;
+    if (std::move(item).get(value) != simdjson::SUCCESS) {
+      return family_error(where, ErrorCode::invalid_json, "malformed array");
+    }
+    if (index == max_count) {
+      return field_error(where, field, "must have at most " + decimal_string(max_count) + " items");
+    }
+    Status status = visit(context, value, index);
+    if (!status) return status;
+    ++index;
+  }
+  return ok_status();
 }
 
 Status validate_document(od::document& doc, std::string_view family) {

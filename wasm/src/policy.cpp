@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "postbox/small_sort.h"
+
 #include "postbox/families.h"
 #include "postbox/names.h"
 
@@ -176,7 +178,7 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
                                                      ") must not exceed maxMs (" + decimal_string(policy.max_ms) + ")");
   }
   policy.lease_ms = policy.timeout_ms + kSettleMarginMs;
-  std::sort(rules.begin(), rules.end(), [](const CodeRule& a, const CodeRule& b) { return a.code < b.code; });
+  small_sort(rules.begin(), rules.end(), [](const CodeRule& a, const CodeRule& b) { return a.code < b.code; });
   policy.per_code = std::move(rules);
   return policy;
 }

@@ -67,14 +67,9 @@ const Row& row_for(OutcomeType type) {
   return kRows[0];
 }
 
-std::optional<std::string> copy(const std::optional<std::string_view>& text) {
-  if (!text) return std::nullopt;
-  return std::string(*text);
-}
-
-std::optional<std::string> message_of(const AttemptOutcome& outcome) {
+std::optional<std::string_view> message_of(const AttemptOutcome& outcome) {
   if (!outcome.message) return std::nullopt;
-  return std::string(truncate_utf8(*outcome.message, kMaxMessageBytes));
+  return truncate_utf8(*outcome.message, kMaxMessageBytes);
 }
 
 // Terminal outcomes reported by the handler itself.
@@ -83,7 +78,7 @@ void settle_finished(const SettleInput& in, const Row& row, Settlement& s) {
   s.crashes = 0;
   s.finished = true;
   s.charged = true;
-  s.streak_code = copy(in.job.streak_code);
+  s.streak_code = (in.job.streak_code);
   s.streak = in.job.streak;
   if (row.rule == Rule::succeed) {
     s.status = "succeeded";
@@ -94,17 +89,17 @@ void settle_finished(const SettleInput& in, const Row& row, Settlement& s) {
   s.error_message = message_of(in.outcome);
   if (row.rule == Rule::cancel) {
     s.status = "cancelled";
-    s.error_code = std::string(in.outcome.reason.value_or(row.default_code));
+    s.error_code = in.outcome.reason.value_or(row.default_code);
     return;
   }
   s.status = "dead";
-  s.error_code = std::string(in.outcome.code.value_or(row.default_code));
+  s.error_code = in.outcome.code.value_or(row.default_code);
   s.events.push_back(SettleEvent{"dead_letter", *s.error_code, "failed", 0});
 }
 
 void settle_retryable(const SettleInput& in, const Row& row, Settlement& s) {
   const Policy& policy = in.policy;
-  const std::string code(in.outcome.code.value_or(row.default_code));
+  const std::string_view code = in.outcome.code.value_or(row.default_code);
   s.attempts = in.job.attempts + 1;
   s.crashes = 0;
   s.charged = true;
@@ -145,7 +140,7 @@ void settle_crash(const SettleInput& in, const Row& row, Settlement& s) {
   const Policy& policy = in.policy;
   s.attempts = in.job.attempts;
   s.crashes = in.job.crashes + 1;
-  s.streak_code = copy(in.job.streak_code);
+  s.streak_code = (in.job.streak_code);
   s.streak = in.job.streak;
   s.charged = false;
   s.error_message = message_of(in.outcome);
@@ -158,20 +153,20 @@ void settle_crash(const SettleInput& in, const Row& row, Settlement& s) {
     return;
   }
   s.status = "retrying";
-  s.error_code = std::string(row.default_code);
+  s.error_code = row.default_code;
   s.due_at = in.now + backoff_delay(s.crashes, policy.base_ms, policy.max_ms, in.seed);
 }
 
 void settle_claim_late(const SettleInput& in, Settlement& s) {
   s.attempts = in.job.attempts;
   s.crashes = in.job.crashes;
-  s.streak_code = copy(in.job.streak_code);
+  s.streak_code = (in.job.streak_code);
   s.streak = in.job.streak;
   s.charged = false;
   s.status = in.job.attempts > 0 ? "retrying" : "pending";
   s.due_at = in.now + kClaimLateDelayMs;
-  s.error_code = copy(in.job.error_code);
-  s.error_message = copy(in.job.error_message);
+  s.error_code = (in.job.error_code);
+  s.error_message = (in.job.error_message);
 }
 
 Status read_job(od::value& v, const Where& where, JobState& job) {
@@ -340,13 +335,10 @@ void write_settlement(JsonWriter& out, const Settlement& s) {
   out.field("dueAt", s.due_at);
   out.field("attempts", s.attempts);
   out.field("crashes", s.crashes);
-  out.key("streakCode");
-  if (s.streak_code) out.string(*s.streak_code); else out.null();
+  out.field("streakCode", s.streak_code);
   out.field("streak", s.streak);
-  out.key("errorCode");
-  if (s.error_code) out.string(*s.error_code); else out.null();
-  out.key("errorMessage");
-  if (s.error_message) out.string(*s.error_message); else out.null();
+  out.field("errorCode", s.error_code);
+  out.field("errorMessage", s.error_message);
   out.field_bool("finished", s.finished);
   out.field_bool("charged", s.charged);
   out.field("attemptOutcome", s.attempt_outcome);

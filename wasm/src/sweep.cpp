@@ -4,6 +4,8 @@
 // handed to its lane's queue consumer instead, which has a whole invocation for it.
 #include <algorithm>
 
+#include "postbox/small_sort.h"
+
 #include "postbox/families.h"
 #include "postbox/names.h"
 #include "postbox/policy.h"
@@ -152,7 +154,7 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
 
   std::vector<const Policy*> sorted;
   for (const Policy& p : in.policies) sorted.push_back(&p);
-  std::sort(sorted.begin(), sorted.end(), [](const Policy* a, const Policy* b) {
+  small_sort(sorted.begin(), sorted.end(), [](const Policy* a, const Policy* b) {
     return a->lane != b->lane ? a->lane < b->lane : a->kind < b->kind;
   });
 
@@ -188,7 +190,7 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   for (const Policy& p : in.policies) {
     if (runnable(p)) drain.push_back(p.kind);
   }
-  std::sort(drain.begin(), drain.end());
+  small_sort(drain.begin(), drain.end());
   out.begin_object();
   out.field("type", "drain");
   write_kinds(out, drain);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "postbox/json_writer.h"
 #include "postbox/result.h"
@@ -52,39 +53,32 @@ Result<od::array> read_array(od::value& v, const Where& where, std::string_view 
 // True (and consumed) when the value is JSON null.
 bool take_null(od::value& v);
 
+// Out-of-line iteration (one copy of simdjson's inlined object and array walking in the
+// binary, which keeps the .wasm small); the templates below only adapt a lambda to it.
+using FieldVisitor = Status (*)(void* context, std::string_view key, od::value& value);
+using ElementVisitor = Status (*)(void* context, od::value& value, uint32_t index);
+Status visit_fields(od::object& obj, const Where& where, void* context, FieldVisitor visit);
+Status visit_elements(od::array& arr, const Where& where, std::string_view field, uint32_t max_count,
+                      void* context, ElementVisitor visit);
+
 // Calls on_field(key, value) for every field of obj, in document order.
 template <class OnField>
 Status for_each_field(od::object& obj, const Where& where, OnField&& on_field) {
-  for (auto item : obj) {
-    od::field field;
-    std::string_view key;
-    if (std::move(item).get(field) != simdjson::SUCCESS || field.unescaped_key(false).get(key) != simdjson::SUCCESS) {
-      return family_error(where, ErrorCode::invalid_json, "malformed object");
-    }
-    Status status = on_field(key, field.value());
-    if (!status) return status;
-  }
-  return ok_status();
+  using Fn = std::remove_reference_t<OnField>;
+  return visit_fields(obj, where, &on_field, [](void* context, std::string_view key, od::value& value) -> Status {
+    return (*static_cast<Fn*>(context))(key, value);
+  });
 }
 
 // Calls on_element(value, index) for every element; more than max_count is an error.
 template <class OnElement>
 Status for_each_element(od::array& arr, const Where& where, std::string_view field, uint32_t max_count,
                         OnElement&& on_element) {
-  uint32_t index = 0;
-  for (auto item : arr) {
-    od::value value;
-    if (std::move(item).get(value) != simdjson::SUCCESS) {
-      return family_error(where, ErrorCode::invalid_json, "malformed array");
-    }
-    if (index == max_count) {
-      return field_error(where, field, "must have at most " + decimal_string(max_count) + " items");
-    }
-    Status status = on_element(value, index);
-    if (!status) return status;
-    ++index;
-  }
-  return ok_status();
+  using Fn = std::remove_reference_t<OnElement>;
+  return visit_elements(arr, where, field, max_count, &on_element,
+                        [](void* context, od::value& value, uint32_t index) -> Status {
+                          return (*static_cast<Fn*>(context))(value, index);
+                        });
 }
 
 // Checks the whole document is well-formed JSON (every token, depth ≤ kMaxDepth, nothing

@@ -42,9 +42,11 @@ struct SettleInput {
   AttemptOutcome outcome;
 };
 
+// Strings in a Settlement point into the SettleInput (or are literals): write it before the
+// input goes away. Views rather than copies keep the wasm small.
 struct SettleEvent {
   std::string_view type;  // dead_letter, streak_warning, crash_loop, cancelled
-  std::string code;
+  std::string_view code;
   std::string_view reason;
   int64_t count = 0;  // the streak or the crash count
 };
@@ -54,10 +56,10 @@ struct Settlement {
   std::optional<int64_t> due_at;
   int64_t attempts = 0;
   int64_t crashes = 0;
-  std::optional<std::string> streak_code;
+  std::optional<std::string_view> streak_code;
   int64_t streak = 0;
-  std::optional<std::string> error_code;
-  std::optional<std::string> error_message;
+  std::optional<std::string_view> error_code;
+  std::optional<std::string_view> error_message;
   bool finished = false;
   bool charged = false;
   std::string_view attempt_outcome;
