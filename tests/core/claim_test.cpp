@@ -1,0 +1,84 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+
+using postbox::test::call;
+
+namespace {
+
+// Three kinds: a and b in lane default (timeouts 1 s and 20 s), c in lane bulk.
+const char* kPolicies =
+    R"([{"kind":"b","timeoutMs":20000},{"kind":"a","timeoutMs":1000},{"kind":"c","lane":"bulk","timeoutMs":1000}])";
+
+std::string plan(const std::string& extra, int64_t deadline = 100000) {
+  return R"({"op":"plan","now":0,"deadlineAt":)" + std::to_string(deadline) +
+         R"(,"lane":"default","concurrency":8,"maxBatch":100,"policies":)" + kPolicies + extra + "}";
+}
+
+}  // namespace
+
+TEST_CASE("claim plan: lane filter, sorted kinds with their leases") {
+  auto r = call(pb_claim, plan(R"(,"version":{"timestamp":1700000000000},"target":null)"));
+  CHECK(r.rc == 0);
+  CHECK(r.out == R"({"limit":8,"kinds":["a","b"],"leaseMs":[31000,50000],"versionCutoff":1700000000000,"targetOnly":false})");
+  CHECK(call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"bulk","concurrency":8,"maxBatch":3,"policies":)" +
+                           std::string(kPolicies) + "}")
+            .out == R"({"limit":3,"kinds":["c"],"leaseMs":[31000],"versionCutoff":null,"targetOnly":false})");
+}
+
+TEST_CASE("claim plan: only kinds whose attempt fits before the deadline") {
+  CHECK(call(pb_claim, plan("", 20000)).out ==
+        R"({"limit":8,"kinds":["a","b"],"leaseMs":[31000,50000],"versionCutoff":null,"targetOnly":false})");
+  CHECK(call(pb_claim, plan("", 19999)).out ==
+        R"({"limit":8,"kinds":["a"],"leaseMs":[31000],"versionCutoff":null,"targetOnly":false})");
+  CHECK(call(pb_claim, plan("", 999)).out == R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":false})");
+}
+
+TEST_CASE("claim plan: a target claims one job of its kind, or nothing") {
+  const std::string id = R"("id":"123e4567-e89b-12d3-a456-426614174000")";
+  CHECK(call(pb_claim, plan(R"(,"target":{)" + id + R"(,"kind":"b"})")).out ==
+        R"({"limit":1,"kinds":["b"],"leaseMs":[50000],"versionCutoff":null,"targetOnly":true})");
+  CHECK(call(pb_claim, plan(R"(,"target":{)" + id + R"(,"kind":"c"})")).out ==
+        R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":true})");
+  CHECK(call(pb_claim, plan(R"(,"target":{)" + id + R"(,"kind":"unknown"})")).out ==
+        R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":true})");
+  CHECK(call(pb_claim, plan(R"(,"target":{"id":"nope","kind":"b"})")).out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'target.id' must be a UUID"}})");
+}
+
+TEST_CASE("claim plan: invalid inputs") {
+  CHECK(call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":1,"concurrency":1,"policies":[{"kind":"a","timeoutMs":1},{"kind":"a","timeoutMs":2}]})").out ==
+        R"({"error":{"code":"invalid_policy","message":"claim: policies[1]: kind 'a' is listed twice"}})");
+  CHECK(call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":1,"concurrency":1,"policies":[{"kind":"a"}]})").out ==
+        R"({"error":{"code":"invalid_policy","message":"claim: field 'policies[0].timeoutMs' is required"}})");
+  CHECK(call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":1,"policies":[]})").out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'concurrency' is required"}})");
+  CHECK(call(pb_claim, R"({"now":0})").out == R"({"error":{"code":"invalid_input","message":"claim: field 'op' is required"}})");
+  CHECK(call(pb_claim, R"({"op":"grab"})").out == R"({"error":{"code":"unknown_op","message":"claim: unknown op 'grab'"}})");
+}
+
+TEST_CASE("claim admit: start only when the attempt ends inside the invocation and the lease") {
+  struct Row {
+    int64_t now, deadline_at, lease_expires_at, timeout_ms;
+    const char* expected;
+  };
+  const Row rows[] = {
+      {1000, 100000, 61000, 30000, R"({"start":true,"deadline":31000})"},
+      {1000, 31000, 61000, 30000, R"({"start":true,"deadline":31000})"},
+      {1000, 30999, 61000, 30000, R"({"start":false,"reason":"claim_late"})"},
+      // The lease was taken 1 ms too long ago: the attempt would eat into the settle margin.
+      {1001, 100000, 61000, 30000, R"({"start":false,"reason":"claim_late"})"},
+      {0, 100000, 10000, 30000, R"({"start":false,"reason":"claim_late"})"},
+  };
+  for (const Row& row : rows) {
+    const std::string in = R"({"op":"admit","now":)" + std::to_string(row.now) + R"(,"deadlineAt":)" +
+                           std::to_string(row.deadline_at) + R"(,"leaseExpiresAt":)" + std::to_string(row.lease_expires_at) +
+                           R"(,"timeoutMs":)" + std::to_string(row.timeout_ms) + "}";
+    CAPTURE(in);
+    CHECK(call(pb_claim, in).out == row.expected);
+  }
+  CHECK(call(pb_claim, R"({"op":"admit","now":0,"deadlineAt":1,"leaseExpiresAt":1})").out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'timeoutMs' is required"}})");
+}

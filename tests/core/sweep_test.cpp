@@ -1,0 +1,50 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+
+using postbox::test::call;
+
+TEST_CASE("sweep plan: recover, reserved, drain, handoff, retention") {
+  const std::string in =
+      R"({"op":"plan","now":1700000010000,"startedAt":1700000000000,"invocationBudgetMs":840000,"recoveryBudgetMs":120000,)"
+      R"("sweepLeaseBudgetMs":180000,"reserved":[{"name":"mail","kinds":["email.welcome","org.export","ghost"],"maxJobs":50,"deadlineMs":45000}],)"
+      R"("retention":{"succeededMs":604800000,"deadMs":7776000000},"policies":[)"
+      R"({"kind":"org.export","lane":"bulk","timeoutMs":600000},{"kind":"email.welcome","timeoutMs":30000},)"
+      R"({"kind":"audit.log","timeoutMs":150000},{"kind":"a.report","lane":"bulk","timeoutMs":300000},{"kind":"z.big","lane":"alpha","timeoutMs":160000}]})";
+  auto r = call(pb_sweep, in);
+  CHECK(r.rc == 0);
+  CHECK(r.out ==
+        R"({"deadlineAt":1700000840000,"steps":[)"
+        R"({"type":"recover","deadlineAt":1700000120000,"limit":500},)"
+        R"({"type":"reserved","name":"mail","kinds":["email.welcome"],"maxJobs":50,"deadlineAt":1700000055000},)"
+        R"({"type":"drain","kinds":["audit.log","email.welcome"],"deadlineAt":1700000840000},)"
+        R"({"type":"handoff","lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
+        R"({"type":"retention","succeededBefore":1699395210000,"deadBefore":1692224010000,"limit":1000}]})");
+}
+
+TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
+  // Recovery and reserved sweeps never outlive the invocation.
+  const std::string in =
+      R"({"op":"plan","now":500,"startedAt":0,"invocationBudgetMs":1000,"recoveryBudgetMs":5000,)"
+      R"("reserved":[{"name":"r","kinds":["k"],"maxJobs":1,"deadlineMs":9000}],"policies":[{"kind":"k","timeoutMs":1000}]})";
+  CHECK(call(pb_sweep, in).out ==
+        R"({"deadlineAt":1000,"steps":[{"type":"recover","deadlineAt":1000,"limit":500},)"
+        R"({"type":"reserved","name":"r","kinds":["k"],"maxJobs":1,"deadlineAt":1000},)"
+        R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","lanes":[]},)"
+        R"({"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+  CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":[]})").out ==
+        R"({"deadlineAt":840000,"steps":[{"type":"recover","deadlineAt":120000,"limit":500},{"type":"drain","kinds":[],"deadlineAt":840000},)"
+        R"({"type":"handoff","lanes":[]},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+}
+
+TEST_CASE("sweep plan: invalid inputs") {
+  CHECK(call(pb_sweep, R"({"op":"plan","now":0,"policies":[]})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'startedAt' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":[],"reserved":[{"name":"x","kinds":[],"maxJobs":-1,"deadlineMs":1}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'reserved[0].maxJobs' must be an integer in [0, 9007199254740991]"}})");
+  CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":{}})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'policies' must be an array"}})");
+  CHECK(call(pb_sweep, R"({"op":"run"})").out == R"({"error":{"code":"unknown_op","message":"sweep: unknown op 'run'"}})");
+}
