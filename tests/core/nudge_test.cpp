@@ -1,0 +1,93 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+
+using postbox::test::call;
+
+namespace {
+
+const char* kId = "123e4567-e89b-12d3-a456-426614174000";
+
+std::string decode(const std::string& messages) {
+  auto r = call(pb_nudge, R"({"op":"decode","lane":"default","messages":[)" + messages + "]}");
+  CHECK(r.rc == 0);
+  return r.out;
+}
+
+}  // namespace
+
+TEST_CASE("nudge encode: one wire message per job") {
+  CHECK(call(pb_nudge, std::string(R"({"op":"encode","jobs":[{"id":")") + kId + R"(","kind":"email.welcome","lane":"default"}]})").out ==
+        std::string(R"({"messages":[{"v":1,"t":"job","id":")") + kId + R"(","kind":"email.welcome","lane":"default"}]})");
+  CHECK(call(pb_nudge, R"({"op":"encode","jobs":[]})").out == R"({"messages":[]})");
+  CHECK(call(pb_nudge, R"({"op":"encode","jobs":[{"id":"x","kind":"k","lane":"default"}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'jobs[0].id' must be a UUID"}})");
+  CHECK(call(pb_nudge, std::string(R"({"op":"encode","jobs":[{"id":")") + kId + R"(","lane":"default"}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'jobs[0].kind' is required"}})");
+}
+
+TEST_CASE("nudge decode: valid job and drain messages round-trip") {
+  const std::string job = std::string(R"({"v":1,"t":"job","id":")") + kId + R"(","kind":"k.1","lane":"default"})";
+  CHECK(decode(job + R"(,{"lane":"default","t":"drain","v":1})") ==
+        std::string(R"({"messages":[{"ok":true,"t":"job","id":")") + kId +
+            R"(","kind":"k.1","lane":"default"},{"ok":true,"t":"drain","lane":"default"}]})");
+  // Uppercase UUIDs are canonical too; mixed case is not.
+  CHECK(decode(R"({"v":1,"t":"job","id":"123E4567-E89B-12D3-A456-426614174000","kind":"k","lane":"default"})").find(R"("ok":true)") !=
+        std::string::npos);
+  CHECK(decode(R"({"v":1,"t":"job","id":"123E4567-e89b-12d3-a456-426614174000","kind":"k","lane":"default"})") ==
+        R"({"messages":[{"ok":false,"code":"invalid_message","message":"nudge: field 'messages[0].id' must be a UUID"}]})");
+}
+
+TEST_CASE("nudge decode: hostile messages are reported one by one") {
+  struct Row {
+    std::string body;
+    std::string message;
+  };
+  const std::string giant(100000, 'k');
+  const Row rows[] = {
+      {"7", "nudge: messages[0]: must be an object"},
+      {"\"{\\\"v\\\":1}\"", "nudge: messages[0]: must be an object"},
+      {"null", "nudge: messages[0]: must be an object"},
+      {"[]", "nudge: messages[0]: must be an object"},
+      {R"({})", "nudge: field 'messages[0].v' is required"},
+      {R"({"v":2,"t":"drain","lane":"default"})", "nudge: field 'messages[0].v' must be 1"},
+      {R"({"v":"1","t":"drain","lane":"default"})", "nudge: field 'messages[0].v' must be 1"},
+      {R"({"v":1.0,"t":"drain","lane":"default"})", "nudge: field 'messages[0].v' must be 1"},
+      {R"({"v":1,"t":"wake","lane":"default"})", "nudge: field 'messages[0].t' must be \\\"job\\\" or \\\"drain\\\""},
+      {R"({"v":1,"t":"job","id":"not-a-uuid","kind":"k","lane":"default"})", "nudge: field 'messages[0].id' must be a UUID"},
+      {R"({"v":1,"t":"job","id":")" + std::string(kId) + R"(","kind":")" + giant + R"(","lane":"default"})",
+       "nudge: field 'messages[0].kind' must be at most 128 bytes"},
+      {R"({"v":1,"t":"job","id":")" + std::string(kId) + R"(","kind":"a b","lane":"default"})",
+       "nudge: field 'messages[0].kind' must be 1-128 bytes of [A-Za-z0-9._:-]"},
+      {R"({"v":1,"t":"job","id":")" + std::string(kId) + R"(","lane":"default"})", "nudge: field 'messages[0].kind' is required"},
+      {R"({"v":1,"t":"drain"})", "nudge: field 'messages[0].lane' is required"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.body.substr(0, 100));
+    CHECK(decode(row.body) == R"({"messages":[{"ok":false,"code":"invalid_message","message":")" + row.message + "\"}]}");
+  }
+}
+
+TEST_CASE("nudge decode: a message for another lane is wrong_lane") {
+  CHECK(decode(R"({"v":1,"t":"drain","lane":"bulk"})") ==
+        R"({"messages":[{"ok":false,"code":"wrong_lane","message":"message for lane 'bulk' arrived on lane 'default'"}]})");
+  // The lane may come after the messages in the document.
+  CHECK(call(pb_nudge, R"({"messages":[{"v":1,"t":"drain","lane":"bulk"}],"op":"decode","lane":"bulk"})").out ==
+        R"({"messages":[{"ok":true,"t":"drain","lane":"bulk"}]})");
+}
+
+TEST_CASE("nudge decode: at most 100 messages, and lane and messages are required") {
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += (i ? "," : "") + std::string("1");
+  CHECK(call(pb_nudge, R"({"op":"decode","lane":"default","messages":[)" + many + "]}").rc == 0);
+  auto over = call(pb_nudge, R"({"op":"decode","lane":"default","messages":[)" + many + ",1]}");
+  CHECK(over.rc == 1);
+  CHECK(over.out == R"({"error":{"code":"invalid_input","message":"nudge: field 'messages' must have at most 100 items"}})");
+  CHECK(call(pb_nudge, R"({"op":"decode","messages":[]})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'lane' is required"}})");
+  CHECK(call(pb_nudge, R"({"op":"decode","lane":"default"})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'messages' is required"}})");
+  CHECK(call(pb_nudge, R"({"op":"peek"})").out == R"({"error":{"code":"unknown_op","message":"nudge: unknown op 'peek'"}})");
+}
