@@ -81,8 +81,10 @@ Status run_cron(od::document& doc, JsonWriter& out) {
   } else if (op == "match") {
     out.field_bool("match", cron::matches(expr.value(), *in.at));
   } else {
-    const std::optional<int64_t> at =
+    std::optional<int64_t> at =
         op == "next" ? cron::next_after(expr.value(), *in.at) : cron::prev_before(expr.value(), *in.at);
+    // Times are in [0, 2^53) (docs/ABI.md): a match before the epoch or past 2^53 - 1 is no match.
+    if (at && (*at < 0 || *at > input::kMaxSafeInteger)) at = std::nullopt;
     out.field("at", at);
   }
   out.end_object();
