@@ -1,0 +1,971 @@
+#!/usr/bin/env node
+// Generates the decision corpus: tests/corpus/<family>.jsonl, one case a line:
+//   {"name":…,"family":…,"input":"<exact input text>","expected":"<exact output text>"}
+// (`inputBase64` replaces `input` for bytes that are not UTF-8; `inputFill` describes inputs of
+// several MiB, see lib.mjs). Inputs come from the readable tables below. `expected` is what the
+// NATIVE build says (build/native/postbox-corpus-cli), but many cases also carry a hand-written
+// check of key facts from docs/ABI.md, and generation fails when the core disagrees with one.
+//
+//   node tests/corpus/generate.mjs          check + show what would change (exit 1 if anything would)
+//   node tests/corpus/generate.mjs --write  check + rewrite the .jsonl files
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { FAMILIES, corpusFile, inputBytes, runNative } from './lib.mjs';
+
+const write = process.argv.includes('--write');
+
+// ---------------------------------------------------------------------------------------------
+// Case collection
+
+const cases = [];
+const names = new Set();
+function add(family, name, input, check) {
+  const full = `${family}/${name}`;
+  if (names.has(full)) throw new Error(`duplicate case name ${full}`);
+  names.add(full);
+  const c = { name, family };
+  if (Buffer.isBuffer(input)) {
+    const text = input.toString('utf8');
+    if (Buffer.from(text, 'utf8').equals(input)) c.input = text;
+    else c.inputBase64 = input.toString('base64');
+  } else if (typeof input === 'string') {
+    c.input = input;
+  } else if (input && input.fill !== undefined && input.count !== undefined && input.__fill) {
+    const { __fill, ...fill } = input;
+    c.inputFill = fill;
+  } else {
+    c.input = JSON.stringify(input);
+  }
+  cases.push({ c, check });
+}
+const fill = (head, filler, count, tail) => ({ __fill: true, head, fill: filler, count, tail });
+
+// ---------------------------------------------------------------------------------------------
+// Hand-written checks: each returns a function (output object, output text) that throws on a
+// disagreement with docs/ABI.md.
+
+class CheckFailure extends Error {}
+function want(cond, what) {
+  if (!cond) throw new CheckFailure(what);
+}
+const isError = (code, messageIncludes) => (o) => {
+  want(o.error !== undefined, `an error document with code ${code}`);
+  want(o.error.code === code, `error code ${code}, got ${o.error.code}`);
+  if (messageIncludes) want(o.error.message.includes(messageIncludes), `error message mentioning ${JSON.stringify(messageIncludes)}`);
+};
+const fields = (expected) => (o) => {
+  for (const [k, v] of Object.entries(expected)) {
+    want(JSON.stringify(o[k]) === JSON.stringify(v), `${k} = ${JSON.stringify(v)}, got ${JSON.stringify(o[k])}`);
+  }
+};
+const all = (...checks) => (o, t) => checks.forEach((ch) => ch(o, t));
+const exactText = (text) => (_o, t) => want(t === text, `exactly ${text}`);
+
+// ---------------------------------------------------------------------------------------------
+// Shared fixtures
+
+const NOW = 1700000000000; // 2023-11-14T22:13:20Z
+const MAX_SAFE = 2 ** 53 - 1;
+const TWO_53 = '9007199254740992';
+const DAY = 86400000;
+
+// The normalised policy per docs/ABI.md, computed here independently of the core.
+function normPolicy(raw) {
+  const retry = raw.retry ?? {};
+  const backoff = retry.backoff ?? {};
+  const perCode = new Map([
+    ['invalid_payload', { streak: 3 }],
+    ['timeout', { streak: 5 }],
+  ]);
+  for (const [code, rule] of Object.entries(retry.perCode ?? {})) perCode.set(code, typeof rule === 'number' ? { streak: rule } : rule);
+  const codes = [...perCode.keys()].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  const rules = codes.map((code) => {
+    const r = perCode.get(code);
+    const rule = {
+      streak: r.streak ?? null,
+      maxAttempts: r.maxAttempts ?? null,
+      maxDelayMs: r.maxDelayMs ?? null,
+      onExhaustion: r.onExhaustion ?? 'dead',
+    };
+    return `${JSON.stringify(code)}:${JSON.stringify(rule)}`;
+  });
+  const head = {
+    kind: raw.kind,
+    lane: raw.lane ?? 'default',
+    timeoutMs: raw.timeoutMs,
+    leaseMs: raw.timeoutMs + 30000,
+    maxAttempts: retry.maxAttempts ?? 20,
+    baseMs: backoff.baseMs ?? 30000,
+    maxMs: backoff.maxMs ?? 3600000,
+    maxCrashes: retry.maxCrashes ?? 3,
+    warnAtStreak: raw.warnAtStreak ?? null,
+  };
+  return `${JSON.stringify(head).slice(0, -1)},"perCode":{${rules.join(',')}}}`;
+}
+const P = (raw) => JSON.parse(normPolicy(raw));
+const basePolicy = P({ kind: 'email.welcome', timeoutMs: 30000 });
+
+// ---------------------------------------------------------------------------------------------
+// policy
+
+{
+  const ok = (name, raw) => add('policy', name, raw, exactText(normPolicy(raw)));
+  ok('defaults', { kind: 'email.welcome', timeoutMs: 30000 });
+  ok('lane given', { kind: 'org.export', timeoutMs: 300000, lane: 'bulk' });
+  ok('doc example', {
+    kind: 'email.welcome', timeoutMs: 30000, lane: 'default',
+    retry: { maxAttempts: 20, backoff: { baseMs: 30000, maxMs: 3600000 }, maxCrashes: 3,
+      perCode: { timeout: 3, rate_limited: { maxAttempts: 50, maxDelayMs: 600000 }, bounced: { streak: 2, onExhaustion: 'cancel' } } },
+    warnAtStreak: null,
+  });
+  ok('timeoutMs 1', { kind: 'k', timeoutMs: 1 });
+  ok('timeoutMs 600000', { kind: 'k', timeoutMs: 600000 });
+  ok('kind 128 bytes', { kind: 'k'.repeat(128), timeoutMs: 1000 });
+  ok('kind full charset', { kind: 'AZaz09._:-', timeoutMs: 1000 });
+  ok('lane 64 bytes', { kind: 'k', lane: 'l'.repeat(64), timeoutMs: 1000 });
+  ok('maxAttempts 1', { kind: 'k', timeoutMs: 1000, retry: { maxAttempts: 1 } });
+  ok('maxAttempts 1000', { kind: 'k', timeoutMs: 1000, retry: { maxAttempts: 1000 } });
+  ok('maxCrashes 1', { kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 1 } });
+  ok('maxCrashes 100', { kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 100 } });
+  ok('baseMs equals maxMs', { kind: 'k', timeoutMs: 1000, retry: { backoff: { baseMs: 5000, maxMs: 5000 } } });
+  ok('maxMs 7 days', { kind: 'k', timeoutMs: 1000, retry: { backoff: { maxMs: 7 * DAY } } });
+  ok('baseMs 0', { kind: 'k', timeoutMs: 1000, retry: { backoff: { baseMs: 0 } } });
+  ok('only maxMs lowered above base', { kind: 'k', timeoutMs: 1000, retry: { backoff: { maxMs: 60000 } } });
+  ok('perCode number is a streak', { kind: 'k', timeoutMs: 1000, retry: { perCode: { flaky: 4 } } });
+  ok('perCode replaces default timeout', { kind: 'k', timeoutMs: 1000, retry: { perCode: { timeout: { maxAttempts: 2 } } } });
+  ok('perCode replaces default invalid_payload', { kind: 'k', timeoutMs: 1000, retry: { perCode: { invalid_payload: 1 } } });
+  ok('perCode sorted by bytes', { kind: 'k', timeoutMs: 1000, retry: { perCode: { zeta: 1, Alpha: 2, alpha: 3, 'a.b': 4, _x: 5 } } });
+  ok('perCode all fields', { kind: 'k', timeoutMs: 1000, retry: { perCode: { bounced: { streak: 2, maxAttempts: 9, maxDelayMs: 0, onExhaustion: 'cancel' } } } });
+  ok('perCode onExhaustion dead', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { onExhaustion: 'dead' } } } });
+  ok('warnAtStreak 2', { kind: 'k', timeoutMs: 1000, warnAtStreak: 2 });
+  ok('warnAtStreak 10', { kind: 'k', timeoutMs: 1000, warnAtStreak: 10 });
+  ok('empty retry', { kind: 'k', timeoutMs: 1000, retry: {} });
+  ok('empty perCode', { kind: 'k', timeoutMs: 1000, retry: { perCode: {} } });
+
+  const bad = (name, raw, code, msg) => add('policy', name, raw, isError(code, msg));
+  const E = 'invalid_policy';
+  // Validation errors: the code for a definition that is well-formed JSON but breaks a rule.
+  const err = (name, raw, msg) => add('policy', name, raw, (o) => {
+    want(o.error !== undefined, 'an error document');
+    want(o.error.code === E || o.error.code === 'invalid_input', `invalid_policy or invalid_input, got ${o.error.code}`);
+    if (msg) want(o.error.message.includes(msg), `message mentioning ${msg}`);
+  });
+  err('missing kind', { timeoutMs: 1000 }, 'kind');
+  err('missing timeoutMs', { kind: 'k' }, 'timeoutMs');
+  err('kind empty', { kind: '', timeoutMs: 1000 }, 'kind');
+  err('kind 129 bytes', { kind: 'k'.repeat(129), timeoutMs: 1000 }, 'kind');
+  err('kind with space', { kind: 'email welcome', timeoutMs: 1000 }, 'kind');
+  err('kind with slash', { kind: 'email/welcome', timeoutMs: 1000 }, 'kind');
+  err('kind non-ASCII', { kind: 'émail', timeoutMs: 1000 }, 'kind');
+  err('kind number', { kind: 5, timeoutMs: 1000 }, 'kind');
+  err('kind null', { kind: null, timeoutMs: 1000 }, 'kind');
+  err('lane empty', { kind: 'k', lane: '', timeoutMs: 1000 }, 'lane');
+  err('lane 65 bytes', { kind: 'k', lane: 'l'.repeat(65), timeoutMs: 1000 }, 'lane');
+  err('lane bad charset', { kind: 'k', lane: 'a b', timeoutMs: 1000 }, 'lane');
+  err('timeoutMs 0', { kind: 'k', timeoutMs: 0 }, 'timeoutMs');
+  err('timeoutMs 600001', { kind: 'k', timeoutMs: 600001 }, 'timeoutMs');
+  err('timeoutMs negative', { kind: 'k', timeoutMs: -1 }, 'timeoutMs');
+  err('timeoutMs float', '{"kind":"k","timeoutMs":1000.5}', 'timeoutMs');
+  err('timeoutMs exponent', '{"kind":"k","timeoutMs":1e3}', 'timeoutMs');
+  err('timeoutMs string', { kind: 'k', timeoutMs: '1000' }, 'timeoutMs');
+  err('timeoutMs 2^53', `{"kind":"k","timeoutMs":${TWO_53}}`, 'timeoutMs');
+  err('maxAttempts 0', { kind: 'k', timeoutMs: 1000, retry: { maxAttempts: 0 } }, 'maxAttempts');
+  err('maxAttempts 1001', { kind: 'k', timeoutMs: 1000, retry: { maxAttempts: 1001 } }, 'maxAttempts');
+  err('maxCrashes 0', { kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 0 } }, 'maxCrashes');
+  err('maxCrashes 101', { kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 101 } }, 'maxCrashes');
+  err('baseMs above maxMs', { kind: 'k', timeoutMs: 1000, retry: { backoff: { baseMs: 60000, maxMs: 1000 } } }, 'baseMs');
+  err('default baseMs above given maxMs', { kind: 'k', timeoutMs: 1000, retry: { backoff: { maxMs: 1000 } } }, 'baseMs');
+  err('maxMs above 7 days', { kind: 'k', timeoutMs: 1000, retry: { backoff: { maxMs: 7 * DAY + 1 } } }, 'maxMs');
+  err('backoff unknown field', { kind: 'k', timeoutMs: 1000, retry: { backoff: { factor: 2 } } }, 'factor');
+  err('retry unknown field', { kind: 'k', timeoutMs: 1000, retry: { jitter: true } }, 'jitter');
+  err('unknown top-level field', { kind: 'k', timeoutMs: 1000, priority: 1 }, 'priority');
+  err('retry not an object', { kind: 'k', timeoutMs: 1000, retry: 3 }, 'retry');
+  err('perCode not an object', { kind: 'k', timeoutMs: 1000, retry: { perCode: [] } }, 'perCode');
+  err('perCode streak 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: 0 } } }, 'perCode.x');
+  err('perCode streak object 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { streak: 0 } } } }, 'streak');
+  err('perCode maxAttempts 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { maxAttempts: 0 } } } }, 'maxAttempts');
+  err('perCode maxDelayMs negative', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { maxDelayMs: -1 } } } }, 'maxDelayMs');
+  err('perCode onExhaustion unknown', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { onExhaustion: 'retry' } } } }, 'onExhaustion');
+  err('perCode unknown field', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { delay: 1 } } } }, 'delay');
+  err('perCode rule a string', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: 'often' } } });
+  err('perCode code bad charset', { kind: 'k', timeoutMs: 1000, retry: { perCode: { 'a b': 1 } } });
+  err('perCode code empty', { kind: 'k', timeoutMs: 1000, retry: { perCode: { '': 1 } } });
+  err('perCode 1000 codes', { kind: 'k', timeoutMs: 1000, retry: { perCode: Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`c${i}`, 1])) } });
+  err('warnAtStreak 1', { kind: 'k', timeoutMs: 1000, warnAtStreak: 1 }, 'warnAtStreak');
+  err('warnAtStreak 0', { kind: 'k', timeoutMs: 1000, warnAtStreak: 0 }, 'warnAtStreak');
+  err('warnAtStreak string', { kind: 'k', timeoutMs: 1000, warnAtStreak: '3' }, 'warnAtStreak');
+  bad('top-level array', '[]', 'invalid_input');
+}
+
+// ---------------------------------------------------------------------------------------------
+// settle
+
+const job = (o = {}) => ({ status: 'running', attempts: 0, crashes: 0, streakCode: null, streak: 0, ...o });
+const settle = (outcome, j = {}, policy = basePolicy, extra = {}) => ({ now: NOW, seed: 42, policy, job: job(j), outcome, ...extra });
+const backoffRange = (attempts, baseMs = 30000, maxMs = 3600000) => {
+  const cap = Math.min(maxMs, baseMs * 2 ** (attempts - 1));
+  return [NOW + Math.floor(cap / 2), NOW + cap];
+};
+const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt in [${lo}, ${hi}], got ${o.dueAt}`);
+{
+  const s = (name, input, check) => add('settle', name, input, check);
+  s('ok', settle({ type: 'ok' }, { attempts: 2, crashes: 1, streakCode: 'x', streak: 2 }),
+    fields({ status: 'succeeded', dueAt: null, attempts: 3, crashes: 0, streak: 0, errorCode: null, errorMessage: null, finished: true, charged: true, attemptOutcome: 'ok', events: [] }));
+  s('ok first attempt', settle({ type: 'ok', message: 'done' }), fields({ status: 'succeeded', attempts: 1, finished: true }));
+  s('cancel with reason', settle({ type: 'cancel', reason: 'user_deleted' }, { attempts: 1 }),
+    fields({ status: 'cancelled', attempts: 2, errorCode: 'user_deleted', finished: true, charged: true, attemptOutcome: 'cancel' }));
+  s('cancel default reason', settle({ type: 'cancel' }), fields({ status: 'cancelled', errorCode: 'cancelled', finished: true }));
+  s('cancel with message', settle({ type: 'cancel', reason: 'gdpr', message: 'erased' }), fields({ status: 'cancelled', errorMessage: 'erased' }));
+  s('fail', settle({ type: 'fail', code: 'bad_address', message: 'no such mailbox' }, { attempts: 4 }),
+    fields({ status: 'dead', attempts: 5, errorCode: 'bad_address', errorMessage: 'no such mailbox', finished: true,
+      events: [{ type: 'dead_letter', code: 'bad_address', reason: 'failed' }] }));
+  s('fail without code', settle({ type: 'fail' }), fields({ status: 'dead', finished: true }));
+  s('retry after', settle({ type: 'retry', code: 'rate_limited', after: 5000, message: '429' }, { attempts: 2, streakCode: 'rate_limited', streak: 1 }),
+    fields({ status: 'retrying', dueAt: NOW + 5000, attempts: 3, crashes: 0, streakCode: 'rate_limited', streak: 2, errorCode: 'rate_limited', errorMessage: '429', finished: false, charged: true, attemptOutcome: 'retry', events: [] }));
+  s('retry after 0', settle({ type: 'retry', code: 'x', after: 0 }), fields({ status: 'retrying', dueAt: NOW }));
+  s('retry without code', settle({ type: 'retry' }), fields({ status: 'retrying', errorCode: 'retry', streakCode: 'retry', streak: 1 }));
+  s('retry resets crashes', settle({ type: 'retry', code: 'x', after: 1 }, { crashes: 2 }), fields({ crashes: 0 }));
+  s('retry other code resets streak', settle({ type: 'retry', code: 'b', after: 1 }, { attempts: 3, streakCode: 'a', streak: 4 }), fields({ streak: 1, streakCode: 'b' }));
+  s('retry same code grows streak', settle({ type: 'retry', code: 'a', after: 1 }, { attempts: 3, streakCode: 'a', streak: 4 }), fields({ streak: 5 }));
+  s('timeout default code', settle({ type: 'timeout' }, { attempts: 1 }), all(fields({ status: 'retrying', errorCode: 'timeout', streak: 1, attemptOutcome: 'timeout' }), dueIn(backoffRange(2))));
+  s('hook_failed', settle({ type: 'hook_failed' }), fields({ status: 'retrying', errorCode: 'hook_failed', attemptOutcome: 'hook_failed' }));
+  s('invalid_payload', settle({ type: 'invalid_payload' }), fields({ status: 'retrying', errorCode: 'invalid_payload', attemptOutcome: 'invalid_payload' }));
+  s('timeout with explicit code', settle({ type: 'timeout', code: 'upstream_timeout' }), fields({ errorCode: 'upstream_timeout' }));
+  // Budgets.
+  s('attempts budget not yet', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 18 }), fields({ status: 'retrying', attempts: 19 }));
+  s('attempts budget exhausted', settle({ type: 'retry', code: 'x' }, { attempts: 19 }),
+    fields({ status: 'dead', attempts: 20, finished: true, dueAt: null, events: [{ type: 'dead_letter', code: 'x', reason: 'attempts_exhausted' }] }));
+  s('attempts beyond budget', settle({ type: 'retry', code: 'x' }, { attempts: 40 }), fields({ status: 'dead', attempts: 41 }));
+  s('maxAttempts 1 dies at once', settle({ type: 'retry', code: 'x' }, {}, P({ kind: 'k', timeoutMs: 1000, retry: { maxAttempts: 1 } })), fields({ status: 'dead', attempts: 1 }));
+  const rl = P({ kind: 'k', timeoutMs: 1000, retry: { perCode: { rate_limited: { maxAttempts: 50, maxDelayMs: 600000 }, bounced: { streak: 2, onExhaustion: 'cancel' }, soft: { maxAttempts: 3 } } } });
+  s('perCode budget above default', settle({ type: 'retry', code: 'rate_limited', after: 1 }, { attempts: 30 }, rl), fields({ status: 'retrying', attempts: 31 }));
+  s('perCode budget exhausted', settle({ type: 'retry', code: 'rate_limited' }, { attempts: 49 }, rl),
+    fields({ status: 'dead', events: [{ type: 'dead_letter', code: 'rate_limited', reason: 'attempts_exhausted' }] }));
+  s('perCode budget below default', settle({ type: 'retry', code: 'soft' }, { attempts: 2 }, rl), fields({ status: 'dead', attempts: 3 }));
+  s('other code uses default budget', settle({ type: 'retry', code: 'other', after: 1 }, { attempts: 2 }, rl), fields({ status: 'retrying' }));
+  s('onExhaustion cancel by streak', settle({ type: 'retry', code: 'bounced' }, { attempts: 1, streakCode: 'bounced', streak: 1 }, rl),
+    fields({ status: 'cancelled', streak: 2, finished: true, events: [{ type: 'cancelled', code: 'bounced', reason: 'streak_exhausted' }] }));
+  s('onExhaustion cancel first bounce retries', settle({ type: 'retry', code: 'bounced', after: 10 }, {}, rl), fields({ status: 'retrying', streak: 1 }));
+  s('onExhaustion cancel streak broken by other code', settle({ type: 'retry', code: 'bounced', after: 10 }, { attempts: 2, streakCode: 'x', streak: 5 }, rl), fields({ status: 'retrying', streak: 1 }));
+  const cancelBudget = P({ kind: 'k', timeoutMs: 1000, retry: { perCode: { gone: { maxAttempts: 2, onExhaustion: 'cancel' } } } });
+  s('onExhaustion cancel by attempts', settle({ type: 'retry', code: 'gone' }, { attempts: 1 }, cancelBudget),
+    fields({ status: 'cancelled', events: [{ type: 'cancelled', code: 'gone', reason: 'attempts_exhausted' }] }));
+  // Default streak caps: timeout 5, invalid_payload 3.
+  s('timeout streak 4 retries', settle({ type: 'timeout' }, { attempts: 3, streakCode: 'timeout', streak: 3 }), fields({ status: 'retrying', streak: 4 }));
+  s('timeout streak 5 dead', settle({ type: 'timeout' }, { attempts: 4, streakCode: 'timeout', streak: 4 }),
+    fields({ status: 'dead', streak: 5, events: [{ type: 'dead_letter', code: 'timeout', reason: 'streak_exhausted' }] }));
+  s('invalid_payload streak 3 dead', settle({ type: 'invalid_payload' }, { attempts: 2, streakCode: 'invalid_payload', streak: 2 }),
+    fields({ status: 'dead', streak: 3, events: [{ type: 'dead_letter', code: 'invalid_payload', reason: 'streak_exhausted' }] }));
+  s('invalid_payload streak 2 retries', settle({ type: 'invalid_payload' }, { attempts: 1, streakCode: 'invalid_payload', streak: 1 }), fields({ status: 'retrying', streak: 2 }));
+  s('user timeout rule replaces default cap', settle({ type: 'timeout' }, { attempts: 4, streakCode: 'timeout', streak: 4 }, P({ kind: 'k', timeoutMs: 1000, retry: { perCode: { timeout: 10 } } })), fields({ status: 'retrying', streak: 5 }));
+  s('no streak rule for plain retry', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 10, streakCode: 'x', streak: 10 }), fields({ status: 'retrying', streak: 11 }));
+  s('attempts exhausted wins over streak', settle({ type: 'timeout' }, { attempts: 19, streakCode: 'timeout', streak: 4 }),
+    fields({ status: 'dead', events: [{ type: 'dead_letter', code: 'timeout', reason: 'attempts_exhausted' }] }));
+  // warnAtStreak.
+  const warn3 = P({ kind: 'k', timeoutMs: 1000, warnAtStreak: 3 });
+  s('warnAtStreak reached', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 2, streakCode: 'x', streak: 2 }, warn3),
+    fields({ status: 'retrying', streak: 3, events: [{ type: 'streak_warning', code: 'x', streak: 3 }] }));
+  s('warnAtStreak below', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 1, streakCode: 'x', streak: 1 }, warn3), fields({ events: [] }));
+  s('warnAtStreak passed', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 3, streakCode: 'x', streak: 3 }, warn3), fields({ streak: 4, events: [] }));
+  s('warnAtStreak with streak death', settle({ type: 'invalid_payload' }, { attempts: 2, streakCode: 'invalid_payload', streak: 2 }, warn3), fields({ status: 'dead', streak: 3 }));
+  s('warnAtStreak null never warns', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 2, streakCode: 'x', streak: 2 }), fields({ events: [] }));
+  // Crashes.
+  s('crash first', settle({ type: 'crash' }, { attempts: 2, streakCode: 'x', streak: 1 }),
+    all(fields({ status: 'retrying', attempts: 2, crashes: 1, streakCode: 'x', streak: 1, charged: false, finished: false, attemptOutcome: 'crash', events: [] }), dueIn(backoffRange(1))));
+  s('crash second', settle({ type: 'crash' }, { attempts: 2, crashes: 1 }), all(fields({ status: 'retrying', crashes: 2 }), dueIn(backoffRange(2))));
+  s('crash_loop at maxCrashes', settle({ type: 'crash' }, { attempts: 2, crashes: 2 }),
+    fields({ status: 'dead', dueAt: null, attempts: 2, crashes: 3, errorCode: 'crash_loop', finished: true, charged: false,
+      events: [{ type: 'crash_loop', crashes: 3 }, { type: 'dead_letter', code: 'crash_loop', reason: 'crash_loop' }] }));
+  s('crash_loop maxCrashes 1', settle({ type: 'crash' }, {}, P({ kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 1 } })), fields({ status: 'dead', crashes: 1, errorCode: 'crash_loop' }));
+  s('crash maxCrashes 100', settle({ type: 'crash' }, { crashes: 50 }, P({ kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 100 } })), fields({ status: 'retrying', crashes: 51 }));
+  s('crash with message', settle({ type: 'crash', message: 'isolate died' }), fields({ status: 'retrying' }));
+  // claim_late.
+  s('claim_late fresh job', settle({ type: 'claim_late' }),
+    fields({ status: 'pending', dueAt: NOW + 5000, attempts: 0, crashes: 0, charged: false, finished: false, attemptOutcome: 'claim_late', errorCode: null, events: [] }));
+  s('claim_late retried job keeps error', settle({ type: 'claim_late' }, { attempts: 3, crashes: 1, streakCode: 'x', streak: 2, errorCode: 'x', errorMessage: 'boom' }),
+    fields({ status: 'retrying', dueAt: NOW + 5000, attempts: 3, crashes: 1, streak: 2, errorCode: 'x', errorMessage: 'boom', charged: false }));
+  // Backoff and jitter.
+  for (const seed of [0, 1, 7, 42, 4294967295]) {
+    for (const attempts of [0, 3, 12]) {
+      const j = { attempts };
+      s(`backoff seed ${seed} attempt ${attempts + 1}`, { ...settle({ type: 'retry', code: 'x' }, j), seed }, dueIn(backoffRange(attempts + 1)));
+    }
+  }
+  s('backoff capped at maxMs', settle({ type: 'retry', code: 'x' }, { attempts: 15 }), dueIn([NOW + 1800000, NOW + 3600000]));
+  s('backoff base 0', settle({ type: 'retry', code: 'x' }, { attempts: 4 }, P({ kind: 'k', timeoutMs: 1000, retry: { backoff: { baseMs: 0, maxMs: 0 } } })), fields({ dueAt: NOW }));
+  s('backoff small base', settle({ type: 'retry', code: 'x' }, { attempts: 0 }, P({ kind: 'k', timeoutMs: 1000, retry: { backoff: { baseMs: 1, maxMs: 1000 } } })), dueIn([NOW, NOW + 1]));
+  s('backoff huge attempt count', settle({ type: 'retry', code: 'x' }, { attempts: 900 }, P({ kind: 'k', timeoutMs: 1000, retry: { maxAttempts: 1000 } })), dueIn([NOW + 1800000, NOW + 3600000]));
+  s('same seed same delay a', { ...settle({ type: 'retry', code: 'x' }, { attempts: 5 }), seed: 123456 });
+  s('same seed same delay b', { ...settle({ type: 'retry', code: 'y' }, { attempts: 5 }), seed: 123456 });
+  // after + maxDelayMs.
+  s('after capped by maxDelayMs', settle({ type: 'retry', code: 'rate_limited', after: 900000 }, { attempts: 1 }, rl), fields({ dueAt: NOW + 600000 }));
+  s('after under maxDelayMs', settle({ type: 'retry', code: 'rate_limited', after: 1000 }, { attempts: 1 }, rl), fields({ dueAt: NOW + 1000 }));
+  s('backoff capped by maxDelayMs', settle({ type: 'retry', code: 'slow' }, { attempts: 10 }, P({ kind: 'k', timeoutMs: 1000, retry: { perCode: { slow: { maxDelayMs: 1000 } } } })), fields({ dueAt: NOW + 1000 }));
+  s('maxDelayMs 0', settle({ type: 'retry', code: 'now', after: 5000 }, {}, P({ kind: 'k', timeoutMs: 1000, retry: { perCode: { now: { maxDelayMs: 0 } } } })), fields({ dueAt: NOW }));
+  s('after huge', settle({ type: 'retry', code: 'x', after: 10 * 365 * DAY }), fields({ status: 'retrying', dueAt: NOW + 10 * 365 * DAY }));
+  // Messages.
+  s('message truncated to 2000 bytes', settle({ type: 'retry', code: 'x', after: 1, message: 'm'.repeat(2500) }), (o) => want(o.errorMessage.length === 2000, 'errorMessage of 2000 bytes'));
+  s('message truncated on a UTF-8 boundary', settle({ type: 'fail', code: 'x', message: 'a' + 'é'.repeat(1200) }),
+    (o) => want(Buffer.byteLength(o.errorMessage) <= 2000 && !o.errorMessage.includes('\uFFFD'), 'at most 2000 bytes of whole characters'));
+  s('message with escapes', settle({ type: 'fail', code: 'x', message: 'line1\nline2\t"q"\\ \u0001 \u2028' }), fields({ errorMessage: 'line1\nline2\t"q"\\ \u0001 \u2028' }));
+  s('message null', settle({ type: 'fail', code: 'x', message: null }), fields({ errorMessage: null }));
+  // Not running and validation.
+  for (const st of ['pending', 'retrying', 'succeeded', 'dead', 'cancelled', 'bogus']) {
+    s(`job ${st} is not running`, settle({ type: 'ok' }, { status: st }), isError('invalid_input', 'job is not running'));
+  }
+  const v = (name, input, msg) => s(name, input, isError('invalid_input', msg));
+  v('missing now', (({ now, ...r }) => r)(settle({ type: 'ok' })), 'now');
+  v('missing policy', (({ policy, ...r }) => r)(settle({ type: 'ok' })), 'policy');
+  v('missing job', (({ job: _j, ...r }) => r)(settle({ type: 'ok' })), 'job');
+  v('missing outcome', (({ outcome, ...r }) => r)(settle({ type: 'ok' })), 'outcome');
+  v('missing job status', { ...settle({ type: 'ok' }), job: { attempts: 0 } }, 'status');
+  v('missing job attempts', { ...settle({ type: 'ok' }), job: { status: 'running' } }, 'attempts');
+  v('missing outcome type', settle({ code: 'x' }), 'type');
+  v('unknown outcome type', settle({ type: 'explode' }), 'type');
+  v('empty code', settle({ type: 'retry', code: '' }), 'code');
+  v('empty reason', settle({ type: 'cancel', reason: '' }), 'reason');
+  v('now float', { ...settle({ type: 'ok' }), now: 1.5 }, 'now');
+  v('now negative', { ...settle({ type: 'ok' }), now: -1 }, 'now');
+  v('now 2^53', JSON.stringify(settle({ type: 'ok' })).replace(`"now":${NOW}`, `"now":${TWO_53}`), 'now');
+  s('now 2^53-1', { ...settle({ type: 'claim_late' }), now: MAX_SAFE });
+  v('now string', { ...settle({ type: 'ok' }), now: String(NOW) }, 'now');
+  v('seed negative', { ...settle({ type: 'ok' }), seed: -1 }, 'seed');
+  v('seed above uint32', { ...settle({ type: 'ok' }), seed: 4294967296 }, 'seed');
+  v('attempts negative', settle({ type: 'ok' }, { attempts: -1 }), 'attempts');
+  v('attempts float', settle({ type: 'ok' }, { attempts: 1.5 }), 'attempts');
+  v('after negative', settle({ type: 'retry', code: 'x', after: -5 }), 'after');
+  v('after float', settle({ type: 'retry', code: 'x', after: 0.5 }), 'after');
+  v('job not an object', { ...settle({ type: 'ok' }), job: 'running' }, 'job');
+  v('outcome not an object', { ...settle({ type: 'ok' }), outcome: ['ok'] }, 'outcome');
+  s('raw policy is normalised', settle({ type: 'retry', code: 'x' }, { attempts: 19 }, { kind: 'k', timeoutMs: 1000 }), fields({ status: 'dead' }));
+  s('invalid policy', settle({ type: 'ok' }, {}, { kind: 'k', timeoutMs: 0 }), (o) => want(o.error && ['invalid_policy', 'invalid_input'].includes(o.error.code), 'a policy error'));
+  // Batch.
+  s('batch of three', { batch: [settle({ type: 'ok' }), settle({ type: 'fail', code: 'x' }, { status: 'dead' }), settle({ type: 'retry', code: 'x', after: 10 })] },
+    (o) => {
+      want(o.results.length === 3, 'three results');
+      want(o.results[0].status === 'succeeded', 'first succeeded');
+      want(o.results[1].error.code === 'invalid_input', 'second an error');
+      want(o.results[2].dueAt === NOW + 10, 'third due in 10 ms');
+    });
+  s('batch empty', { batch: [] }, exactText('{"results":[]}'));
+  // Small items keep the file small: a raw policy, a minimal job.
+  const tiny = (i) => ({ now: i, seed: 0, policy: { kind: 'k', timeoutMs: 1 }, job: { status: 'running', attempts: 0 }, outcome: { type: 'claim_late' } });
+  s('batch 1000 items', { batch: Array.from({ length: 1000 }, (_, i) => tiny(i)) }, (o) => want(o.results.length === 1000 && o.results[999].dueAt === 999 + 5000, '1000 results in order'));
+  v('batch 1001 items', { batch: Array.from({ length: 1001 }, (_, i) => tiny(i)) }, 'batch');
+  s('batch not an array', { batch: {} }, (o) => want(o.error?.code === 'invalid_input', 'invalid_input'));
+  s('batch item not an object', { batch: [1] }, (o) => want(o.results?.[0]?.error || o.error, 'an error for the item'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// claim
+
+{
+  const pol = [
+    P({ kind: 'email.welcome', timeoutMs: 30000 }),
+    P({ kind: 'crm.sync', timeoutMs: 60000 }),
+    P({ kind: 'webhook.send', timeoutMs: 10000 }),
+    P({ kind: 'org.export', timeoutMs: 300000, lane: 'bulk' }),
+    P({ kind: 'pdf.render', timeoutMs: 120000, lane: 'bulk' }),
+  ];
+  const plan = (o) => ({ op: 'plan', now: NOW, deadlineAt: NOW + 840000, lane: 'default', concurrency: 8, maxBatch: 100, policies: pol, version: null, target: null, ...o });
+  const c = (name, input, check) => add('claim', name, input, check);
+  c('plan default lane', plan({}), fields({ limit: 8, kinds: ['email.welcome', 'crm.sync', 'webhook.send'].sort(), targetOnly: false, versionCutoff: null }));
+  c('plan bulk lane', plan({ lane: 'bulk' }), (o) => want(o.kinds.length === 2 && o.limit === 8, 'two bulk kinds'));
+  c('plan leaseMs parallel to kinds', plan({}), (o) => o.kinds.forEach((k, i) => want(o.leaseMs[i] === pol.find((p) => p.kind === k).leaseMs, `leaseMs of ${k}`)));
+  c('plan maxBatch below concurrency', plan({ maxBatch: 3 }), fields({ limit: 3 }));
+  c('plan concurrency below maxBatch', plan({ concurrency: 2, maxBatch: 50 }), fields({ limit: 2 }));
+  c('plan deadline fits some kinds', plan({ deadlineAt: NOW + 30000 }), fields({ kinds: ['email.welcome', 'webhook.send'] }));
+  c('plan deadline exactly timeout', plan({ deadlineAt: NOW + 10000 }), fields({ kinds: ['webhook.send'] }));
+  c('plan deadline fits nothing', plan({ deadlineAt: NOW + 9999 }), fields({ limit: 0, kinds: [] }));
+  c('plan deadline in the past', plan({ deadlineAt: NOW - 1 }), fields({ limit: 0 }));
+  c('plan version cutoff', plan({ version: { timestamp: 1699999999000 } }), fields({ versionCutoff: 1699999999000 }));
+  c('plan version extra fields ignored', plan({ version: { id: 'v1', timestamp: 5 } }), fields({ versionCutoff: 5 }));
+  c('plan target in lane', plan({ target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'crm.sync' } }), fields({ limit: 1, targetOnly: true }));
+  c('plan target other lane', plan({ target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'org.export' } }), fields({ limit: 0 }));
+  c('plan target unregistered', plan({ target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'nope' } }), fields({ limit: 0 }));
+  c('plan target too slow for deadline', plan({ deadlineAt: NOW + 20000, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'crm.sync' } }), fields({ limit: 0 }));
+  c('plan unknown lane', plan({ lane: 'ghost' }), fields({ limit: 0, kinds: [] }));
+  c('plan no policies', plan({ policies: [] }), fields({ limit: 0 }));
+  c('plan lane defaults', (({ lane, ...r }) => r)(plan({})), fields({ limit: 8 }));
+  c('plan concurrency 0', plan({ concurrency: 0 }));
+  c('plan raw policies', plan({ policies: [{ kind: 'a', timeoutMs: 1000 }] }));
+  c('plan duplicate kind', plan({ policies: [pol[0], pol[0]] }), (o) => want(o.error, 'an error'));
+  c('plan missing now', (({ now, ...r }) => r)(plan({})), isError('invalid_input', 'now'));
+  c('plan missing policies', (({ policies, ...r }) => r)(plan({})), isError('invalid_input', 'policies'));
+  c('plan missing concurrency', (({ concurrency, ...r }) => r)(plan({})), isError('invalid_input', 'concurrency'));
+  c('plan bad target id', plan({ target: { id: 'nope', kind: 'crm.sync' } }));
+  c('plan target missing kind', plan({ target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b' } }), isError('invalid_input', 'kind'));
+  c('plan version missing timestamp', plan({ version: {} }), isError('invalid_input', 'timestamp'));
+  c('plan bad lane', plan({ lane: 'a b' }));
+  const admit = (o) => ({ op: 'admit', now: NOW, deadlineAt: NOW + 840000, leaseExpiresAt: NOW + 60000, timeoutMs: 30000, ...o });
+  // start iff now + timeoutMs <= min(deadlineAt, leaseExpiresAt - 30000): the attempt ends inside
+  // the invocation and leaves the 30 s settle margin on its lease (claim.cpp since 703b5df; the
+  // docs' formula "leaseExpiresAt - 30000 + timeoutMs" would let an attempt outlive its lease).
+  const admits = (a) => a.now + a.timeoutMs <= Math.min(a.deadlineAt, a.leaseExpiresAt - 30000);
+  const admitCase = (name, o) => {
+    const a = admit(o);
+    c(name, a, exactText(admits(a) ? `{"start":true,"deadline":${a.now + a.timeoutMs}}` : '{"start":false,"reason":"claim_late"}'));
+  };
+  admitCase('admit fresh lease', {});
+  admitCase('admit lease at edge', { leaseExpiresAt: NOW + 60000 });
+  admitCase('admit lease 1ms short', { leaseExpiresAt: NOW + 59999 });
+  admitCase('admit lease shorter than timeout', { leaseExpiresAt: NOW + 30000 });
+  admitCase('admit lease expired', { leaseExpiresAt: NOW - 1000 });
+  admitCase('admit long lease', { leaseExpiresAt: NOW + 3600000 });
+  admitCase('admit invocation deadline at edge', { deadlineAt: NOW + 30000 });
+  admitCase('admit invocation deadline short', { deadlineAt: NOW + 29999 });
+  admitCase('admit leaseExpiresAt 0', { leaseExpiresAt: 0 });
+  admitCase('admit timeout 1', { timeoutMs: 1, leaseExpiresAt: NOW + 30001 });
+  admitCase('admit at epoch', { now: 0, deadlineAt: 0, leaseExpiresAt: 0, timeoutMs: 1 });
+  c('admit missing timeoutMs', (({ timeoutMs, ...r }) => r)(admit({})), isError('invalid_input', 'timeoutMs'));
+  c('admit float now', admit({ now: 0.5 }), isError('invalid_input', 'now'));
+  c('op missing', { now: NOW }, isError('invalid_input', 'op'));
+  c('op unknown', { op: 'steal' }, isError('unknown_op'));
+  c('op not a string', { op: 1 }, (o) => want(o.error, 'an error'));
+  c('op after the fields', `{"now":${NOW},"deadlineAt":${NOW + 60000},"leaseExpiresAt":${NOW + 60000},"timeoutMs":1000,"op":"admit"}`, fields({ start: true }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// sweep
+
+{
+  const pol = [
+    P({ kind: 'email.welcome', timeoutMs: 30000 }),
+    P({ kind: 'crm.sync', timeoutMs: 60000 }),
+    P({ kind: 'org.export', timeoutMs: 300000, lane: 'bulk' }),
+    P({ kind: 'video.encode', timeoutMs: 600000, lane: 'media' }),
+  ];
+  const plan = (o) => ({
+    op: 'plan', now: NOW, startedAt: NOW, invocationBudgetMs: 840000, recoveryBudgetMs: 120000, sweepLeaseBudgetMs: 180000,
+    reserved: [{ name: 'mail', kinds: ['email.welcome'], maxJobs: 50, deadlineMs: 45000 }],
+    retention: { succeededMs: 604800000, deadMs: 7776000000 }, policies: pol, ...o,
+  });
+  const step = (o, type) => o.steps.find((s) => s.type === type);
+  const w = (name, input, check) => add('sweep', name, input, check);
+  w('plan full', plan({}), (o) => {
+    want(o.deadlineAt === NOW + 840000, 'deadlineAt = startedAt + invocationBudgetMs');
+    want(JSON.stringify(o.steps.map((s) => s.type)) === '["recover","reserved","drain","handoff","retention"]', 'steps in order');
+    want(step(o, 'recover').deadlineAt === NOW + 120000, 'recovery ends at startedAt + recoveryBudgetMs');
+    want(step(o, 'reserved').deadlineAt === NOW + 45000, 'reserved ends at now + deadlineMs');
+    want(!step(o, 'drain').kinds.includes('org.export'), 'drain has no handed-off kind');
+    const lanes = step(o, 'handoff').lanes;
+    want(lanes.some((l) => l.lane === 'bulk' && l.kinds.includes('org.export')), 'org.export handed to bulk');
+    want(lanes.some((l) => l.lane === 'media' && l.kinds.includes('video.encode')), 'video.encode handed to media');
+    want(step(o, 'retention').succeededBefore === NOW - 604800000 && step(o, 'retention').deadBefore === NOW - 7776000000, 'retention cutoffs');
+  });
+  w('plan started earlier', plan({ startedAt: NOW - 100000 }), (o) => {
+    want(o.deadlineAt === NOW - 100000 + 840000, 'deadline from startedAt');
+    want(step(o, 'recover').deadlineAt === NOW + 20000, 'recovery from startedAt');
+  });
+  w('plan recovery capped by invocation', plan({ invocationBudgetMs: 60000 }), (o) => want(step(o, 'recover').deadlineAt === NOW + 60000, 'recovery capped'));
+  w('plan reserved capped by invocation', plan({ invocationBudgetMs: 30000 }), (o) => want(step(o, 'reserved').deadlineAt === NOW + 30000, 'reserved capped'));
+  w('plan reserved computed from now', plan({ startedAt: NOW - 50000 }), (o) => want(step(o, 'reserved').deadlineAt === NOW + 45000, 'reserved from now'));
+  w('plan big sweep lease budget runs all', plan({ sweepLeaseBudgetMs: 700000 }), (o) => {
+    const h = step(o, 'handoff');
+    want(!h || h.lanes.length === 0, 'nothing handed off');
+  });
+  w('plan lease at budget edge', plan({ sweepLeaseBudgetMs: 90000 }), (o) => {
+    const kinds = step(o, 'drain').kinds;
+    want(kinds.includes('crm.sync') && kinds.includes('email.welcome'), 'leaseMs = budget still runs');
+  });
+  w('plan lease 1ms over budget', plan({ sweepLeaseBudgetMs: 89999 }), (o) => want(!step(o, 'drain').kinds.includes('crm.sync'), 'crm.sync handed off'));
+  w('plan reserved with handed-off kind', plan({ reserved: [{ name: 'exp', kinds: ['org.export', 'email.welcome'], maxJobs: 5, deadlineMs: 1000 }] }),
+    (o) => want(!step(o, 'reserved').kinds.includes('org.export'), 'reserved lists only sweep-runnable kinds'));
+  w('plan no reserved', plan({ reserved: [] }));
+  w('plan reserved omitted', (({ reserved, ...r }) => r)(plan({})));
+  w('plan two reserved', plan({ reserved: [{ name: 'a', kinds: ['email.welcome'], maxJobs: 1, deadlineMs: 1000 }, { name: 'b', kinds: ['crm.sync'], maxJobs: 2, deadlineMs: 2000 }] }));
+  w('plan retention omitted', (({ retention, ...r }) => r)(plan({})));
+  w('plan no policies', plan({ policies: [], reserved: [] }));
+  w('plan retention at epoch', plan({ now: 1000, startedAt: 1000 }));
+  w('plan now after invocation end', plan({ now: NOW + 900000 }));
+  w('plan missing now', (({ now, ...r }) => r)(plan({})), isError('invalid_input', 'now'));
+  w('plan missing policies', (({ policies, ...r }) => r)(plan({})), isError('invalid_input', 'policies'));
+  w('plan missing startedAt', (({ startedAt, ...r }) => r)(plan({})));
+  w('plan reserved missing name', plan({ reserved: [{ kinds: [], maxJobs: 1, deadlineMs: 1 }] }), isError('invalid_input', 'name'));
+  w('plan reserved missing kinds', plan({ reserved: [{ name: 'x', maxJobs: 1, deadlineMs: 1 }] }), isError('invalid_input', 'kinds'));
+  w('plan reserved maxJobs negative', plan({ reserved: [{ name: 'x', kinds: [], maxJobs: -1, deadlineMs: 1 }] }), (o) => want(o.error, 'an error'));
+  w('plan budget float', plan({ recoveryBudgetMs: 1.5 }), isError('invalid_input', 'recoveryBudgetMs'));
+  w('plan retention negative', plan({ retention: { succeededMs: -1, deadMs: 1 } }), (o) => want(o.error, 'an error'));
+  w('op unknown', { op: 'dust' }, isError('unknown_op'));
+  w('op missing', {}, isError('invalid_input', 'op'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// enqueue
+
+{
+  const enq = (o) => ({ now: NOW, delayMs: 0, maxPayloadBytes: 262144, maxQueueDelayMs: 86400000, hasQueue: true, payload: { userId: 42 }, ...o });
+  const e = (name, input, check) => add('enqueue', name, input, check);
+  e('immediate', enq({}), exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"nudge":true,"delaySeconds":0}`));
+  e('delay 1500 rounds up to 2 s', enq({ delayMs: 1500 }), fields({ dueAt: NOW + 1500, nudge: true, delaySeconds: 2 }));
+  e('delay 1 ms is 1 s', enq({ delayMs: 1 }), fields({ delaySeconds: 1 }));
+  e('delay 1000 is 1 s', enq({ delayMs: 1000 }), fields({ delaySeconds: 1 }));
+  e('delay 1001 is 2 s', enq({ delayMs: 1001 }), fields({ delaySeconds: 2 }));
+  e('delay equals maxQueueDelayMs', enq({ delayMs: 86400000 }), fields({ nudge: true, delaySeconds: 86400 }));
+  e('delay beyond queue delay', enq({ delayMs: 86400001 }), fields({ ok: true, dueAt: NOW + 86400001, nudge: false }));
+  e('delay 10 years', enq({ delayMs: 315360000000 }), fields({ ok: true }));
+  e('delay 10 years and a day', enq({ delayMs: 315360000000 + DAY }), isError('invalid_input', 'delayMs'));
+  e('no queue', enq({ hasQueue: false }), fields({ ok: true, nudge: false }));
+  e('delayMs omitted', (({ delayMs, ...r }) => r)(enq({})), fields({ dueAt: NOW }));
+  e('hasQueue omitted', (({ hasQueue, ...r }) => r)(enq({})));
+  e('payload at limit', enq({ maxPayloadBytes: 13 }), fields({ ok: true, payloadBytes: 13 }));
+  e('payload 1 byte over', enq({ maxPayloadBytes: 12 }),
+    exactText('{"ok":false,"issues":[{"code":"payload_too_large","message":"payload is 13 bytes; the limit is 12"}]}'));
+  e('payload 300000 bytes', fill(`{"now":${NOW},"delayMs":0,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"hasQueue":true,"payload":"`, 'x', 299998, '"}'),
+    fields({ ok: false, issues: [{ code: 'payload_too_large', message: 'payload is 300000 bytes; the limit is 262144' }] }));
+  e('payload size is raw text with spaces', `{"now":${NOW},"payload": { "a" : [ 1, 2 ] } }`, fields({ payloadBytes: 18 }));
+  e('payload null', enq({ payload: null }), fields({ ok: true, payloadBytes: 4 }));
+  e('payload string', enq({ payload: 'hé' }), fields({ payloadBytes: 5 }));
+  e('payload number', enq({ payload: 12.5 }), fields({ payloadBytes: 4 }));
+  e('payload escaped unicode', `{"now":${NOW},"payload":"\\u00e9"}`, fields({ payloadBytes: 8 }));
+  e('payload deep array', enq({ payload: [[[[[[[[1]]]]]]]] }));
+  e('payload missing', (({ payload, ...r }) => r)(enq({})), isError('invalid_input', 'payload'));
+  e('payload malformed', `{"now":${NOW},"payload":{"a":}}`, isError('invalid_json'));
+  e('now missing', (({ now, ...r }) => r)(enq({})), isError('invalid_input', 'now'));
+  e('delay negative', enq({ delayMs: -1 }), isError('invalid_input', 'delayMs'));
+  e('delay float', enq({ delayMs: 1.5 }), isError('invalid_input', 'delayMs'));
+  e('hasQueue string', enq({ hasQueue: 'yes' }), isError('invalid_input', 'hasQueue'));
+  e('maxPayloadBytes above cap', enq({ maxPayloadBytes: 1e9 }), isError('invalid_input', 'maxPayloadBytes'));
+  e('maxPayloadBytes 0', enq({ maxPayloadBytes: 0 }));
+  e('unknown field', enq({ priority: 1 }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// nudge
+
+{
+  const ID = '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b';
+  const n = (name, input, check) => add('nudge', name, input, check);
+  n('encode one', { op: 'encode', jobs: [{ id: ID, kind: 'email.welcome', lane: 'default' }] },
+    exactText(`{"messages":[{"v":1,"t":"job","id":"${ID}","kind":"email.welcome","lane":"default"}]}`));
+  n('encode several', { op: 'encode', jobs: [{ id: ID, kind: 'a', lane: 'x' }, { id: ID.toUpperCase(), kind: 'b', lane: 'y' }] }, (o) => want(o.messages.length === 2, 'two messages'));
+  n('encode none', { op: 'encode', jobs: [] }, exactText('{"messages":[]}'));
+  n('encode bad id', { op: 'encode', jobs: [{ id: 'x', kind: 'a', lane: 'b' }] }, (o) => want(o.error, 'an error'));
+  n('encode bad kind', { op: 'encode', jobs: [{ id: ID, kind: 'a b', lane: 'b' }] }, (o) => want(o.error, 'an error'));
+  n('encode missing lane', { op: 'encode', jobs: [{ id: ID, kind: 'a' }] }, (o) => want(o.error, 'an error'));
+  n('encode missing jobs', { op: 'encode' }, isError('invalid_input', 'jobs'));
+  const dec = (name, messages, check, lane = 'default') => n(name, { op: 'decode', lane, messages }, check);
+  const one = (check) => (o) => {
+    want(o.messages.length === 1, 'one result');
+    check(o.messages[0]);
+  };
+  const okMsg = (extra) => one((m) => want(m.ok === true && Object.entries(extra).every(([k, v]) => m[k] === v), `ok with ${JSON.stringify(extra)}: ${JSON.stringify(m)}`));
+  const badMsg = (code = 'invalid_message') => one((m) => want(m.ok === false && m.code === code && typeof m.message === 'string', `ok:false code ${code}: ${JSON.stringify(m)}`));
+  dec('decode job', [{ v: 1, t: 'job', id: ID, kind: 'email.welcome', lane: 'default' }], okMsg({ t: 'job', id: ID, kind: 'email.welcome', lane: 'default' }));
+  dec('decode drain', [{ v: 1, t: 'drain', lane: 'default' }], okMsg({ t: 'drain', lane: 'default' }));
+  dec('decode uppercase uuid', [{ v: 1, t: 'job', id: ID.toUpperCase(), kind: 'a', lane: 'default' }], okMsg({ id: ID.toUpperCase() }));
+  dec('decode mixed-case uuid', [{ v: 1, t: 'job', id: '0B6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a', lane: 'default' }], badMsg());
+  dec('decode uuid without dashes', [{ v: 1, t: 'job', id: ID.replaceAll('-', ''), kind: 'a', lane: 'default' }], badMsg());
+  dec('decode uuid braces', [{ v: 1, t: 'job', id: `{${ID}}`, kind: 'a', lane: 'default' }], badMsg());
+  dec('decode uuid non-hex', [{ v: 1, t: 'job', id: ID.replace('0b', 'zz'), kind: 'a', lane: 'default' }], badMsg());
+  dec('decode uuid too long', [{ v: 1, t: 'job', id: ID + '0', kind: 'a', lane: 'default' }], badMsg());
+  dec('decode wrong lane', [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'bulk' }], badMsg('wrong_lane'));
+  dec('decode drain wrong lane', [{ v: 1, t: 'drain', lane: 'bulk' }], badMsg('wrong_lane'));
+  dec('decode on bulk lane', [{ v: 1, t: 'drain', lane: 'bulk' }], okMsg({ lane: 'bulk' }), 'bulk');
+  dec('decode v 2', [{ v: 2, t: 'job', id: ID, kind: 'a', lane: 'default' }], badMsg());
+  dec('decode v string', [{ v: '1', t: 'drain', lane: 'default' }], badMsg());
+  dec('decode v missing', [{ t: 'drain', lane: 'default' }], badMsg());
+  dec('decode t unknown', [{ v: 1, t: 'purge', lane: 'default' }], badMsg());
+  dec('decode t missing', [{ v: 1, lane: 'default' }], badMsg());
+  dec('decode job missing id', [{ v: 1, t: 'job', kind: 'a', lane: 'default' }], badMsg());
+  dec('decode job missing kind', [{ v: 1, t: 'job', id: ID, lane: 'default' }], badMsg());
+  dec('decode message missing lane', [{ v: 1, t: 'drain' }], badMsg());
+  dec('decode kind bad charset', [{ v: 1, t: 'job', id: ID, kind: '<script>', lane: 'default' }], badMsg());
+  dec('decode kind 129 bytes', [{ v: 1, t: 'job', id: ID, kind: 'k'.repeat(129), lane: 'default' }], badMsg());
+  dec('decode lane 65 bytes', [{ v: 1, t: 'drain', lane: 'l'.repeat(65) }], badMsg());
+  dec('decode string body', ['{"v":1,"t":"drain","lane":"default"}'], badMsg());
+  dec('decode null body', [null], badMsg());
+  dec('decode number body', [1], badMsg());
+  dec('decode array body', [[1, 2]], badMsg());
+  dec('decode huge string body', ['x'.repeat(100000)], badMsg());
+  dec('decode extra fields', [{ v: 1, t: 'drain', lane: 'default', extra: { deep: [1] } }]);
+  dec('decode id as number', [{ v: 1, t: 'job', id: 5, kind: 'a', lane: 'default' }], badMsg());
+  dec('decode hostile control chars', [{ v: 1, t: 'job', id: ID, kind: 'a\u0000b', lane: 'default' }], badMsg());
+  dec('decode __proto__ key', ['__proto__'].map(() => JSON.parse(`{"__proto__":{"t":"job"},"v":1,"t":"drain","lane":"default"}`)));
+  dec('decode mixed batch', [{ v: 1, t: 'drain', lane: 'default' }, 'junk', { v: 1, t: 'job', id: ID, kind: 'a', lane: 'other' }],
+    (o) => want(o.messages.map((m) => m.ok ? 'ok' : m.code).join() === 'ok,invalid_message,wrong_lane', 'ok, invalid_message, wrong_lane'));
+  dec('decode 100 messages', Array.from({ length: 100 }, () => ({ v: 1, t: 'drain', lane: 'default' })), (o) => want(o.messages.length === 100, '100 results'));
+  dec('decode 101 messages', Array.from({ length: 101 }, () => ({ v: 1, t: 'drain', lane: 'default' })), (o) => want(o.error?.code === 'invalid_input', 'invalid_input'));
+  dec('decode empty', [], exactText('{"messages":[]}'));
+  n('decode bad lane', { op: 'decode', lane: 'a b', messages: [] }, isError('invalid_input', 'lane'));
+  n('decode without lane field', { op: 'decode', messages: [] }, isError('invalid_input', 'lane'));
+  n('decode missing messages', { op: 'decode', lane: 'default' }, isError('invalid_input', 'messages'));
+  n('decode messages not array', { op: 'decode', lane: 'default', messages: {} }, (o) => want(o.error, 'an error'));
+  n('op unknown', { op: 'send' }, isError('unknown_op'));
+  n('op missing', { jobs: [] }, isError('invalid_input', 'op'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// cron: a small brute-force matcher (plain fields only) checks match/next/prev independently.
+
+const MONTHS = ['JAN', 'FEB', 'MAR', 'APR', 'MAY', 'JUN', 'JUL', 'AUG', 'SEP', 'OCT', 'NOV', 'DEC'];
+const DAYS = ['SUN', 'MON', 'TUE', 'WED', 'THU', 'FRI', 'SAT'];
+function plainField(text, lo, hi, names) {
+  const set = new Set();
+  const val = (s) => (names && names.includes(s.toUpperCase()) ? names.indexOf(s.toUpperCase()) + lo : Number(s));
+  for (const part of text.split(',')) {
+    const [range, step = '1'] = part.split('/');
+    let a, b;
+    if (range === '*' || range === '?') [a, b] = [lo, hi];
+    else if (range.includes('-')) [a, b] = range.split('-').map(val);
+    else [a, b] = [val(range), part.includes('/') ? hi : val(range)];
+    for (let x = a; x <= b; x += Number(step)) set.add(x);
+  }
+  return set;
+}
+function plainCron(expr) {
+  const [mi, h, dom, mo, dow] = expr.trim().split(/\s+/);
+  const f = { mi: plainField(mi, 0, 59), h: plainField(h, 0, 23), dom: plainField(dom, 1, 31), mo: plainField(mo, 1, 12, MONTHS), dow: plainField(dow, 1, 7, DAYS) };
+  const domStar = dom === '*' || dom === '?';
+  const dowStar = dow === '*' || dow === '?';
+  return (ms) => {
+    const d = new Date(ms);
+    if (!f.mi.has(d.getUTCMinutes()) || !f.h.has(d.getUTCHours()) || !f.mo.has(d.getUTCMonth() + 1)) return false;
+    const domOk = f.dom.has(d.getUTCDate());
+    const dowOk = f.dow.has(d.getUTCDay() + 1);
+    if (domStar && dowStar) return true;
+    if (domStar) return dowOk;
+    if (dowStar) return domOk;
+    return domOk || dowOk;
+  };
+}
+function bruteNext(expr, after) {
+  const m = plainCron(expr);
+  for (let t = Math.floor(after / 60000) * 60000 + 60000, n = 0; n < 3 * 366 * 1440; t += 60000, n++) if (m(t)) return t;
+  return null;
+}
+function brutePrev(expr, before) {
+  const m = plainCron(expr);
+  for (let t = Math.ceil(before / 60000) * 60000 - 60000, n = 0; n < 3 * 366 * 1440; t -= 60000, n++) if (m(t)) return t;
+  return null;
+}
+const T = (iso) => Date.parse(iso);
+{
+  const c = (name, input, check) => add('cron', name, input, check);
+  const parseOk = (expr) => c(`parse ${JSON.stringify(expr)}`, { op: 'parse', expr }, exactText('{"ok":true}'));
+  const parseErr = (expr, field) => c(`parse error ${JSON.stringify(expr)}`, { op: 'parse', expr }, isError('invalid_cron', field));
+  for (const expr of ['* * * * *', '0 9 * * MON', '*/15 * * * *', '0 0 1 * *', '0 0 L * *', '0 0 15W * *', '0 0 LW * *', '0 0 L-3 * *',
+    '0 12 ? * 6#3', '0 12 ? * 5L', '0 12 ? * FRIL', '0 0 1,L * *', '0 0 ? * 2#1,6#3', '0-59/10 0-23/2 1-31/5 1-12/3 1-7/2',
+    '0 9 * jan-mar mon-fri', '0 9 * Jan Sun', ' \t0 9 * * 1\t ', '59 23 31 12 7', '0 0 * * 1-7', '5/15 * * * *', '0 0 L-0 * *', '0 0 L-30 * *', '0 0 ? * 1#5']) parseOk(expr);
+  // Errors per field.
+  parseErr('60 * * * *', 'minute');
+  parseErr('-1 * * * *', 'minute');
+  parseErr('a * * * *', 'minute');
+  parseErr('*/0 * * * *', 'minute');
+  parseErr('*/61 * * * *', 'minute');
+  parseErr('5-2 * * * *', 'minute');
+  parseErr('L * * * *', 'minute');
+  parseErr('? * * * *', 'minute');
+  parseErr('0 24 * * *', 'hour');
+  parseErr('0 */25 * * *', 'hour');
+  parseErr('0 1-2-3 * * *', 'hour');
+  parseErr('0 0 0 * *', 'day-of-month');
+  parseErr('0 0 32 * *', 'day-of-month');
+  parseErr('0 0 32W * *', 'day-of-month');
+  parseErr('0 0 L-31 * *', 'day-of-month');
+  parseErr('0 0 1-5W * *', 'day-of-month');
+  parseErr('0 0 ?1 * *', 'day-of-month');
+  parseErr('0 0 * 0 *', 'month');
+  parseErr('0 0 * 13 *', 'month');
+  parseErr('0 0 * JANUARY *', 'month');
+  parseErr('0 0 * FOO *', 'month');
+  parseErr('0 0 * */13 *', 'month');
+  parseErr('0 0 * * 0', 'day-of-week');
+  parseErr('0 0 * * 8', 'day-of-week');
+  parseErr('0 0 * * FRI-MON', 'day-of-week');
+  parseErr('0 0 * * 6#6', 'day-of-week');
+  parseErr('0 0 * * 6#0', 'day-of-week');
+  parseErr('0 0 * * MONDAY', 'day-of-week');
+  parseErr('0 0 * * */8', 'day-of-week');
+  parseErr('0 0 * * 1#1-2#1', 'day-of-week');
+  parseErr('', 'expression');
+  parseErr('   ', 'expression');
+  parseErr('* * * *', 'expected 5 fields, got 4');
+  parseErr('* * * * * *', 'expected 5 fields, got 6');
+  // Over 256 bytes: docs/ABI.md says invalid_cron naming `expression`; the ABI glue rejects the
+  // string first (invalid_input, field 'expr'). Either names the problem; see the report.
+  c('parse error over 256 bytes', { op: 'parse', expr: '0 0 1' + ' '.repeat(260) + ' * *' },
+    (o) => want(['invalid_cron', 'invalid_input'].includes(o.error?.code) && o.error.message.includes('256'), 'an error naming the 256-byte limit'));
+  parseErr('0 0 \u00e9 * *', '\\xc3');
+  parseErr('0 0 1 * *\u0000', '');
+  parseErr('0,,5 * * * *', 'minute');
+  parseErr('0 0 , * *', 'day-of-month');
+  // match / next / prev checked against the brute-force matcher.
+  const matchCase = (expr, iso) => c(`match ${expr} at ${iso}`, { op: 'match', expr, at: T(iso) }, fields({ match: plainCron(expr)(Math.floor(T(iso) / 60000) * 60000) }));
+  matchCase('0 9 * * MON', '2026-11-30T09:00:00.000Z');
+  matchCase('0 9 * * MON', '2026-11-30T09:00:59.999Z');
+  matchCase('0 9 * * MON', '2026-11-30T09:01:00.000Z');
+  matchCase('0 9 * * 2', '2026-11-30T09:00:00.000Z');
+  matchCase('0 0 * * 1', '2026-11-29T00:00:00.000Z');
+  matchCase('0 0 * * SUN', '2026-11-29T00:00:00.000Z');
+  matchCase('0 0 13 * 6', '2026-02-13T00:00:00.000Z');
+  matchCase('0 0 13 * 6', '2026-02-20T00:00:00.000Z');
+  matchCase('0 0 13 * 6', '2026-02-21T00:00:00.000Z');
+  matchCase('0 0 */2 * *', '2026-02-03T00:00:00.000Z');
+  matchCase('0 0 */2 * MON', '2026-02-02T00:00:00.000Z');
+  matchCase('*/15 * * * *', '2026-02-02T10:45:00.000Z');
+  const nextCase = (expr, iso) => c(`next ${expr} after ${iso}`, { op: 'next', expr, after: T(iso) }, fields({ at: bruteNext(expr, T(iso)) }));
+  const prevCase = (expr, iso) => c(`prev ${expr} before ${iso}`, { op: 'prev', expr, before: T(iso) }, fields({ at: brutePrev(expr, T(iso)) }));
+  nextCase('0 9 * * MON', '2026-11-30T09:00:00.000Z');
+  nextCase('0 9 * * MON', '2026-11-30T08:59:59.999Z');
+  nextCase('* * * * *', '2026-01-01T00:00:00.000Z');
+  nextCase('* * * * *', '2026-01-01T00:00:30.000Z');
+  nextCase('0 0 1 1 *', '2026-06-01T00:00:00.000Z');
+  nextCase('0 0 29 2 *', '2026-03-01T00:00:00.000Z');
+  nextCase('30 2 * * 1', '2026-03-07T00:00:00.000Z');
+  nextCase('0 0 13 * 6', '2026-02-01T00:00:00.000Z');
+  nextCase('0 12 * jan-mar mon-fri', '2026-03-31T12:00:00.000Z');
+  nextCase('59 23 31 12 *', '2026-12-31T23:59:00.000Z');
+  prevCase('0 9 * * MON', '2026-11-30T09:00:30.000Z');
+  prevCase('0 9 * * MON', '2026-11-30T09:00:00.000Z');
+  prevCase('0 0 1 * *', '2026-01-01T00:00:00.000Z');
+  prevCase('*/7 * * * *', '2026-05-05T05:05:05.000Z');
+  prevCase('0 0 29 2 *', '2026-01-01T00:00:00.000Z');
+  // Quartz forms and Cloudflare specifics (snapshot only, plus a few facts).
+  const at = (expr, op, iso, want_) => c(`${op} ${expr} from ${iso}`, { op, expr, [op === 'next' ? 'after' : 'before']: T(iso) }, want_ === undefined ? undefined : fields({ at: want_ === null ? null : T(want_) }));
+  at('0 0 L * *', 'next', '2026-02-01T00:00:00.000Z', '2026-02-28T00:00:00.000Z');
+  at('0 0 L * *', 'next', '2028-02-01T00:00:00.000Z', '2028-02-29T00:00:00.000Z');
+  at('0 0 L-3 * *', 'next', '2026-04-01T00:00:00.000Z', '2026-04-27T00:00:00.000Z');
+  at('0 0 1W * *', 'next', '2026-07-31T00:00:00.000Z', '2026-08-03T00:00:00.000Z'); // Sat 1 Aug 2026 -> Mon 3rd
+  at('0 0 15W * *', 'next', '2026-08-01T00:00:00.000Z', '2026-08-14T00:00:00.000Z'); // Sat 15 -> Fri 14
+  at('0 0 16W * *', 'next', '2026-08-01T00:00:00.000Z', '2026-08-17T00:00:00.000Z'); // Sun 16 -> Mon 17
+  at('0 0 LW * *', 'next', '2026-05-01T00:00:00.000Z', '2026-05-29T00:00:00.000Z'); // Sun 31 May -> Fri 29
+  at('0 0 31W * *', 'next', '2026-04-01T00:00:00.000Z', '2026-05-29T00:00:00.000Z'); // none in April; 31 May is Sunday -> Fri 29
+  at('0 0 L-30 * *', 'next', '2026-02-01T00:00:00.000Z', '2026-03-01T00:00:00.000Z');
+  at('0 12 ? * 6#3', 'next', '2026-01-01T00:00:00.000Z', '2026-01-16T12:00:00.000Z'); // third Friday of Jan 2026
+  at('0 12 ? * 5L', 'next', '2026-01-01T00:00:00.000Z', '2026-01-29T12:00:00.000Z'); // last Thursday
+  at('0 12 ? * FRIL', 'next', '2026-01-01T00:00:00.000Z', '2026-01-30T12:00:00.000Z');
+  at('0 12 ? * 2#5', 'next', '2026-01-01T00:00:00.000Z', '2026-03-30T12:00:00.000Z'); // first month with a 5th Monday after Jan 1 2026
+  at('0 0 1,L * *', 'next', '2026-01-02T00:00:00.000Z', '2026-01-31T00:00:00.000Z');
+  at('0 0 L * *', 'prev', '2026-03-01T00:00:00.000Z', '2026-02-28T00:00:00.000Z');
+  at('0 0 30 2 *', 'next', '2026-01-01T00:00:00.000Z', null);
+  at('0 0 31 4 *', 'prev', '2026-01-01T00:00:00.000Z', null);
+  at('0 0 29 2 *', 'next', '2029-03-01T00:00:00.000Z', '2032-02-29T00:00:00.000Z');
+  at('0 0 29 2 2', 'next', '2026-01-01T00:00:00.000Z');
+  at('* * * * *', 'next', '1970-01-01T00:00:00.000Z', '1970-01-01T00:01:00.000Z');
+  at('* * * * *', 'prev', '1970-01-01T00:00:00.000Z', null);
+  at('* * * * *', 'prev', '1970-01-01T00:01:00.000Z', '1970-01-01T00:00:00.000Z');
+  c('next near 2^53', { op: 'next', expr: '* * * * *', after: MAX_SAFE });
+  c('match far future', { op: 'match', expr: '* * * * *', at: MAX_SAFE });
+  c('key', { op: 'key', name: 'newsletter.weekly', scheduledAt: T('2026-11-30T09:00:00.000Z') }, exactText('{"key":"schedule:newsletter.weekly:2026-11-30T09:00:00.000Z"}'));
+  c('key epoch', { op: 'key', name: 'a', scheduledAt: 0 }, fields({ key: 'schedule:a:1970-01-01T00:00:00.000Z' }));
+  c('key milliseconds kept', { op: 'key', name: 'a', scheduledAt: T('2026-01-02T03:04:05.678Z') }, fields({ key: 'schedule:a:2026-01-02T03:04:05.678Z' }));
+  c('key year 9999', { op: 'key', name: 'a', scheduledAt: T('9999-12-31T23:59:59.999Z') }, fields({ key: 'schedule:a:9999-12-31T23:59:59.999Z' }));
+  c('key beyond year 9999', { op: 'key', name: 'a', scheduledAt: T('9999-12-31T23:59:59.999Z') + 1 });
+  c('key max safe', { op: 'key', name: 'a', scheduledAt: MAX_SAFE });
+  c('key bad name', { op: 'key', name: 'a b', scheduledAt: 0 }, isError('invalid_input', 'name'));
+  c('key missing name', { op: 'key', scheduledAt: 0 }, isError('invalid_input', 'name'));
+  c('key missing scheduledAt', { op: 'key', name: 'a' }, (o) => want(o.error?.code === 'invalid_input', 'invalid_input'));
+  c('match missing at', { op: 'match', expr: '* * * * *' }, (o) => want(o.error?.code === 'invalid_input', 'invalid_input'));
+  c('next negative after', { op: 'next', expr: '* * * * *', after: -1 }, isError('invalid_input', 'after'));
+  c('prev float before', { op: 'prev', expr: '* * * * *', before: 1.5 }, isError('invalid_input', 'before'));
+  c('match bad expr', { op: 'match', expr: '61 * * * *', at: 0 }, isError('invalid_cron', 'minute'));
+  c('parse missing expr', { op: 'parse' }, (o) => want(o.error?.code === 'invalid_input' || o.error?.code === 'invalid_cron', 'an input error'));
+  c('parse expr number', { op: 'parse', expr: 5 }, isError('invalid_input', 'expr'));
+  c('op unknown', { op: 'every' }, isError('unknown_op'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// backlog
+
+{
+  const th = { due: { warn: 100, error: 1000 }, aged: { warn: 1, error: 50 }, stuck: { warn: 1, error: 10 } };
+  const b = (name, input, check) => add('backlog', name, input, check);
+  b('doc example', { counts: { due: 12, aged: 3, stuck: 0 }, thresholds: th }, exactText('{"severity":"warn","reasons":[{"metric":"aged","severity":"warn","value":3}]}'));
+  b('all ok', { counts: { due: 0, aged: 0, stuck: 0 }, thresholds: th }, exactText('{"severity":"ok","reasons":[]}'));
+  b('due at warn', { counts: { due: 100, aged: 0, stuck: 0 }, thresholds: th }, fields({ severity: 'warn' }));
+  b('due below warn', { counts: { due: 99, aged: 0, stuck: 0 }, thresholds: th }, fields({ severity: 'ok' }));
+  b('due at error', { counts: { due: 1000, aged: 0, stuck: 0 }, thresholds: th }, fields({ severity: 'error', reasons: [{ metric: 'due', severity: 'error', value: 1000 }] }));
+  b('stuck error aged warn', { counts: { due: 0, aged: 2, stuck: 10 }, thresholds: th }, (o) => {
+    want(o.severity === 'error', 'worst is error');
+    want(o.reasons.length === 2, 'two reasons');
+  });
+  b('all error', { counts: { due: 5000, aged: 500, stuck: 50 }, thresholds: th }, fields({ severity: 'error' }));
+  b('default thresholds', { counts: { due: 12, aged: 3, stuck: 0 } }, fields({ severity: 'warn' }));
+  b('partial thresholds', { counts: { due: 12, aged: 3, stuck: 0 }, thresholds: { aged: { warn: 5 } } });
+  b('counts missing', { thresholds: th }, isError('invalid_input', 'counts'));
+  b('count negative', { counts: { due: -1, aged: 0, stuck: 0 } }, isError('invalid_input', 'due'));
+  b('count float', { counts: { due: 1.5, aged: 0, stuck: 0 } }, isError('invalid_input', 'due'));
+  b('count 2^53', `{"counts":{"due":${TWO_53},"aged":0,"stuck":0}}`, isError('invalid_input', 'due'));
+  b('count max safe', { counts: { due: MAX_SAFE, aged: 0, stuck: 0 } }, fields({ severity: 'error' }));
+  b('counts partial', { counts: { due: 1 } });
+  b('warn above error', { counts: { due: 1, aged: 0, stuck: 0 }, thresholds: { due: { warn: 10, error: 5 } } }, (o) => want(o.error?.code === 'invalid_input', 'invalid_input'));
+  b('unknown metric ignored', { counts: { due: 1, aged: 0, stuck: 0, lost: 5 } });
+  b('threshold string', { counts: { due: 1, aged: 0, stuck: 0 }, thresholds: { due: { warn: 'x' } } }, (o) => want(o.error, 'an error'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// operate: every action against every status, checked against the docs table.
+
+{
+  const STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
+  const table = {
+    cancel: { from: ['pending', 'retrying', 'running'], to: () => 'cancelled', dueAt: null, reset: false },
+    replay: { from: ['dead', 'cancelled'], to: () => 'pending', dueAt: NOW, reset: true },
+    retryNow: { from: ['pending', 'retrying'], to: (s) => s, dueAt: NOW, reset: false },
+  };
+  for (const [action, row] of Object.entries(table)) {
+    for (const status of STATUSES) {
+      const expected = row.from.includes(status)
+        ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, reset: row.reset })
+        : '{"ok":false,"reason":"invalid_state"}';
+      add('operate', `${action} ${status}`, { action, now: NOW, job: { status } }, exactText(expected));
+    }
+  }
+  const o = (name, input, check) => add('operate', name, input, check);
+  o('unknown action', { action: 'delete', now: NOW, job: { status: 'dead' } }, (r) => want(r.error, 'an error'));
+  o('unknown status', { action: 'cancel', now: NOW, job: { status: 'sleeping' } }, (r) => want(r.error?.code === 'invalid_input', 'invalid_input'));
+  o('missing action', { now: NOW, job: { status: 'dead' } }, isError('invalid_input', 'action'));
+  o('missing now', { action: 'replay', job: { status: 'dead' } }, isError('invalid_input', 'now'));
+  o('missing job', { action: 'replay', now: NOW }, (r) => want(r.error?.code === 'invalid_input', 'invalid_input'));
+  o('missing status', { action: 'replay', now: NOW, job: {} }, isError('invalid_input', 'status'));
+  o('job extra fields ignored', { action: 'replay', now: NOW, job: { status: 'dead', attempts: 20, crashes: 3 } }, fields({ ok: true, reset: true }));
+  o('now negative', { action: 'replay', now: -1, job: { status: 'dead' } }, isError('invalid_input', 'now'));
+  o('action not a string', { action: 1, now: NOW, job: { status: 'dead' } }, (r) => want(r.error, 'an error'));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input for every family.
+
+const GOOD = {
+  policy: { kind: 'k', timeoutMs: 1000 },
+  settle: settle({ type: 'ok' }),
+  claim: { op: 'admit', now: NOW, deadlineAt: NOW + 60000, leaseExpiresAt: NOW + 60000, timeoutMs: 1000 },
+  sweep: { op: 'plan', now: NOW, startedAt: NOW, invocationBudgetMs: 840000, recoveryBudgetMs: 120000, sweepLeaseBudgetMs: 180000, policies: [] },
+  enqueue: { now: NOW, payload: { a: 1 } },
+  cron: { op: 'next', expr: '0 9 * * MON', after: NOW },
+  nudge: { op: 'decode', lane: 'default', messages: [{ v: 1, t: 'drain', lane: 'default' }] },
+  backlog: { counts: { due: 1, aged: 0, stuck: 0 } },
+  operate: { action: 'replay', now: NOW, job: { status: 'dead' } },
+};
+const NOW_FIELD = { policy: 'timeoutMs', settle: 'now', claim: 'now', sweep: 'now', enqueue: 'now', cron: 'after', nudge: null, backlog: null, operate: 'now' };
+for (const family of FAMILIES) {
+  const good = JSON.stringify(GOOD[family]);
+  const b = (name, input, check) => add(family, `bad input: ${name}`, input, check);
+  const json = isError('invalid_json');
+  // pb_policy reports every problem with a definition as invalid_policy.
+  const inputCode = family === 'policy' ? 'invalid_policy' : 'invalid_input';
+  b('good baseline', good, (o) => want(o.error === undefined, 'no error'));
+  b('empty', '', json);
+  b('whitespace only', ' \n\t ', json);
+  b('truncated', good.slice(0, Math.floor(good.length / 2)), json);
+  b('truncated by one byte', good.slice(0, -1), json);
+  b('unclosed string', '{"op":"pl', json);
+  b('trailing garbage', good + ' x', json);
+  b('two documents', good + good, json);
+  b('trailing comma', good.slice(0, -1) + ',}', json);
+  b('single quotes', "{'now':1}", json);
+  b('bare word', 'hello', json);
+  b('NaN', '{"now":NaN}', json);
+  b('comment', '/* */' + good, json);
+  b('null', 'null', isError('invalid_input'));
+  b('number', '42', isError('invalid_input'));
+  b('string', '"x"', isError('invalid_input'));
+  b('array', '[' + good + ']', isError('invalid_input'));
+  b('empty object', '{}', isError(inputCode));
+  b('NUL byte inside', Buffer.concat([Buffer.from(good.slice(0, 5)), Buffer.from([0]), Buffer.from(good.slice(5))]), json);
+  b('NUL byte after', Buffer.concat([Buffer.from(good), Buffer.from([0])]), json);
+  b('non-UTF-8 byte in a string', Buffer.from(good.replace('}', ',"x":"\u0001"}').replace('\u0001', '\u0000'), 'utf8').map((x) => (x === 0 ? 0xff : x)), json);
+  b('overlong UTF-8 in a string', Buffer.concat([Buffer.from(good.slice(0, -1) + ',"x":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]), json);
+  b('lone surrogate escape', good.slice(0, -1) + ',"x":"\\ud800"}');
+  b('bad escape', good.slice(0, -1) + ',"x":"\\q"}', json);
+  b('raw control char in string', good.slice(0, -1) + ',"x":"a\u0001b"}', json);
+  b('UTF-8 BOM', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(good)]));
+  b('deep nesting', good.slice(0, -1) + ',"x":' + '['.repeat(2000) + ']'.repeat(2000) + '}', (o) => want(o.error, 'an error'));
+  b('moderate nesting', good.slice(0, -1) + ',"x":' + '['.repeat(50) + ']'.repeat(50) + '}');
+  b('huge string field', good.slice(0, -1) + ',"x":"' + 'a'.repeat(200000) + '"}');
+  b('huge number', good.slice(0, -1) + ',"x":1' + '0'.repeat(400) + '}');
+  b('big integer', good.slice(0, -1) + ',"x":123456789012345678901234567890}');
+  b('duplicate key', good.slice(0, -1) + ',' + good.slice(1));
+  b('too large', fill(good.slice(0, -1) + ',"x":"', 'a', 2 * 1024 * 1024, '"}'), isError('too_large'));
+  b('at the size limit', fill('{"x":"', ' ', 2 * 1024 * 1024 - 9, '"}' + ' '), (o) => want(o.error?.code !== 'too_large', 'not too_large at exactly 2 MiB'));
+  if (NOW_FIELD[family]) {
+    const f = NOW_FIELD[family];
+    const set = (v) => good.replace(new RegExp(`"${f}":[0-9]+`), `"${f}":${v}`);
+    b(`${f} float`, set('1.5'), isError(inputCode, f));
+    b(`${f} negative`, set('-1'), isError(inputCode, f));
+    b(`${f} 2^53`, set(TWO_53), isError(inputCode, f));
+    b(`${f} 2^64`, set('18446744073709551616'), isError(inputCode, f));
+    b(`${f} exponent`, set('1e3'), isError(inputCode, f));
+    b(`${f} negative zero`, set('-0'));
+    b(`${f} string`, set('"1"'), isError(inputCode, f));
+    b(`${f} null`, set('null'), isError(inputCode, f));
+    b(`${f} bool`, set('true'), isError(inputCode, f));
+    b(`${f} object`, set('{}'), isError(inputCode, f));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run the native build, apply the checks, compare with the files on disk.
+
+const results = runNative(cases.map(({ c }) => [c.family, inputBytes(c)]));
+let failures = 0;
+let checked = 0;
+const byFamily = new Map(FAMILIES.map((f) => [f, []]));
+cases.forEach(({ c, check }, i) => {
+  const { rc, out } = results[i];
+  const text = out.toString('utf8');
+  if (rc !== 0 && rc !== 1) {
+    console.error(`FAIL ${c.family}/${c.name}: the entry returned ${rc}`);
+    failures++;
+  }
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    console.error(`FAIL ${c.family}/${c.name}: output is not JSON: ${text.slice(0, 300)}`);
+    failures++;
+  }
+  if ((rc === 1) !== (parsed?.error !== undefined)) {
+    console.error(`FAIL ${c.family}/${c.name}: return code ${rc} does not match the document`);
+    failures++;
+  }
+  if (check && parsed !== undefined) {
+    checked++;
+    try {
+      check(parsed, text);
+    } catch (e) {
+      if (!(e instanceof CheckFailure)) throw e;
+      console.error(`FAIL ${c.family}/${c.name}: expected ${e.message}\n  input:  ${(c.input ?? c.inputBase64 ?? JSON.stringify(c.inputFill)).slice(0, 400)}\n  output: ${text.slice(0, 600)}`);
+      failures++;
+    }
+  }
+  byFamily.get(c.family).push(JSON.stringify({ ...c, expected: text }));
+});
+if (checked < 60) throw new Error(`only ${checked} hand-checked cases`);
+if (failures > 0) {
+  console.error(`generate: ${failures} case(s) disagree with docs/ABI.md; nothing written`);
+  process.exit(1);
+}
+
+let changed = 0;
+for (const [family, lines] of byFamily) {
+  const file = corpusFile(family);
+  const text = lines.join('\n') + '\n';
+  const old = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  const oldByName = new Map(old.split('\n').filter(Boolean).map((l) => JSON.parse(l)).map((c) => [c.name, c]));
+  const newNames = new Set();
+  let added = 0, updated = 0;
+  for (const line of lines) {
+    const c = JSON.parse(line);
+    newNames.add(c.name);
+    const prev = oldByName.get(c.name);
+    if (!prev) added++;
+    else if (prev.expected !== c.expected || (prev.input ?? prev.inputBase64) !== (c.input ?? c.inputBase64)) {
+      updated++;
+      if (updated <= 5) console.log(`  ${family}/${c.name}:\n    was: ${String(prev.expected).slice(0, 300)}\n    now: ${c.expected.slice(0, 300)}`);
+    }
+  }
+  const removed = [...oldByName.keys()].filter((n) => !newNames.has(n)).length;
+  const summary = `${family}: ${lines.length} cases (${added} new, ${updated} changed, ${removed} removed)`;
+  if (text !== old) {
+    changed++;
+    if (write) writeFileSync(file, text);
+  }
+  console.log(summary);
+}
+console.log(`generate: ${cases.length} cases, ${checked} with hand-written checks, all agree with the native core`);
+if (changed > 0 && !write) {
+  console.log(`generate: ${changed} file(s) would change; run with --write to update them`);
+  process.exit(1);
+}
+console.log(write ? `generate: ${changed} file(s) written` : 'generate: corpus is up to date');
