@@ -25,7 +25,7 @@ struct CronInput {
 Status read_cron_input(od::object& root, const Where& where, std::string_view time_field, CronInput& in) {
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "expr" || key == "name") {
-      Result<std::string_view> s = input::read_string(field, where, key, key == "expr" ? cron::kMaxExprBytes : kMaxKindBytes);
+      Result<std::string_view> s = input::read_string(field, where, key, key == "expr" ? 4096 : kMaxKindBytes);
       if (!s) return s.take_error();
       (key == "expr" ? in.expr : in.name) = s.value();
     } else if (!time_field.empty() && key == time_field) {
