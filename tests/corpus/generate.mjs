@@ -397,10 +397,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan version missing timestamp', plan({ version: {} }), isError('invalid_input', 'timestamp'));
   c('plan bad lane', plan({ lane: 'a b' }));
   const admit = (o) => ({ op: 'admit', now: NOW, deadlineAt: NOW + 840000, leaseExpiresAt: NOW + 60000, timeoutMs: 30000, ...o });
-  // start iff now + timeoutMs <= min(deadlineAt, leaseExpiresAt - 30000): the attempt ends inside
-  // the invocation and leaves the 30 s settle margin on its lease (claim.cpp since 703b5df; the
-  // docs' formula "leaseExpiresAt - 30000 + timeoutMs" would let an attempt outlive its lease).
-  const admits = (a) => a.now + a.timeoutMs <= Math.min(a.deadlineAt, a.leaseExpiresAt - 30000);
+  // start iff now + timeoutMs <= min(deadlineAt, leaseExpiresAt - 10000): the attempt ends inside
+  // the invocation and leaves the 10 s settle reserve on its lease (docs/ABI.md, pb_claim admit).
+  const admits = (a) => a.now + a.timeoutMs <= Math.min(a.deadlineAt, a.leaseExpiresAt - 10000);
   const admitCase = (name, o) => {
     const a = admit(o);
     c(name, a, exactText(admits(a) ? `{"start":true,"deadline":${a.now + a.timeoutMs}}` : '{"start":false,"reason":"claim_late"}'));
@@ -408,6 +407,10 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   admitCase('admit fresh lease', {});
   admitCase('admit lease at edge', { leaseExpiresAt: NOW + 60000 });
   admitCase('admit lease 1ms short', { leaseExpiresAt: NOW + 59999 });
+  admitCase('admit claim 20 s late', { now: NOW + 20000 });
+  admitCase('admit claim 20 s + 1 ms late', { now: NOW + 20001 });
+  admitCase('admit lease at reserve edge', { leaseExpiresAt: NOW + 40000 });
+  admitCase('admit lease inside reserve', { leaseExpiresAt: NOW + 39999 });
   admitCase('admit lease shorter than timeout', { leaseExpiresAt: NOW + 30000 });
   admitCase('admit lease expired', { leaseExpiresAt: NOW - 1000 });
   admitCase('admit long lease', { leaseExpiresAt: NOW + 3600000 });

@@ -167,10 +167,9 @@ Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
     if (!seen[i]) return input::missing(where, kNames[i]);
   }
   const int64_t now = values[0], deadline_at = values[1], lease_expires_at = values[2], timeout_ms = values[3];
-  // The attempt must end before the invocation does and leave the settle margin on the lease.
-  // (docs/ABI.md's formula read "leaseExpiresAt − 30000 + timeoutMs", which would let an
-  // attempt outlive its lease; this follows the rule's stated intent, noted there.)
-  const int64_t latest_end = std::min(deadline_at, lease_expires_at - kSettleMarginMs);
+  // The attempt must end before the invocation does and leave the settle reserve on its
+  // lease. A claim that took longer than the rest of the margin to arrive never starts.
+  const int64_t latest_end = std::min(deadline_at, lease_expires_at - kSettleReserveMs);
   out.begin_object();
   if (now + timeout_ms > latest_end) {
     out.field_bool("start", false);

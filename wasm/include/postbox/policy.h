@@ -15,6 +15,9 @@ namespace postbox {
 
 constexpr int64_t kMaxTimeoutMs = 600000;      // 10 minutes
 constexpr int64_t kSettleMarginMs = 30000;     // lease = timeout + margin
+// Of that margin, the part an attempt must leave on its lease to settle; the rest (20 s)
+// absorbs the time between taking the lease and starting the handler.
+constexpr int64_t kSettleReserveMs = 10000;
 constexpr int64_t kMaxBackoffMs = 604800000;   // 7 days
 constexpr uint32_t kMaxPerCodeRules = 64;
 // The longest delay any input may ask for (retry `after`, enqueue `delayMs`): 10 × 365 days.
