@@ -92,6 +92,11 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100) {
     throw new PostboxError('invalid_config', 'createOutbox: concurrency must be an integer in 1..100');
   }
+  const lanes = options.lanes ?? 1;
+  // Workers allow 6 simultaneous connections per invocation; one stays free for queue sends.
+  if (!Number.isInteger(lanes) || lanes < 1 || lanes > 5) {
+    throw new PostboxError('invalid_config', 'createOutbox: lanes must be an integer in 1..5');
+  }
   const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
   const runtime: OutboxRuntime = {
     core: getCore(),
@@ -204,7 +209,16 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     [RUN]: {
       runtime,
       withSession,
-      drain: (opts) => withSession((session) => drainLane(runtime, session, opts)),
+      async drain(opts) {
+        // Each connection drains on its own session; nudged targets are dealt out among them.
+        const shares = opts.targets
+          ? Array.from({ length: lanes }, (_, i) => opts.targets!.filter((_, j) => j % lanes === i)).filter((t) => t.length > 0)
+          : Array.from({ length: lanes }, () => undefined);
+        const reports = await Promise.all(
+          shares.map((targets) => withSession((session) => drainLane(runtime, session, targets ? { ...opts, targets } : opts))),
+        );
+        return reports.reduce(addReport, emptyReport());
+      },
       sweep: (startedAt, opts) => withSession((session) => runSweep(runtime, session, startedAt, opts)),
     },
   };

@@ -2,9 +2,10 @@ import { defaultClassify } from './jobs.js';
 import { PostboxError } from './errors.js';
 import { JOB_CLAIM_BATCH } from './queries/claim.js';
 import { JOB_SETTLE_BATCH } from './queries/settle.js';
+import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
-import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
+import type { HandlerOutcome, JobDefinition, LaneDb, OutboxDb, Queryable } from './types.js';
 
 /** A job row as claimed (or found with an expired lease). */
 export interface ClaimedRow {
@@ -104,29 +105,29 @@ export interface DrainOptions {
 export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: DrainOptions): Promise<RunReport> {
   const report = emptyReport();
   const policies = opts.kinds ? rt.policies.filter((p) => opts.kinds!.includes(p.kind)) : rt.policies;
-  let targets = opts.targets;
-  if (targets) {
-    // The core decides, per nudge, whether this lane may claim it at all.
-    targets = targets.filter((target) => plan(rt, policies, opts, target).limit > 0);
-    if (targets.length === 0) return report;
-  }
+  // The core decides, per nudge, whether this lane may claim it at all.
+  const targets = opts.targets?.filter((target) => plan(rt, policies, opts, target).limit > 0);
+  if (targets?.length === 0) return report;
   for (;;) {
     const claimPlan = plan(rt, policies, opts, null);
     let limit = claimPlan.limit;
-    if (targets) limit = Math.min(targets.length, 100);
     if (opts.maxJobs !== undefined) limit = Math.min(limit, opts.maxJobs - report.claimed);
     if (limit <= 0 || claimPlan.kinds.length === 0) break;
+    // Nudged targets are claimed a batch at a time, like a drain, so `concurrency` holds.
+    const chunk = targets?.splice(0, limit);
+    if (chunk?.length === 0) break;
     const now = rt.clock.now();
     const rows = await session.exclusive(async (q) =>
-      (await q.query(JOB_CLAIM_BATCH, [
+      (await run(q, JOB_CLAIM_BATCH, [
         now, opts.lane, claimPlan.kinds, claimPlan.leaseMs, limit, claimPlan.versionCutoff,
-        targets ? targets.map((t) => t.id) : null, targets ? targets.map((t) => t.kind) : null,
+        chunk ? chunk.map((t) => t.id) : null, chunk ? chunk.map((t) => t.kind) : null,
       ])).rows as ClaimedRow[],
     );
-    if (rows.length === 0) break;
-    report.claimed += rows.length;
-    addReport(report, await runBatch(rt, session, rows, opts.deadlineAt));
-    if (targets || rows.length < limit) break;
+    if (rows.length > 0) {
+      report.claimed += rows.length;
+      addReport(report, await runBatch(rt, session, rows, opts.deadlineAt));
+    }
+    if (!chunk && rows.length < limit) break;
   }
   return report;
 }
@@ -326,9 +327,9 @@ function withOutboxDefaults(rt: OutboxRuntime, job: JobDefinition) {
   return job.policy.warnAtStreak === null && warn !== undefined ? { ...job.policy, warnAtStreak: warn } : job.policy;
 }
 
-async function writeSettlements(q: Queryable, now: number, items: [Finished, SettleDecision][]): Promise<Set<string>> {
+async function writeSettlements(q: LaneDb, now: number, items: [Finished, SettleDecision][]): Promise<Set<string>> {
   const col = <T>(pick: (f: Finished, d: SettleDecision) => T) => items.map(([f, d]) => pick(f, d));
-  const { rows } = await q.query(JOB_SETTLE_BATCH, [
+  const { rows } = await run(q, JOB_SETTLE_BATCH, [
     now,
     col((f) => f.row.id), col((f) => f.row.attempt_seq), col((_, d) => d.status), col((_, d) => d.dueAt),
     col((_, d) => d.attempts), col((_, d) => d.crashes), col((_, d) => d.streakCode), col((_, d) => d.streak),
@@ -338,7 +339,7 @@ async function writeSettlements(q: Queryable, now: number, items: [Finished, Set
 }
 
 /** A settle that hit a broken connection is tried once more on a fresh one; then the lease decides. */
-async function writeWithRetry(rt: OutboxRuntime, session: LaneSession, write: (q: Queryable) => Promise<Set<string>>): Promise<Set<string> | null> {
+async function writeWithRetry(rt: OutboxRuntime, session: LaneSession, write: (q: LaneDb) => Promise<Set<string>>): Promise<Set<string> | null> {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       return await session.exclusive(write);
@@ -350,26 +351,52 @@ async function writeWithRetry(rt: OutboxRuntime, session: LaneSession, write: (q
   return null;
 }
 
-async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
+/** Wraps a throw from user code inside the settle transaction, to tell it from a broken session. */
+class HookThrew {
+  constructor(readonly error: unknown) {}
+}
+
+async function runHook(fn: () => Promise<unknown>): Promise<void> {
   try {
-    const settled = await session.transaction(async (tx) => {
-      const ids = await writeSettlements(tx, now, [[f, d]]);
-      if (!ids.has(f.row.id)) return false;
-      if (f.commit && d.status === 'succeeded') await f.commit(tx);
-      await rt.options.onTransition?.(tx, {
-        job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
-        transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 },
-      });
-      return true;
-    });
-    record(rt, report, f, d, settled, false);
+    await fn();
   } catch (error) {
-    // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
-    const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error)) } };
-    const [decision] = decide(rt, now, [failed]);
-    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, [[failed, decision!]]));
-    record(rt, report, failed, decision!, settled?.has(f.row.id) ?? false, settled === null);
+    throw new HookThrew(error);
   }
+}
+
+async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const settled = await session.transaction(async (tx) => {
+        const ids = await writeSettlements(tx, now, [[f, d]]);
+        if (!ids.has(f.row.id)) return false;
+        if (f.commit && d.status === 'succeeded') await runHook(() => f.commit!(tx));
+        const onTransition = rt.options.onTransition;
+        if (onTransition) {
+          await runHook(() => onTransition(tx, {
+            job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
+            transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 },
+          }));
+        }
+        return true;
+      });
+      record(rt, report, f, d, settled, false);
+      return;
+    } catch (error) {
+      if (error instanceof HookThrew) {
+        // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
+        const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error.error)) } };
+        const [decision] = decide(rt, now, [failed]);
+        const written = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, [[failed, decision!]]));
+        record(rt, report, failed, decision!, written?.has(f.row.id) ?? false, written === null);
+        return;
+      }
+      // The session broke, not the hook: try the same settlement once more on a fresh one.
+      rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
+      await session.replace();
+    }
+  }
+  record(rt, report, f, d, false, true);
 }
 
 function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDecision, settled: boolean, failed: boolean): void {

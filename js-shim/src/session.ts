@@ -1,5 +1,5 @@
 import { PostboxError } from './errors.js';
-import type { Connector, LaneConnection, Queryable } from './types.js';
+import type { Connector, LaneConnection, LaneDb } from './types.js';
 
 /**
  * One lane's database session for one invocation. Acquires lazily, serialises use (a
@@ -28,14 +28,14 @@ export class LaneSession {
   }
 
   /** Runs `fn` with the session to itself. */
-  exclusive<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+  exclusive<T>(fn: (q: LaneDb) => Promise<T>): Promise<T> {
     const run = this.#tail.then(async () => fn((await this.#acquire()).db));
     this.#tail = run.catch(() => undefined);
     return run;
   }
 
   /** Runs `fn` in a transaction, with the session to itself. */
-  transaction<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (q: LaneDb) => Promise<T>): Promise<T> {
     return this.exclusive(async (q) => {
       await q.query('BEGIN');
       try {

@@ -1,4 +1,5 @@
 import { JOB_LIST_EXPIRED_LEASES } from './queries/claim.js';
+import { run } from './queries/statement.js';
 import { JOB_DELETE_FINISHED, JOB_LIST_DUE_FOR_HANDOFF } from './queries/sweep.js';
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
@@ -89,7 +90,7 @@ function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {
 /** Settles every attempt whose lease expired unsettled as a crash. */
 async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport> {
   const kinds = rt.policies.map((p) => p.kind);
-  const rows = await session.exclusive(async (q) => (await q.query(JOB_LIST_EXPIRED_LEASES, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
+  const rows = await session.exclusive(async (q) => (await run(q, JOB_LIST_EXPIRED_LEASES, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
   if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
   return settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
 }

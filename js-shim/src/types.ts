@@ -6,6 +6,15 @@ export interface Queryable {
 }
 
 /**
+ * A lane's session: node-postgres's `Client` / `PoolClient`, which also take a named query
+ * config. Postbox names its hot statements so the server plans them once per session.
+ */
+export interface LaneDb extends Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount: number | null }>;
+  query(config: { name: string; text: string; values?: unknown[] }): Promise<{ rows: any[]; rowCount: number | null }>;
+}
+
+/**
  * The database a handler gets as `ctx.db`: the lane's own session, fenced so that every
  * call rejects once the attempt has returned or timed out.
  */
@@ -138,8 +147,8 @@ export interface QueueProducer {
 
 /** A connection the outbox owns until it calls exactly one of `close` or `destroy`. */
 export interface LaneConnection {
-  /** The session. node-postgres `Client` / `PoolClient` shape. */
-  readonly db: Queryable;
+  /** The session: a node-postgres `Client` / `PoolClient`. */
+  readonly db: LaneDb;
   /** Healthy: return it (e.g. `client.release()` or `client.end()`). */
   close(): Promise<void>;
   /** Never reuse it. Idempotent; makes a later `close()` a no-op. */

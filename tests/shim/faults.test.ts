@@ -41,20 +41,24 @@ test('a consumer that cannot reach the database asks for redelivery and reports 
   assert.match(infra.error, /could not open an outbox connection/);
 });
 
-test('a session killed mid-attempt is replaced, and the settlement still lands', async () => {
-  const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'kill', do: 'sleep', ms: 1_500 } }] });
-  const id = res.body[0].id;
-  await until(async () => (await env.job(id)).status === 'running');
-  const killed = await env.sql(
-    `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
-      WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
-  );
-  assert.ok(killed.length >= 1);
-  const job = await until(async () => {
-    const j = await env.job(id);
-    return j.status === 'succeeded' ? j : undefined;
+for (const hook of ['off', 'record'] as const) {
+  test(`a session killed mid-attempt is replaced, and the settlement still lands (onTransition ${hook})`, async () => {
+    await env.post('/hook', { mode: hook });
+    const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'kill', do: 'sleep', ms: 1_500 } }] });
+    const id = res.body[0].id;
+    await until(async () => (await env.job(id)).status === 'running');
+    const killed = await env.sql(
+      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+    );
+    assert.ok(killed.length >= 1);
+    const job = await until(async () => {
+      const j = await env.job(id);
+      return j.status === 'succeeded' ? j : undefined;
+    }).catch(async (e) => { console.log(await env.job(id), JSON.stringify(await env.events()), await env.sql("SELECT * FROM outbox.attempt")); throw e; });
+    assert.equal(job.attempts, 1);
+    const attempts = await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [id]);
+    assert.deepEqual(attempts, [{ outcome: 'ok' }]);
+    if (hook === 'record') assert.deepEqual((await env.sql('SELECT note FROM public.sink WHERE key = $1', [id])).map((r) => r.note), ['transition:succeeded']);
   });
-  assert.equal(job.attempts, 1);
-  const attempts = await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [id]);
-  assert.deepEqual(attempts, [{ outcome: 'ok' }]);
-});
+}

@@ -1,3 +1,4 @@
+import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
 /** Columns a claimed or recovered job carries back to the shim. */
@@ -10,7 +11,7 @@ const CLAIMED_COLUMNS = `id, kind, lane, payload, tenant_key, correlation_id, me
  * $1 now, $2 lane, $3 kinds[], $4 leaseMs[] (parallel to kinds), $5 limit,
  * $6 version cutoff or NULL, $7 target ids[] or NULL, $8 target kinds[] (parallel to $7).
  */
-export const JOB_CLAIM_BATCH = `
+export const JOB_CLAIM_BATCH: Statement = { name: 'postbox_claim_batch', text: `
 WITH lease AS (
   SELECT kind, lease_ms FROM unnest($3::text[], $4::bigint[]) AS l(kind, lease_ms)
 ), picked AS (
@@ -33,14 +34,14 @@ WITH lease AS (
   INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at)
   SELECT id, attempt_seq, kind, ${ts('$1')}, lease_expires_at FROM claimed
 )
-SELECT ${CLAIMED_COLUMNS} FROM claimed`;
+SELECT ${CLAIMED_COLUMNS} FROM claimed` };
 
 /**
  * JobListExpiredLeases: running jobs of registered kinds whose lease ended before $1.
  * No lock is needed: the settle that follows is fenced by attempt_seq and status.
  */
-export const JOB_LIST_EXPIRED_LEASES = `
+export const JOB_LIST_EXPIRED_LEASES: Statement = { name: 'postbox_list_expired_leases', text: `
 SELECT ${CLAIMED_COLUMNS} FROM outbox.job
  WHERE status = 'running' AND lease_expires_at < ${ts('$1')} AND kind = ANY($2::text[])
  ORDER BY lease_expires_at
- LIMIT $3`;
+ LIMIT $3` };

@@ -1,3 +1,4 @@
+import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
 /**
@@ -6,7 +7,7 @@ import { ts } from './time.js';
  * settle changes nothing. The attempt row closes in the same statement.
  * Returns the ids that were actually settled.
  */
-export const JOB_SETTLE_BATCH = `
+export const JOB_SETTLE_BATCH: Statement = { name: 'postbox_settle_batch', text: `
 WITH s AS (
   SELECT * FROM unnest($2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[],
                        $9::int[], $10::text[], $11::text[], $12::bool[], $13::text[])
@@ -29,4 +30,4 @@ WITH s AS (
     FROM s JOIN settled ON settled.id = s.id
    WHERE a.job_id = s.id AND a.seq = s.seq AND a.finished_at IS NULL
 )
-SELECT id FROM settled`;
+SELECT id FROM settled` };
