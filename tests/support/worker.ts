@@ -15,13 +15,17 @@
  *   include: ['**\/*.wasm'] }`, so the import yields a `WebAssembly.Module` exactly as in
  *   production (no compiling from bytes at run time).
  *
+ * - `postbox` / `postbox/*` imports resolve to js-shim/src/*.ts (through js-shim/package.json's
+ *   `exports` and `imports` maps, `dist/x.js` → `src/x.ts`): tests run the current sources.
+ *
  * Bundles are cached per entry path for the life of the process (in a temp dir removed at exit).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 import { Log, LogLevel, Miniflare } from 'miniflare';
 
@@ -126,6 +130,62 @@ const workerdExternals: esbuild.Plugin = {
   },
 };
 
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const shimDir = path.join(repoRoot, 'js-shim');
+
+/**
+ * Maps a target of js-shim/package.json's `exports`/`imports` from the built file to its source:
+ * `./dist/x/index.js` → `js-shim/src/x/index.ts` when that exists. Other targets (the core's
+ * `.wasm`) stay as they are.
+ */
+function shimSource(target: string): string {
+  const m = /^\.\/dist\/(.*)\.js$/.exec(target);
+  if (m) {
+    const src = path.join(shimDir, 'src', `${m[1]}.ts`);
+    if (existsSync(src)) return src;
+  }
+  return path.join(shimDir, target);
+}
+
+function pickCondition(entry: unknown, conditions: string[]): string | undefined {
+  if (typeof entry === 'string') return entry;
+  if (entry && typeof entry === 'object') {
+    for (const [cond, value] of Object.entries(entry)) {
+      if (cond === 'types') continue;
+      if (cond === 'default' || conditions.includes(cond)) {
+        const hit = pickCondition(value, conditions);
+        if (hit) return hit;
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * esbuild plugin: `postbox` and `postbox/*` (and js-shim's own `#imports`) resolve to
+ * js-shim/src/*.ts, so tests always run the current sources and need no `npm run build`.
+ */
+const postboxFromSource: esbuild.Plugin = {
+  name: 'postbox-from-source',
+  setup(build) {
+    const pkg = JSON.parse(readFileSync(path.join(shimDir, 'package.json'), 'utf8')) as {
+      exports?: Record<string, unknown>;
+      imports?: Record<string, unknown>;
+    };
+    const conditions = ['workerd', 'worker', 'browser', 'import'];
+    build.onResolve({ filter: /^postbox(\/.*)?$/ }, (args) => {
+      const key = `.${args.path.slice('postbox'.length)}`;
+      const target = pickCondition(pkg.exports?.[key], conditions);
+      return target ? { path: shimSource(target) } : undefined;
+    });
+    build.onResolve({ filter: /^#/ }, (args) => {
+      if (!args.importer.startsWith(shimDir + path.sep)) return undefined;
+      const target = pickCondition(pkg.imports?.[args.path], conditions);
+      return target ? { path: shimSource(target) } : undefined;
+    });
+  },
+};
+
 /** Bundles `entry` (once per process) and returns where the bundle is. */
 export function bundleWorker(entry: string): Promise<Bundle> {
   const abs = path.resolve(entry);
@@ -144,7 +204,7 @@ export function bundleWorker(entry: string): Promise<Bundle> {
         mainFields: ['module', 'main'],
         loader: { '.wasm': 'copy' },
         assetNames: '[name]-[hash]',
-        plugins: [workerdExternals],
+        plugins: [postboxFromSource, workerdExternals],
         sourcemap: 'inline',
         logLevel: 'silent',
       });
