@@ -18,7 +18,7 @@
  * Durability is traded for speed (`fsync=off`, `initdb --no-sync`): these servers are
  * throw-away. Use one server per test file and {@link PgServer.createDatabase} per test.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -255,7 +255,17 @@ async function startEmbedded(port: number): Promise<PgServer> {
   const pidFile = path.join(dir, 'data', 'postmaster.pid');
   const stopSync = (): void => killFromPidFile(pidFile);
   liveStops.add(stopSync);
-  return finish('embedded', port, dir, () => server.stop(), stopSync);
+  // A server a test forgot to stop must not keep the test process alive (the exit hook kills
+  // it); re-referenced while stop() waits for it to exit.
+  const child = (server as unknown as { process?: ChildProcess }).process;
+  const setRef = (on: boolean): void => {
+    for (const h of [child, child?.stdout, child?.stderr] as ({ ref?(): void; unref?(): void } | null | undefined)[]) {
+      if (on) h?.ref?.();
+      else h?.unref?.();
+    }
+  };
+  setRef(false);
+  return finish('embedded', port, dir, () => (setRef(true), server.stop()), stopSync);
 }
 
 /** Synchronous immediate shutdown (SIGQUIT) for the process-exit hook. */
