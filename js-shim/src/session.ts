@@ -49,12 +49,15 @@ export class LaneSession {
     });
   }
 
-  /** Discards the connection (it may be stuck behind a runaway query); the next use reconnects. */
+  /**
+   * Discards the connection (it may be stuck behind a runaway query); the next use reconnects.
+   * `destroy()` is called first but not awaited: a dead session may never finish closing.
+   */
   async replace(): Promise<void> {
     const old = this.#conn;
     this.#conn = null;
     this.#tail = Promise.resolve();
-    if (old) await old.destroy().catch(() => undefined);
+    if (old) void old.destroy().catch(() => undefined);
   }
 
   /** Ends the session: returns a healthy connection, discards a broken one. */

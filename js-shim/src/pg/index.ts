@@ -9,6 +9,11 @@ import type { Connector, LaneConnection } from '../types.js';
 export interface PgConnectorOptions {
   /** Bound on opening a connection. Default 10 s. */
   connectionTimeoutMs?: number;
+  /**
+   * Client-side bound on one query. Default 60 s. A session whose server side vanished can
+   * leave a query unanswered forever; this turns that into an error the outbox recovers from.
+   */
+  queryTimeoutMs?: number;
   /** Errors the session raises outside a query (e.g. the server closed it). */
   onError?: (error: Error) => void;
 }
@@ -24,7 +29,11 @@ export interface PgConnectorOptions {
  */
 export function createPgConnector(connectionString: string, options: PgConnectorOptions = {}): Connector {
   return async () => {
-    const client = new pg.Client({ connectionString, connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000 });
+    const client = new pg.Client({
+      connectionString,
+      connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+      query_timeout: options.queryTimeoutMs ?? 60_000,
+    });
     let broken = false;
     let ended = false;
     // An unlistened 'error' would crash the isolate; mark the session broken instead.
@@ -42,12 +51,19 @@ export function createPgConnector(connectionString: string, options: PgConnector
       await client.end().catch(() => undefined);
       throw error;
     }
-    const end = async () => {
+    const close = async () => {
       if (ended) return;
       ended = true;
       await client.end().catch(() => undefined);
     };
-    const connection: LaneConnection = { db: client, close: end, destroy: end, isBroken: () => broken };
+    // Never waits: a dead socket may never answer the goodbye that end() waits for.
+    const destroy = async () => {
+      if (ended) return;
+      ended = true;
+      broken = true;
+      void client.end().catch(() => undefined);
+    };
+    const connection: LaneConnection = { db: client, close, destroy, isBroken: () => broken };
     return connection;
   };
 }
