@@ -10,15 +10,28 @@
 //   5. keeps wrangler running (Ctrl-C stops everything), or with `--once` exits: 0 if it saw
 //      succeeded, retried and dead jobs, 1 otherwise.
 //
-// Options: --once, --setup (run scripts/setup.sh first: installs what is missing),
+// On a fresh machine (no node_modules, no toolchains) it first runs scripts/setup.sh.
+// Options: --once, --setup (run scripts/setup.sh first even if things look installed),
 //          --rebuild (build core and shim even if present), --port N (wrangler),
 //          --verbose (stream wrangler's output during the demo too),
 //          --sweep-every S (after the demo, trigger the cron sweep every S seconds; 0: never; default 15).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { register } from 'tsx/esm/api';
+import { fileURLToPath } from 'node:url';
 
+// Set-up comes before anything that needs node_modules: this file must run on a bare clone.
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const fresh = !existsSync(path.join(repoRoot, 'node_modules/tsx')) || spawnSync('sh', ['-c', 'command -v clang++-19 em++ wasm-opt'], { stdio: 'ignore' }).status !== 0;
+if (fresh || process.argv.includes('--setup')) {
+  console.log('[dev] setting up: bash scripts/setup.sh');
+  const res = spawnSync('bash', [path.join(repoRoot, 'scripts/setup.sh')], { cwd: repoRoot, stdio: 'inherit' });
+  if (res.status !== 0) {
+    console.error(`[dev] scripts/setup.sh failed (${res.status ?? res.signal})`);
+    process.exit(1);
+  }
+}
+const { register } = await import('tsx/esm/api');
 register();
 const stack = await import('./reference-stack.ts');
 const { ROOT, sleep } = stack;
@@ -60,13 +73,6 @@ process.on('SIGHUP', () => void shutdown(129));
 process.on('SIGTERM', () => void shutdown(143));
 
 async function main() {
-  if (flag('--setup')) {
-    const setup = path.join(ROOT, 'scripts/setup.sh');
-    if (!existsSync(setup)) throw new Error('--setup: scripts/setup.sh does not exist');
-    log('setting up: bash scripts/setup.sh');
-    const res = spawnSync('bash', [setup], { cwd: ROOT, stdio: 'inherit' });
-    if (res.status !== 0) throw new Error(`scripts/setup.sh failed (${res.status ?? res.signal})`);
-  }
   const built = stack.ensureBuilt({ force: flag('--rebuild'), log });
   log(`core ${built.core ? 'built' : 'present'}, shim ${built.shim ? 'built' : 'up to date'}`);
 

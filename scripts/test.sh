@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The whole test suite (`npm test`). Expects `bash scripts/setup.sh` to have run once.
+# The whole test suite (`npm test`). Runs scripts/setup.sh first (idempotent: a no-op on a
+# machine that has everything; POSTBOX_SKIP_SETUP=1 skips it).
 #
-#   a. core: scripts/build-core.sh (native doctests through ctest, wasi + Emscripten builds)
+#   a. core: scripts/build-core.sh (native + ASan doctests through ctest, wasi + Emscripten builds)
 #   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds)
-#   c. sql + typecheck: scripts/gen-sql.mjs, tsc --noEmit on js-shim
+#   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
 #   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15
 #   e. end to end: tests/e2e/*.test.ts
 #   f. fuzz: scripts/fuzz.sh (only when CI=true)
 #
-# Stages whose files do not exist yet are skipped with a message. The first failing stage
-# stops the run (set -e). POSTBOX_TEST_ONLY=d (or "c d") runs only the named stages.
+# The first failing stage stops the run (set -e). POSTBOX_TEST_ONLY=d (or "c d") runs only
+# the named stages.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+
+if [ "${POSTBOX_SKIP_SETUP:-}" != "1" ]; then
+  bash scripts/setup.sh
+fi
 
 only="${POSTBOX_TEST_ONLY:-}"
 started=$SECONDS
@@ -47,35 +52,24 @@ shopt -s nullglob
 # a. ------------------------------------------------------------------------------------------
 if wanted a; then
   stage a "core (scripts/build-core.sh)"
-  if [ -f scripts/build-core.sh ]; then
-    bash scripts/build-core.sh
-    done_stage
-  else
-    skip "scripts/build-core.sh does not exist yet"
-  fi
+  bash scripts/build-core.sh native asan wasi emscripten
+  done_stage
 fi
 
 # b. ------------------------------------------------------------------------------------------
 if wanted b; then
   stage b "decision corpus (tests/corpus/run.mjs)"
-  if [ -f tests/corpus/run.mjs ]; then
-    node tests/corpus/run.mjs
-    done_stage
-  else
-    skip "tests/corpus/run.mjs does not exist yet"
-  fi
+  node tests/corpus/run.mjs
+  done_stage
 fi
 
 # c. ------------------------------------------------------------------------------------------
 if wanted c; then
-  stage c "generated SQL + typecheck"
+  stage c "shim build + typecheck"
   node scripts/gen-sql.mjs
-  if [ -f js-shim/tsconfig.json ]; then
-    npx --no-install tsc -p js-shim/tsconfig.json --noEmit
-    echo "typecheck: js-shim ok"
-  else
-    echo "typecheck: skipped (js-shim/tsconfig.json does not exist yet)"
-  fi
+  npm run -w postbox build
+  npx --no-install tsc -p worker/tsconfig.json --noEmit
+  echo "typecheck: js-shim and worker ok"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.
@@ -90,7 +84,7 @@ if wanted d; then
     POSTBOX_PG=embedded node_tests "${shim_tests[@]}"
     done_stage
   else
-    skip "no tests/shim/*.test.ts"
+    echo "no tests/shim/*.test.ts" >&2; exit 1
   fi
 
   stage d "integration on PostgreSQL 15 (Debian)"
@@ -98,7 +92,7 @@ if wanted d; then
     POSTBOX_PG=debian15 node_tests "${shim_tests[@]}"
     done_stage
   else
-    skip "no tests/shim/*.test.ts"
+    echo "no tests/shim/*.test.ts" >&2; exit 1
   fi
 fi
 
@@ -119,11 +113,9 @@ if wanted f; then
   stage f "fuzz (scripts/fuzz.sh)"
   if [ "${CI:-}" != "true" ]; then
     skip "CI is not true"
-  elif [ -f scripts/fuzz.sh ]; then
+  else
     bash scripts/fuzz.sh
     done_stage
-  else
-    skip "scripts/fuzz.sh does not exist yet"
   fi
 fi
 
