@@ -69,7 +69,8 @@ if wanted c; then
   node scripts/gen-sql.mjs
   npm run -w postbox build
   npx --no-install tsc -p worker/tsconfig.json --noEmit
-  echo "typecheck: js-shim and worker ok"
+  npx --no-install tsc -p tests/types/tsconfig.json
+  echo "typecheck: js-shim, worker and type tests ok"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.

@@ -6,6 +6,17 @@ export interface TransitionInfo {
   transition: { from: 'running'; to: string; outcome: string; code: string | null; attempt: number };
 }
 
+type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never;
+
+/** The deps every job in `Jobs` needs, at once (`{}` when none declares any). */
+export type JobsDeps<Jobs extends readonly JobDefinition<any, any>[]> = UnionToIntersection<
+  // A job without deps (`unknown`) adds no requirement.
+  { [K in keyof Jobs]: Jobs[K] extends JobDefinition<any, infer D> ? (unknown extends D ? {} : D) : never }[number]
+>;
+
+/** `deps` is required, and type-checked, once any job declares deps (via `defineJobFor`). */
+export type DepsOption<Deps> = {} extends Deps ? { deps?: unknown } : { deps: Deps };
+
 /** Options of `createOutbox`. Only `jobs` and `connect` are required. */
 export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly JobDefinition[], Deps = unknown> {
   /** The jobs this deploy registers. Only registered kinds are claimed. */

@@ -1,5 +1,5 @@
 import { uuidv7 } from 'uuidv7';
-import type { OutboxOptions } from './config.js';
+import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
 import { getCore } from './core/core.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { enqueueJob, type EnqueueEnv } from './enqueue.js';
@@ -75,10 +75,12 @@ export interface OutboxEngine {
  *   });
  * ```
  */
-export function createOutbox<const Jobs extends readonly JobDefinition[], Deps = unknown>(
-  options: OutboxOptions<Jobs, Deps> & { strictEnqueue: true },
+export function createOutbox<const Jobs extends readonly JobDefinition<any, any>[]>(
+  options: Omit<OutboxOptions<Jobs>, 'deps'> & DepsOption<JobsDeps<Jobs>> & { strictEnqueue: true },
 ): StrictOutbox;
-export function createOutbox<const Jobs extends readonly JobDefinition[], Deps = unknown>(options: OutboxOptions<Jobs, Deps>): Outbox;
+export function createOutbox<const Jobs extends readonly JobDefinition<any, any>[]>(
+  options: Omit<OutboxOptions<Jobs>, 'deps'> & DepsOption<JobsDeps<Jobs>>,
+): Outbox;
 export function createOutbox(options: OutboxOptions): Outbox<any> {
   if (!options || !Array.isArray(options.jobs) || typeof options.connect !== 'function') {
     throw new PostboxError('invalid_config', 'createOutbox: `jobs` (an array) and `connect` (a function) are required');
