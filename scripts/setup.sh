@@ -79,8 +79,15 @@ if [ "$node_major" -lt 20 ]; then
   exit 1
 fi
 
-say "npm ci"
-npm ci --no-audit --no-fund
+# npm ci wipes node_modules: only when the installed tree does not match the lock (test.sh runs
+# this script on every `npm test`). POSTBOX_FORCE_NPM_CI=1 forces it.
+if [ "${POSTBOX_FORCE_NPM_CI:-}" != "1" ] && [ -f node_modules/.package-lock.json ] \
+   && [ ! package-lock.json -nt node_modules/.package-lock.json ] && npm ls --all >/dev/null 2>&1; then
+  say "npm dependencies: node_modules matches package-lock.json, skipping npm ci"
+else
+  say "npm ci"
+  npm ci --no-audit --no-fund
+fi
 
 # Verify the install scripts' effects; npm versions that skip unapproved scripts would leave
 # these undone (npm 11.19 runs them, and package.json's allowScripts approves them anyway).
