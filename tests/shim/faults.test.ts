@@ -1,6 +1,7 @@
 // Broken connections: the database goes away before a claim, or mid-attempt before the
 // settle. Nothing is lost: the message is redelivered, or the settle retries on a fresh session.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import path from 'node:path';
 import { after, before, beforeEach, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -10,18 +11,24 @@ import { startOutboxEnv, until, type OutboxEnv } from './outbox-env.ts';
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 let env: OutboxEnv;
 let unreachable: TestWorker;
+let hangUp: net.Server;
 
 before(async () => {
   env = await startOutboxEnv();
-  // Same Worker, but its Hyperdrive binding points at a port where nothing listens.
+  // A "database" that accepts connections and hangs up at once: the server went away.
+  hangUp = net.createServer((socket) => socket.destroy());
+  await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
+  const port = (hangUp.address() as net.AddressInfo).port;
+  // Same Worker, but its Hyperdrive binding points at that server.
   unreachable = await startWorker({
     entry: path.join(fixtures, 'outbox-worker.ts'),
-    databaseUrl: 'postgres://postbox:postbox@127.0.0.1:9/nowhere',
+    databaseUrl: `postgres://postbox:postbox@127.0.0.1:${port}/nowhere`,
     queues: { producers: { OUTBOX_QUEUE: 'postbox-x', BULK_QUEUE: 'postbox-bulk-x' } },
   });
 });
 after(async () => {
   await unreachable?.dispose();
+  hangUp?.close();
   await env?.stop();
 });
 beforeEach(async () => {
