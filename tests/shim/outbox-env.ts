@@ -58,6 +58,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await sql('DELETE FROM outbox.job; DELETE FROM public.sink; DELETE FROM public.app_row');
       await post('/clock', { offsetMs: 0 });
       await post('/hook', { mode: 'off' });
+      await post('/version', { timestamp: null });
       await worker.fetch('/events');
     },
     async stop() {

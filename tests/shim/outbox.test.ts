@@ -246,6 +246,21 @@ describe('queue messages', () => {
     assert.equal((await env.job(created.id)).status, 'succeeded');
   });
 
+  test('a deploy older than the one that enqueued a job leaves it alone', async () => {
+    await env.post('/version', { timestamp: '2026-11-30T10:00:00.000Z' });
+    const created = await enqueueOne({ key: 'v1', do: 'ok' }, { delayMs: 3_600_000 });
+    assert.equal((await env.job(created.id)).version_ts, String(Date.parse('2026-11-30T10:00:00.000Z')));
+    await env.sql(`UPDATE outbox.job SET due_at = now() - interval '1 minute' WHERE id = $1`, [created.id]);
+    const nudge = { body: { v: 1, t: 'job', id: created.id, kind: 'test.echo', lane: 'default' } };
+    await env.post('/version', { timestamp: '2026-11-30T09:00:00.000Z' });
+    await env.worker.queue('postbox', [nudge]);
+    await sweepAt(0);
+    assert.equal((await env.job(created.id)).status, 'pending');
+    await env.post('/version', { timestamp: '2026-11-30T11:00:00.000Z' });
+    await env.worker.queue('postbox', [nudge]);
+    assert.equal((await env.job(created.id)).status, 'succeeded');
+  });
+
   test('hostile messages are acked and reported, never thrown', async () => {
     const result = await env.worker.queue('postbox', [
       { body: 'not json' },
