@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { PostboxError } from '../errors.js';
 import { OUTBOX_MIGRATIONS, type OutboxMigration } from '../generated/migrations.js';
 
 export { OUTBOX_MIGRATIONS, type OutboxMigration };
@@ -45,12 +46,12 @@ export interface MigrateResult {
 }
 
 /** Thrown by {@link migrate} for a server older than PostgreSQL 14. `code` is `unsupported_server`. */
-export class UnsupportedServerError extends Error {
-  readonly code = 'unsupported_server';
+export class UnsupportedServerError extends PostboxError {
   /** The server's `server_version_num`, e.g. `130012`. */
   readonly serverVersionNum: number;
   constructor(serverVersionNum: number, serverVersion: string) {
     super(
+      'unsupported_server',
       `Postbox needs PostgreSQL 14 or newer; this server is ${serverVersion} (server_version_num ${serverVersionNum})`,
     );
     this.name = 'UnsupportedServerError';
