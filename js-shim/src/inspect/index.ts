@@ -168,9 +168,10 @@ export async function countBacklog(db: TransactionalDb, opts: { now?: number; ag
 export type BacklogThresholds = Partial<Record<'due' | 'aged' | 'stuck', { warn: number; error: number }>>;
 
 /**
- * Grades backlog counts against thresholds (decided by the core): `ok`, `warn` or `error`,
- * with the metrics that caused it.
+ * Grades backlog counts (e.g. summed from `countBacklog`) against thresholds, as the core
+ * decides: `ok`, `warn` or `error`, with the metrics that caused it. Metrics without a
+ * threshold use the core's defaults (docs/ABI.md, `pb_backlog`).
  */
-export function evaluateBacklog(counts: Partial<Record<'due' | 'aged' | 'stuck', number>>, thresholds: BacklogThresholds) {
+export function evaluateBacklog(counts: Record<'due' | 'aged' | 'stuck', number>, thresholds: BacklogThresholds = {}) {
   return getCore().call<{ severity: 'ok' | 'warn' | 'error'; reasons: { metric: string; severity: 'warn' | 'error'; value: number }[] }>('backlog', { counts, thresholds });
 }
