@@ -13,21 +13,13 @@
 #include <string_view>
 
 #include "postbox/abi.h"
+#include "postbox/abi_entries.h"
 
 namespace {
 
-using Entry = int32_t (*)(const char*, int32_t);
-
-struct Named {
-  const char* name;
-  Entry entry;
-};
-
-constexpr Named kEntries[] = {
-    {"policy", pb_policy}, {"settle", pb_settle}, {"claim", pb_claim},     {"sweep", pb_sweep},
-    {"enqueue", pb_enqueue}, {"cron", pb_cron},   {"nudge", pb_nudge},     {"backlog", pb_backlog},
-    {"operate", pb_operate},
-};
+using postbox::Entry;
+using postbox::kEntries;
+using Named = postbox::NamedEntry;
 
 Entry find_entry(std::string_view name) {
   for (const Named& e : kEntries) {

@@ -13,23 +13,15 @@
 #include <string_view>
 
 #include "postbox/abi.h"
+#include "postbox/abi_entries.h"
 #include "simdjson.h"
 
 namespace {
 
-using Entry = int32_t (*)(const char*, int32_t);
-
-struct Named {
-  const char* name;
-  Entry entry;
-};
-
-constexpr Named kEntries[] = {
-    {"policy", pb_policy}, {"settle", pb_settle}, {"claim", pb_claim},     {"sweep", pb_sweep},
-    {"enqueue", pb_enqueue}, {"cron", pb_cron},   {"nudge", pb_nudge},     {"backlog", pb_backlog},
-    {"operate", pb_operate},
-};
-constexpr size_t kFamilies = sizeof kEntries / sizeof kEntries[0];
+using postbox::Entry;
+using postbox::kEntries;
+using Named = postbox::NamedEntry;
+constexpr size_t kFamilies = postbox::kEntryCount;
 
 constexpr const char* kErrorCodes[] = {"invalid_json", "invalid_input",  "invalid_policy", "invalid_cron",
                                        "invalid_message", "unknown_op", "too_large"};
