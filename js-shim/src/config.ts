@@ -49,6 +49,4 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   generateId?: () => string;
   /** For tests: see `createTestClock` in `./testing`. */
   clock?: Clock;
-  /** Bound for one operator action. Default 60 s. */
-  operationTimeoutMs?: number;
 }
