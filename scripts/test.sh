@@ -70,7 +70,8 @@ if wanted c; then
   npm run -w postbox build
   npx --no-install tsc -p worker/tsconfig.json --noEmit
   npx --no-install tsc -p tests/types/tsconfig.json
-  echo "typecheck: js-shim, worker and type tests ok"
+  npx --no-install tsc -p examples/tsconfig.json
+  echo "typecheck: js-shim, worker, examples and type tests ok"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.
