@@ -41,8 +41,9 @@ CREATE TABLE outbox.job (
 
 -- Dedupe is per tenant scope.
 CREATE UNIQUE INDEX job_dedupe_key ON outbox.job (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL;
--- Claims: due jobs of a lane, oldest due first.
-CREATE INDEX job_claimable ON outbox.job (lane, due_at) WHERE status IN ('pending', 'retrying');
+-- Claims: due jobs of a lane, oldest due first (id breaks ties, so a batch enqueued at one
+-- instant is still read in index order, not sorted whole on every claim).
+CREATE INDEX job_claimable ON outbox.job (lane, due_at, id) WHERE status IN ('pending', 'retrying');
 -- Recovery: running jobs whose lease has expired.
 CREATE INDEX job_lease ON outbox.job (lease_expires_at) WHERE status = 'running';
 -- Retention and finished listings.

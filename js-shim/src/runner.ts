@@ -1,6 +1,6 @@
 import { defaultClassify } from './jobs.js';
 import { PostboxError } from './errors.js';
-import { JOB_CLAIM_BATCH } from './queries/claim.js';
+import { JOB_CLAIM_DUE, JOB_CLAIM_TARGETS } from './queries/claim.js';
 import { JOB_SETTLE_BATCH } from './queries/settle.js';
 import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
@@ -117,11 +117,12 @@ export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: D
     const chunk = targets?.splice(0, limit);
     if (chunk?.length === 0) break;
     const now = rt.clock.now();
+    const shared = [now, opts.lane, claimPlan.kinds, claimPlan.leaseMs, limit, claimPlan.versionCutoff];
     const rows = await session.exclusive(async (q) =>
-      (await run(q, JOB_CLAIM_BATCH, [
-        now, opts.lane, claimPlan.kinds, claimPlan.leaseMs, limit, claimPlan.versionCutoff,
-        chunk ? chunk.map((t) => t.id) : null, chunk ? chunk.map((t) => t.kind) : null,
-      ])).rows as ClaimedRow[],
+      (chunk
+        ? await run(q, JOB_CLAIM_TARGETS, [...shared, chunk.map((t) => t.id), chunk.map((t) => t.kind)])
+        : await run(q, JOB_CLAIM_DUE, shared)
+      ).rows as ClaimedRow[],
     );
     if (rows.length > 0) {
       report.claimed += rows.length;
