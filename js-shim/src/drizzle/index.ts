@@ -1,0 +1,150 @@
+/**
+ * Drizzle tables for Postbox's schema, and a drift check. The tables mirror
+ * `migrations/` (the source of truth; a test keeps the two equal), so drizzle-kit users can
+ * re-export them from their schema and generate migrations as usual.
+ * @module
+ */
+import { sql } from 'drizzle-orm';
+import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { runTransaction, type TransactionalDb } from '../db.js';
+
+/** The `outbox` schema. */
+export const outboxSchema = pgSchema('outbox');
+
+const tstz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+
+/** `outbox.job`: one row per job. */
+export const outboxJob = outboxSchema.table(
+  'job',
+  {
+    id: uuid('id').primaryKey(),
+    kind: text('kind').notNull(),
+    lane: text('lane').notNull().default('default'),
+    status: text('status').notNull().default('pending'),
+    payload: jsonb('payload').notNull(),
+    tenantKey: text('tenant_key'),
+    tenantScope: text('tenant_scope').generatedAlwaysAs(sql`COALESCE('t:' || tenant_key, 'n')`),
+    dedupeKey: text('dedupe_key'),
+    correlationId: text('correlation_id'),
+    metadata: jsonb('metadata'),
+    dueAt: tstz('due_at').notNull(),
+    createdAt: tstz('created_at').notNull(),
+    updatedAt: tstz('updated_at').notNull(),
+    finishedAt: tstz('finished_at'),
+    attempts: integer('attempts').notNull().default(0),
+    attemptSeq: integer('attempt_seq').notNull().default(0),
+    crashes: integer('crashes').notNull().default(0),
+    streakCode: text('streak_code'),
+    streak: integer('streak').notNull().default(0),
+    leaseExpiresAt: tstz('lease_expires_at'),
+    lastErrorCode: text('last_error_code'),
+    lastErrorMessage: text('last_error_message'),
+    versionTs: bigint('version_ts', { mode: 'number' }),
+    replayedAt: tstz('replayed_at'),
+    nudgeSentAt: tstz('nudge_sent_at'),
+  },
+  (t) => [
+    check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')`),
+    check('job_finished_has_time', sql`(${t.status} IN ('succeeded', 'dead', 'cancelled')) = (${t.finishedAt} IS NOT NULL)`),
+    check('job_running_has_lease', sql`(${t.status} = 'running') = (${t.leaseExpiresAt} IS NOT NULL)`),
+    uniqueIndex('job_dedupe_key').on(t.tenantScope, t.dedupeKey).where(sql`dedupe_key IS NOT NULL`),
+    index('job_claimable').on(t.lane, t.dueAt, t.id).where(sql`status IN ('pending', 'retrying')`),
+    index('job_lease').on(t.leaseExpiresAt).where(sql`status = 'running'`),
+    index('job_finished').on(t.status, t.finishedAt).where(sql`finished_at IS NOT NULL`),
+    index('job_correlation').on(t.correlationId).where(sql`correlation_id IS NOT NULL`),
+    index('job_tenant').on(t.tenantKey, t.createdAt).where(sql`tenant_key IS NOT NULL`),
+    index('job_created').on(t.createdAt, t.id),
+  ],
+);
+
+/** `outbox.attempt`: one row per attempt to run a job. */
+export const outboxAttempt = outboxSchema.table(
+  'attempt',
+  {
+    jobId: uuid('job_id').notNull().references(() => outboxJob.id, { onDelete: 'cascade' }),
+    seq: integer('seq').notNull(),
+    kind: text('kind').notNull(),
+    startedAt: tstz('started_at').notNull(),
+    leaseExpiresAt: tstz('lease_expires_at').notNull(),
+    finishedAt: tstz('finished_at'),
+    outcome: text('outcome'),
+    errorCode: text('error_code'),
+    errorMessage: text('error_message'),
+  },
+  (t) => [primaryKey({ name: 'attempt_pkey', columns: [t.jobId, t.seq] }), index('attempt_finished').on(t.finishedAt).where(sql`finished_at IS NOT NULL`)],
+);
+
+/** One difference between the database and the schema Postbox expects. */
+export type SchemaDrift =
+  | { type: 'unsupported_server'; serverVersionNum: number }
+  | { type: 'missing_table'; table: string }
+  | { type: 'missing_column'; table: string; column: string }
+  | { type: 'changed_column'; table: string; column: string; expected: string; actual: string }
+  | { type: 'missing_index'; table: string; index: string }
+  | { type: 'invalid_index'; table: string; index: string }
+  | { type: 'missing_constraint'; table: string; constraint: string };
+
+/** What each column must be, as `information_schema` spells it, from the drizzle tables. */
+export function expectedColumns() {
+  return [outboxJob, outboxAttempt].flatMap((table) => {
+    const config = getTableConfig(table);
+    return config.columns.map((c) => ({ table: config.name, column: c.name, type: c.getSQLType(), notNull: c.notNull }));
+  });
+}
+
+/**
+ * Compares the live `outbox` schema with the tables above: columns (type, nullability),
+ * indexes (present and valid: a failed `CREATE INDEX CONCURRENTLY` leaves an invalid one),
+ * constraints, and the server version. `[]` when they match; run it in CI or at deploy.
+ */
+export async function verifyOutboxSchema(db: TransactionalDb): Promise<SchemaDrift[]> {
+  return runTransaction(db, async (q) => {
+    const drift: SchemaDrift[] = [];
+    const version = Number((await q.query('SHOW server_version_num')).rows[0].server_version_num);
+    if (version < 140000) drift.push({ type: 'unsupported_server', serverVersionNum: version });
+    const { rows: columns } = await q.query(
+      `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = 'outbox'`,
+    );
+    const actual = new Map(columns.map((c: any) => [`${c.table_name}.${c.column_name}`, c]));
+    const tables = new Set(columns.map((c: any) => c.table_name));
+    for (const expected of expectedColumns()) {
+      if (!tables.has(expected.table)) {
+        if (!drift.some((d) => d.type === 'missing_table' && d.table === expected.table)) drift.push({ type: 'missing_table', table: expected.table });
+        continue;
+      }
+      const found = actual.get(`${expected.table}.${expected.column}`);
+      if (!found) {
+        drift.push({ type: 'missing_column', table: expected.table, column: expected.column });
+        continue;
+      }
+      const want = `${expected.type}${expected.notNull ? ' not null' : ''}`;
+      const have = `${found.data_type}${found.is_nullable === 'NO' ? ' not null' : ''}`;
+      if (expected.type !== found.data_type || expected.notNull !== (found.is_nullable === 'NO')) {
+        drift.push({ type: 'changed_column', table: expected.table, column: expected.column, expected: want, actual: have });
+      }
+    }
+    const { rows: indexes } = await q.query(
+      `SELECT t.relname AS table_name, i.relname AS index_name, x.indisvalid AS valid
+         FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+         JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = 'outbox'`,
+    );
+    const { rows: constraints } = await q.query(
+      `SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'outbox'`,
+    );
+    const constraintNames = new Set(constraints.map((c: any) => c.conname));
+    for (const table of [outboxJob, outboxAttempt]) {
+      const config = getTableConfig(table);
+      if (!tables.has(config.name)) continue;
+      const expectedIndexes = [...config.indexes.map((i) => i.config.name!), config.name === 'job' ? 'job_pkey' : 'attempt_pkey'];
+      for (const name of expectedIndexes) {
+        const found = indexes.find((i: any) => i.index_name === name && i.table_name === config.name);
+        if (!found) drift.push({ type: 'missing_index', table: config.name, index: name });
+        else if (!found.valid) drift.push({ type: 'invalid_index', table: config.name, index: name });
+      }
+      for (const name of config.checks.map((c) => c.name)) {
+        if (!constraintNames.has(name)) drift.push({ type: 'missing_constraint', table: config.name, constraint: name });
+      }
+    }
+    return drift;
+  });
+}
