@@ -1,16 +1,12 @@
 import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
-/**
- * JobSettleBatch: writes many settlements in one statement. Each row is fenced by the
- * attempt that claimed it (attempt_seq) and by status 'running', so a late or duplicate
- * settle changes nothing. The attempt row closes in the same statement.
- * Returns the ids that were actually settled.
- */
-export const JOB_SETTLE_BATCH: Statement = { name: 'postbox_settle_batch', text: `
-WITH s AS (
-  SELECT * FROM unnest($2::uuid[], $3::int[], $4::text[], $5::bigint[], $6::int[], $7::int[], $8::text[],
-                       $9::int[], $10::text[], $11::text[], $12::bool[], $13::text[])
+/** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
+const settleCtes = (first: number): string => {
+  const p = (i: number) => `$${first + i}`;
+  return `s AS (
+  SELECT * FROM unnest(${p(0)}::uuid[], ${p(1)}::int[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::int[], ${p(5)}::int[],
+                       ${p(6)}::text[], ${p(7)}::int[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::bool[], ${p(11)}::text[])
     AS s(id, seq, status, due_ms, attempts, crashes, streak_code, streak, error_code, error_message, finished, outcome)
 ), settled AS (
   UPDATE outbox.job j
@@ -29,5 +25,22 @@ WITH s AS (
      SET finished_at = ${ts('$1')}, outcome = s.outcome, error_code = s.error_code, error_message = s.error_message
     FROM s JOIN settled ON settled.id = s.id
    WHERE a.job_id = s.id AND a.seq = s.seq AND a.finished_at IS NULL
-)
-SELECT id FROM settled` };
+)`;
+};
+
+/** The settle part of a statement, for composing it with a claim (see queries/drain.ts). */
+export const SETTLE_PARAMS = 12;
+export { settleCtes };
+
+/**
+ * JobSettleBatch: writes many settlements in one statement. Each row is fenced by the
+ * attempt that claimed it (attempt_seq) and by status 'running', so a late or duplicate
+ * settle changes nothing. The attempt row closes in the same statement.
+ * $1 now, $2..$13 parallel arrays (id, seq, status, due ms, attempts, crashes, streak code,
+ * streak, error code, error message, finished, outcome). Returns the ids actually settled.
+ */
+export const JOB_SETTLE_BATCH: Statement = {
+  name: 'postbox_settle_batch',
+  text: `WITH ${settleCtes(2)}
+SELECT id FROM settled`,
+};

@@ -1,0 +1,60 @@
+// What a claimed attempt is, how it ended, and what a run of attempts did.
+import type { Queryable } from './types.js';
+
+/** A job row as claimed (or found with an expired lease). */
+export interface ClaimedRow {
+  id: string;
+  kind: string;
+  lane: string;
+  payload: unknown;
+  tenant_key: string | null;
+  correlation_id: string | null;
+  metadata: Record<string, unknown> | null;
+  attempts: number;
+  attempt_seq: number;
+  crashes: number;
+  streak_code: string | null;
+  streak: number;
+  last_error_code: string | null;
+  last_error_message: string | null;
+  lease_expires_ms: string | number;
+}
+
+/** An outcome in the core's vocabulary (docs/ABI.md, `pb_settle`). */
+export interface CoreOutcome {
+  type: 'ok' | 'retry' | 'fail' | 'cancel' | 'timeout' | 'crash' | 'claim_late' | 'hook_failed' | 'invalid_payload';
+  code?: string;
+  after?: number;
+  reason?: string;
+  message?: string;
+}
+
+
+/** One finished attempt waiting to be settled. */
+export interface Finished {
+  row: ClaimedRow;
+  outcome: CoreOutcome;
+  commit?: (tx: Queryable) => Promise<unknown>;
+}
+
+/** Counts of what a run did, by resulting status. */
+export interface RunReport {
+  claimed: number;
+  succeeded: number;
+  retrying: number;
+  dead: number;
+  cancelled: number;
+  pending: number;
+  claimLate: number;
+  stale: number;
+  recovered: number;
+}
+
+export const emptyReport = (): RunReport => ({
+  claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, stale: 0, recovered: 0,
+});
+
+export function addReport(into: RunReport, from: RunReport): RunReport {
+  for (const key of Object.keys(into) as (keyof RunReport)[]) into[key] += from[key];
+  return into;
+}

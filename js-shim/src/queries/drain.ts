@@ -1,0 +1,20 @@
+import { CLAIMED_COLUMNS, claimCtes, type Pick } from './claim.js';
+import { SETTLE_PARAMS, settleCtes } from './settle.js';
+import type { Statement } from './statement.js';
+
+/**
+ * JobSettleThenClaim: the previous batch's settlements and the next batch's claim in ONE
+ * statement, so a drain pays one round trip per batch. The claim cannot pick a row the settle
+ * touches: those were 'running' in the statement's snapshot. Parameters: $1 now, the 12
+ * settle arrays, then the claim's (see claimCtes). Returns one row: the ids actually settled
+ * and the claimed jobs, both as JSON.
+ */
+const settleThenClaim = (pick: Pick): Statement => ({
+  name: `postbox_settle_then_claim_${pick}`,
+  text: `WITH ${settleCtes(2)}, ${claimCtes(2 + SETTLE_PARAMS, pick)}
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
+       (SELECT COALESCE(json_agg(c), '[]') FROM (SELECT ${CLAIMED_COLUMNS} FROM claimed) c) AS claimed`,
+});
+
+export const JOB_SETTLE_THEN_CLAIM_DUE = settleThenClaim('due');
+export const JOB_SETTLE_THEN_CLAIM_TARGETS = settleThenClaim('targets');

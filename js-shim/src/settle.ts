@@ -1,0 +1,195 @@
+// Settlement: the core decides each attempt's transition; this writes them. Plain ones go in
+// one statement (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
+// onTransition) each get a transaction, so the hook commits with its transition or not at all.
+import { emptyReport, type Finished, type RunReport } from './attempt.js';
+import { PostboxError } from './errors.js';
+import { redact } from './handler.js';
+import { JOB_SETTLE_BATCH } from './queries/settle.js';
+import { run } from './queries/statement.js';
+import type { OutboxRuntime } from './runtime.js';
+import { errorMessage, type LaneSession } from './session.js';
+import type { JobDefinition, LaneDb } from './types.js';
+
+/** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
+export interface SettleDecision {
+  status: string;
+  dueAt: number | null;
+  attempts: number;
+  crashes: number;
+  streakCode: string | null;
+  streak: number;
+  errorCode: string | null;
+  errorMessage: string | null;
+  finished: boolean;
+  charged: boolean;
+  attemptOutcome: string;
+  events: { type: string; code?: string; reason?: string; streak?: number; crashes?: number }[];
+}
+
+/** A settlement and the core's decision for it. */
+export type Settlement = [Finished, SettleDecision];
+
+/** Whether an attempt's settlement must run a hook inside its transaction. */
+export function needsHooks(rt: OutboxRuntime, f: Finished): boolean {
+  return (f.commit !== undefined || rt.options.onTransition !== undefined) && f.outcome.type !== 'claim_late';
+}
+
+/** Asks the core for every settlement, then writes them: plain ones in one statement, hooked ones each in a transaction. */
+export async function settleAll(rt: OutboxRuntime, session: LaneSession, finished: Finished[]): Promise<RunReport> {
+  const report = emptyReport();
+  await settleHooked(rt, session, finished.filter((f) => needsHooks(rt, f)), report);
+  const plain = finished.filter((f) => !needsHooks(rt, f));
+  if (plain.length > 0) {
+    const now = rt.clock.now();
+    const items = pair(plain, decide(rt, now, plain));
+    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, items));
+    recordAll(rt, report, items, settled);
+  }
+  return report;
+}
+
+/** Settles attempts whose hooks must commit with them, one transaction each. */
+export async function settleHooked(rt: OutboxRuntime, session: LaneSession, hooked: Finished[], report: RunReport): Promise<void> {
+  if (hooked.length === 0) return;
+  const now = rt.clock.now();
+  const decisions = decide(rt, now, hooked);
+  for (let i = 0; i < hooked.length; i++) await settleWithHooks(rt, session, now, hooked[i]!, decisions[i]!, report);
+}
+
+export const pair = (finished: Finished[], decisions: SettleDecision[]): Settlement[] => finished.map((f, i) => [f, decisions[i]!]);
+
+/** Records what was written: `settled` holds the ids the database accepted; null when the write failed. */
+export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlement[], settled: ReadonlySet<string> | null): void {
+  for (const [f, d] of items) record(rt, report, f, d, settled?.has(f.row.id) ?? false, settled === null);
+}
+
+export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): SettleDecision[] {
+  const batch = finished.map((f) => {
+    const job = rt.registry.get(f.row.kind);
+    if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${f.row.kind}`);
+    return {
+      now,
+      seed: rt.seed(),
+      policy: withOutboxDefaults(rt, job),
+      job: {
+        status: 'running', attempts: f.row.attempts, crashes: f.row.crashes, streakCode: f.row.streak_code, streak: f.row.streak,
+        errorCode: f.row.last_error_code, errorMessage: f.row.last_error_message,
+      },
+      outcome: f.outcome,
+    };
+  });
+  const out = rt.core.call<{ results: (SettleDecision | { error: { code: string; message: string } })[] }>('settle', { batch });
+  return out.results.map((r, i) => {
+    if ('error' in r) throw new PostboxError(r.error.code, `settle ${finished[i]!.row.kind}: ${r.error.message}`);
+    return r;
+  });
+}
+
+function withOutboxDefaults(rt: OutboxRuntime, job: JobDefinition) {
+  const warn = rt.options.warnAtStreak;
+  return job.policy.warnAtStreak === null && warn !== undefined ? { ...job.policy, warnAtStreak: warn } : job.policy;
+}
+
+/** The 12 parallel arrays of a settle statement, after `now` (queries/settle.ts). */
+export function settleColumns(items: Settlement[]): unknown[] {
+  const col = <T>(pick: (f: Finished, d: SettleDecision) => T) => items.map(([f, d]) => pick(f, d));
+  return [
+    col((f) => f.row.id), col((f) => f.row.attempt_seq), col((_, d) => d.status), col((_, d) => d.dueAt),
+    col((_, d) => d.attempts), col((_, d) => d.crashes), col((_, d) => d.streakCode), col((_, d) => d.streak),
+    col((_, d) => d.errorCode), col((_, d) => d.errorMessage), col((_, d) => d.finished), col((_, d) => d.attemptOutcome),
+  ];
+}
+
+async function writeSettlements(q: LaneDb, now: number, items: Settlement[]): Promise<Set<string>> {
+  const { rows } = await run(q, JOB_SETTLE_BATCH, [now, ...settleColumns(items)]);
+  return new Set(rows.map((r: { id: string }) => r.id));
+}
+
+/** A settle that hit a broken connection is tried once more on a fresh one; then the lease decides. */
+export async function writeWithRetry(rt: OutboxRuntime, session: LaneSession, write: (q: LaneDb) => Promise<Set<string>>): Promise<Set<string> | null> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      return await session.exclusive(write);
+    } catch (error) {
+      rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
+      await session.replace();
+    }
+  }
+  return null;
+}
+
+/** Wraps a throw from user code inside the settle transaction, to tell it from a broken session. */
+class HookThrew {
+  constructor(readonly error: unknown) {}
+}
+
+async function runHook(fn: () => Promise<unknown>): Promise<void> {
+  try {
+    await fn();
+  } catch (error) {
+    throw new HookThrew(error);
+  }
+}
+
+async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const settled = await session.transaction(async (tx) => {
+        const ids = await writeSettlements(tx, now, [[f, d]]);
+        if (!ids.has(f.row.id)) return false;
+        if (f.commit && d.status === 'succeeded') await runHook(() => f.commit!(tx));
+        const onTransition = rt.options.onTransition;
+        if (onTransition) {
+          await runHook(() => onTransition(tx, {
+            job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
+            transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 },
+          }));
+        }
+        return true;
+      });
+      record(rt, report, f, d, settled, false);
+      return;
+    } catch (error) {
+      if (error instanceof HookThrew) {
+        // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
+        const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error.error)) } };
+        const [decision] = decide(rt, now, [failed]);
+        const written = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, [[failed, decision!]]));
+        record(rt, report, failed, decision!, written?.has(f.row.id) ?? false, written === null);
+        return;
+      }
+      // The session broke, not the hook: try the same settlement once more on a fresh one.
+      rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
+      await session.replace();
+    }
+  }
+  record(rt, report, f, d, false, true);
+}
+
+function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDecision, settled: boolean, failed: boolean): void {
+  const base = { jobId: f.row.id, kind: f.row.kind };
+  if (failed) {
+    rt.emit({ type: 'settle_failed', ...base, error: 'settlement could not be written; the lease will expire and the sweep recovers it' });
+    return;
+  }
+  if (!settled) {
+    report.stale++;
+    rt.emit({ type: 'stale_settle', ...base, attempt: f.row.attempt_seq });
+    return;
+  }
+  if (f.outcome.type === 'claim_late') {
+    report.claimLate++;
+    rt.emit({ type: 'claim_late', ...base });
+  } else if (f.outcome.type === 'crash') {
+    report.recovered++;
+  }
+  const status = d.status as keyof RunReport;
+  if (status in report && status !== 'claimed') report[status]++;
+  rt.emit({ type: 'job_settled', ...base, from: 'running', to: d.status as never, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 });
+  for (const e of d.events) {
+    if (e.type === 'dead_letter') rt.emit({ type: 'dead_letter', ...base, code: e.code ?? null, reason: e.reason ?? '' });
+    else if (e.type === 'cancelled') rt.emit({ type: 'cancelled', ...base, code: e.code ?? null, reason: e.reason ?? '' });
+    else if (e.type === 'streak_warning') rt.emit({ type: 'streak_warning', ...base, code: e.code ?? '', streak: e.streak ?? 0 });
+    else if (e.type === 'crash_loop') rt.emit({ type: 'crash_loop', ...base, crashes: e.crashes ?? 0 });
+  }
+}
