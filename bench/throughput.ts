@@ -3,8 +3,13 @@
  *
  *   node --import tsx bench/throughput.ts [--jobs 2000] [--slow-jobs 640] [--pg embedded|debian15]
  *                                         [--only postbox,seed,graphile-worker,pg-boss] [--no-write]
+ *                                         [--rtt-ms 0]
  *
- * Env equivalents: BENCH_JOBS, BENCH_SLOW_JOBS, POSTBOX_PG, BENCH_ONLY.
+ * Env equivalents: BENCH_JOBS, BENCH_SLOW_JOBS, POSTBOX_PG, BENCH_ONLY, BENCH_RTT_MS.
+ *
+ * With --rtt-ms N > 0 every system's connections go through bench/latency-proxy.ts, which delays
+ * each chunk by N/2 ms in each direction (a fixed added round-trip time, standing in for the
+ * network between a Worker and its database); enqueueing and verification may go direct.
  *
  * For every (scenario, system) it creates a fresh database, enqueues the jobs in bulk (not
  * timed), then times draining them all and checks every job ended succeeded. Round trips are
@@ -25,6 +30,7 @@ import { Logger, makeWorkerUtils, runMigrations, runOnce } from 'graphile-worker
 import PgBoss from 'pg-boss';
 import { startPostgres, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
 import { createSeedSchema, drainSeed, enqueueSeed } from './peers/seed-design.ts';
+import { startLatencyProxy, type LatencyProxy } from './latency-proxy.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -42,7 +48,9 @@ const SLOW_JOBS = Number(arg('slow-jobs') ?? process.env.BENCH_SLOW_JOBS ?? Math
 const FLAVOR = (arg('pg') ?? process.env.POSTBOX_PG ?? 'embedded') as PgFlavor;
 const ONLY = (arg('only') ?? process.env.BENCH_ONLY ?? '').split(',').filter(Boolean);
 const WRITE = !flag('no-write');
+const RTT_MS = Number(arg('rtt-ms') ?? process.env.BENCH_RTT_MS ?? 0);
 if (!Number.isInteger(JOBS) || JOBS < 1 || !Number.isInteger(SLOW_JOBS) || SLOW_JOBS < 1) throw new Error('--jobs / --slow-jobs must be positive integers');
+if (!Number.isFinite(RTT_MS) || RTT_MS < 0) throw new Error('--rtt-ms must be a number ≥ 0');
 
 // ---------------------------------------------------------------------------------------------
 // Round-trip counting: every query any pg.Client sends, by database. All four systems use the
@@ -78,6 +86,13 @@ interface Scenario {
   jobs: number;
 }
 
+/** One benchmark database: `url` is direct (enqueue, verify); `systemUrl` is what the system under
+ * test connects with (through the latency proxy when --rtt-ms > 0, otherwise the same as `url`). */
+interface Db {
+  url: string;
+  systemUrl: string;
+}
+
 interface Variant {
   system: string;
   /** Handlers in flight at most. */
@@ -85,7 +100,7 @@ interface Variant {
   /** Connections the drain holds at most (a description, e.g. "1", "8", "≤10 (pool)"). */
   connections: string;
   note?: string;
-  setup(url: string, s: Scenario): Promise<{ drain(): Promise<void>; verify(): Promise<void>; close?(): Promise<void> }>;
+  setup(db: Db, s: Scenario): Promise<{ drain(): Promise<void>; verify(): Promise<void>; close?(): Promise<void> }>;
 }
 
 /** A Standard Schema that accepts anything: peers do not validate either. */
@@ -97,7 +112,7 @@ function postbox(concurrency: number, drains: number): Variant {
     inFlight: concurrency * drains,
     connections: String(drains),
     note: drains === 1 ? undefined : `${drains} drains in parallel, concurrency ${concurrency} each`,
-    async setup(url, s) {
+    async setup({ url, systemUrl }, s) {
       const job = defineJob({
         kind: 'bench.sleep',
         payload: anyPayload,
@@ -107,7 +122,7 @@ function postbox(concurrency: number, drains: number): Variant {
           return ok();
         },
       });
-      const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency });
+      const outbox = createOutbox({ jobs: [job], connect: createPgConnector(systemUrl), concurrency });
       await withClient(url, async (c) => {
         await migrate(c);
         await c.query('BEGIN');
@@ -142,14 +157,14 @@ function seed(workers: number): Variant {
     inFlight: workers,
     connections: String(workers),
     note: workers > 1 ? `${workers} one-job-at-a-time workers, one connection each` : undefined,
-    async setup(url, s) {
+    async setup({ url, systemUrl }, s) {
       await withClient(url, async (c) => {
         await createSeedSchema(c);
         await enqueueSeed(c, 'bench.sleep', s.jobs);
       });
       return {
         async drain() {
-          await drainSeed(url, workers, () => sleep(s.handlerMs));
+          await drainSeed(systemUrl, workers, () => sleep(s.handlerMs));
         },
         verify: () => expectCount(url, `SELECT count(*)::int AS n FROM seed.job WHERE status = 'succeeded'`, s.jobs),
       };
@@ -165,8 +180,10 @@ function graphileWorker(concurrency: number, batched: boolean): Variant {
     inFlight: concurrency,
     connections: `≤${concurrency + 1} (pool)`,
     note: batched ? `localQueue.size ${concurrency}, completeJobBatchDelay 0` : undefined,
-    async setup(url, s) {
-      const pool = new pg.Pool({ connectionString: url, max: concurrency + 1 });
+    async setup({ url, systemUrl }, s) {
+      // One pool for migrations, enqueue and the drain (as before --rtt-ms existed), so through
+      // the proxy when there is one: the setup part is not timed.
+      const pool = new pg.Pool({ connectionString: systemUrl, max: concurrency + 1 });
       pool.on('error', () => undefined);
       pool.on('connect', (client) => client.on('error', () => undefined));
       await runMigrations({ pgPool: pool, logger: quietLogger });
@@ -209,8 +226,9 @@ function pgBoss(batchSize: number): Variant {
     inFlight: batchSize,
     connections: '1',
     note: `fetch(batchSize ${batchSize}) → handlers → complete(ids), in a loop`,
-    async setup(url, s) {
-      const boss = new PgBoss({ connectionString: url, max: 2, supervise: false, schedule: false, migrate: true });
+    async setup({ url, systemUrl }, s) {
+      // One instance for setup and drain (its start opens the pool; not timed), so through the proxy.
+      const boss = new PgBoss({ connectionString: systemUrl, max: 2, supervise: false, schedule: false, migrate: true });
       boss.on('error', () => undefined);
       await boss.start();
       await boss.createQueue('bench');
@@ -278,11 +296,41 @@ function wanted(system: string): boolean {
   return ONLY.some((o) => system.startsWith(o));
 }
 
+/** Median wall time of `n` sequential `SELECT 1` on one connection: what one round trip costs. */
+async function measureRoundTrip(url: string, n = 200): Promise<number> {
+  return withClient(url, async (c) => {
+    for (let i = 0; i < 20; i++) await c.query('SELECT 1');
+    const times: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      await c.query('SELECT 1');
+      times.push(performance.now() - t0);
+    }
+    times.sort((a, b) => a - b);
+    return times[Math.floor(n / 2)];
+  });
+}
+
+interface Network {
+  rttMs: number;
+  directMs: number;
+  viaProxyMs?: number;
+}
+
 async function main(): Promise<void> {
   const server: PgServer = await startPostgres({ flavor: FLAVOR });
   const rows: Row[] = [];
   let dbSeq = 0;
+  let proxy: LatencyProxy | undefined;
+  let network: Network | undefined;
   try {
+    if (RTT_MS > 0) proxy = await startLatencyProxy({ targetPort: server.port, rttMs: RTT_MS });
+    network = { rttMs: RTT_MS, directMs: await measureRoundTrip(server.url), viaProxyMs: proxy ? await measureRoundTrip(proxy.url(server.url)) : undefined };
+    process.stderr.write(
+      `round trip (SELECT 1, median): direct ${network.directMs.toFixed(3)} ms` +
+        (network.viaProxyMs === undefined ? '' : `, via proxy (+${RTT_MS} ms) ${network.viaProxyMs.toFixed(3)} ms`) +
+        '\n',
+    );
     for (const { scenario, variants } of groups) {
       const groupRows: Row[] = [];
       for (const v of variants) {
@@ -290,10 +338,11 @@ async function main(): Promise<void> {
         const label = `${scenario.handlerMs} ms, c=${v.inFlight}, conns ${v.connections}`;
         const dbName = `bench_${++dbSeq}`;
         const url = await server.createDatabase(dbName);
+        const db: Db = { url, systemUrl: proxy ? proxy.url(url) : url };
         process.stderr.write(`… ${v.system.padEnd(26)} ${label} (${scenario.jobs} jobs) `);
         let run: Awaited<ReturnType<Variant['setup']>> | undefined;
         try {
-          run = await v.setup(url, scenario);
+          run = await v.setup(db, scenario);
           const q0 = queriesOn(dbName);
           const t0 = performance.now();
           await run.drain();
@@ -324,21 +373,23 @@ async function main(): Promise<void> {
       rows.push(...groupRows);
     }
   } finally {
+    await proxy?.close();
     await server.stop();
   }
-  const report = render(rows, server.serverVersion);
+  const report = render(rows, server.serverVersion, network!);
   process.stdout.write(report);
   if (WRITE) {
     const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'results');
     await mkdir(dir, { recursive: true });
-    const file = path.join(dir, `throughput-${new Date().toISOString().slice(0, 10)}.md`);
+    const suffix = RTT_MS > 0 ? `-rtt${RTT_MS}ms` : '';
+    const file = path.join(dir, `throughput-${new Date().toISOString().slice(0, 10)}${suffix}.md`);
     await writeFile(file, report);
     process.stderr.write(`wrote ${path.relative(process.cwd(), file)}\n`);
   }
   if (rows.some((r) => r.error)) process.exitCode = 1;
 }
 
-function render(rows: Row[], pgVersion: string): string {
+function render(rows: Row[], pgVersion: string, net: Network): string {
   const cpus = os.cpus();
   const fmt = (n: number, d: number) => (Number.isFinite(n) ? n.toFixed(d) : '—');
   const lines = [
@@ -346,6 +397,9 @@ function render(rows: Row[], pgVersion: string): string {
     '',
     `- machine: ${cpus.length} × ${cpus[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, ${os.platform()} ${os.release()}`,
     `- PostgreSQL ${pgVersion} (${FLAVOR}, local TCP, fsync=off), Node ${process.version}`,
+    net.rttMs > 0
+      ? `- added round-trip time: **${net.rttMs} ms** (bench/latency-proxy.ts, fixed ${net.rttMs / 2} ms each way, on every system's connections; enqueue and verification direct); measured \`SELECT 1\` round trip, median: ${net.directMs.toFixed(2)} ms direct, ${net.viaProxyMs!.toFixed(2)} ms via the proxy`
+      : `- added round-trip time: none (direct loopback TCP); measured \`SELECT 1\` round trip, median: ${net.directMs.toFixed(2)} ms`,
     `- peers: graphile-worker ${pkgVersion('graphile-worker')}, pg-boss ${pkgVersion('pg-boss')}, pg ${pkgVersion('pg')}`,
     `- jobs: ${JOBS} (2 ms handler), ${SLOW_JOBS} (200 ms handler); handler = setTimeout sleep; wall time = draining only (enqueue not timed)`,
     '- round trips = pg queries sent to the benchmark database during the drain, ÷ jobs; ratio = jobs/s ÷ Postbox (single drain) jobs/s in the same scenario',
