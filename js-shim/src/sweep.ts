@@ -41,17 +41,17 @@ export interface SweepReport extends RunReport {
  * in order: recover expired leases, reserved sweeps, drain, hand long jobs to their queue, retention.
  */
 export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedAt: number, opts: SweepOptions): Promise<SweepReport> {
+  // Only what the user set: the core owns every default (docs/ABI.md, pb_sweep).
   const plan = rt.core.call<{ deadlineAt: number; steps: SweepStep[] }>('sweep', {
     op: 'plan',
     now: rt.clock.now(),
     startedAt,
-    invocationBudgetMs: opts.invocationBudgetMs ?? 840_000,
-    recoveryBudgetMs: opts.recoveryBudgetMs ?? 120_000,
-    sweepLeaseBudgetMs: 180_000,
+    ...(opts.invocationBudgetMs === undefined ? {} : { invocationBudgetMs: opts.invocationBudgetMs }),
+    ...(opts.recoveryBudgetMs === undefined ? {} : { recoveryBudgetMs: opts.recoveryBudgetMs }),
     reserved: (opts.reserved ?? []).map((r) => ({ name: r.name, kinds: r.kinds, maxJobs: r.budget.maxJobs, deadlineMs: r.budget.deadlineMs })),
     retention: {
-      succeededMs: opts.retention?.succeededRetentionMs ?? 7 * 86_400_000,
-      deadMs: opts.retention?.deadRetentionMs ?? 90 * 86_400_000,
+      ...(opts.retention?.succeededRetentionMs === undefined ? {} : { succeededMs: opts.retention.succeededRetentionMs }),
+      ...(opts.retention?.deadRetentionMs === undefined ? {} : { deadMs: opts.retention.deadRetentionMs }),
     },
     policies: rt.policies,
   });

@@ -84,3 +84,24 @@ TEST_CASE("claim admit: start only when the attempt ends inside the invocation a
   CHECK(call(pb_claim, R"({"op":"admit","now":0,"deadlineAt":1,"leaseExpiresAt":1})").out ==
         R"({"error":{"code":"invalid_input","message":"claim: field 'timeoutMs' is required"}})");
 }
+
+TEST_CASE("claim deadline: an invocation ends at its start plus its budget, 14 min by default, 15 at most") {
+  struct Row {
+    const char* in;
+    const char* expected;
+  };
+  const Row rows[] = {
+      {R"({"op":"deadline","startedAt":1000})", R"({"deadlineAt":841000})"},
+      {R"({"op":"deadline","startedAt":1000,"invocationBudgetMs":null})", R"({"deadlineAt":841000})"},
+      {R"({"op":"deadline","startedAt":1000,"invocationBudgetMs":60000})", R"({"deadlineAt":61000})"},
+      {R"({"op":"deadline","startedAt":0,"invocationBudgetMs":900000})", R"({"deadlineAt":900000})"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.in);
+    CHECK(call(pb_claim, row.in).out == row.expected);
+  }
+  CHECK(call(pb_claim, R"({"op":"deadline","startedAt":0,"invocationBudgetMs":900001})").rc == 1);
+  CHECK(call(pb_claim, R"({"op":"deadline","startedAt":0,"invocationBudgetMs":0})").rc == 1);
+  CHECK(call(pb_claim, R"({"op":"deadline"})").out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'startedAt' is required"}})");
+}

@@ -419,6 +419,15 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   admitCase('admit leaseExpiresAt 0', { leaseExpiresAt: 0 });
   admitCase('admit timeout 1', { timeoutMs: 1, leaseExpiresAt: NOW + 30001 });
   admitCase('admit at epoch', { now: 0, deadlineAt: 0, leaseExpiresAt: 0, timeoutMs: 1 });
+  // deadline: startedAt + budget (default 840000, 1..900000): hand-checked.
+  const deadline = (o) => ({ op: 'deadline', startedAt: NOW, ...o });
+  c('deadline default budget', deadline({}), exactText(`{"deadlineAt":${NOW + 840000}}`));
+  c('deadline null budget', deadline({ invocationBudgetMs: null }), exactText(`{"deadlineAt":${NOW + 840000}}`));
+  c('deadline one minute', deadline({ invocationBudgetMs: 60000 }), exactText(`{"deadlineAt":${NOW + 60000}}`));
+  c('deadline platform maximum', deadline({ invocationBudgetMs: 900000 }), exactText(`{"deadlineAt":${NOW + 900000}}`));
+  c('deadline over the platform maximum', deadline({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
+  c('deadline zero budget', deadline({ invocationBudgetMs: 0 }), isError('invalid_input', 'invocationBudgetMs'));
+  c('deadline missing startedAt', { op: 'deadline' }, isError('invalid_input', 'startedAt'));
   c('admit missing timeoutMs', (({ timeoutMs, ...r }) => r)(admit({})), isError('invalid_input', 'timeoutMs'));
   c('admit float now', admit({ now: 0.5 }), isError('invalid_input', 'now'));
   c('op missing', { now: NOW }, isError('invalid_input', 'op'));
@@ -460,6 +469,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     want(step(o, 'recover').deadlineAt === NOW + 20000, 'recovery from startedAt');
   });
   w('plan recovery capped by invocation', plan({ invocationBudgetMs: 60000 }), (o) => want(step(o, 'recover').deadlineAt === NOW + 60000, 'recovery capped'));
+  w('plan invocation budget over 15 min', plan({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
+  w('plan invocation budget zero', plan({ invocationBudgetMs: 0 }), isError('invalid_input', 'invocationBudgetMs'));
   w('plan reserved capped by invocation', plan({ invocationBudgetMs: 30000 }), (o) => want(step(o, 'reserved').deadlineAt === NOW + 30000, 'reserved capped'));
   w('plan reserved computed from now', plan({ startedAt: NOW - 50000 }), (o) => want(step(o, 'reserved').deadlineAt === NOW + 45000, 'reserved from now'));
   w('plan big sweep lease budget runs all', plan({ sweepLeaseBudgetMs: 700000 }), (o) => {

@@ -182,6 +182,33 @@ Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// When an invocation must be done: its start plus its budget (default 14 min, at most the
+// platform's 15). Every claim and admit of the invocation is planned against it.
+Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t started_at = 0;
+  int64_t budget = kDefaultInvocationBudgetMs;
+  bool has_start = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "startedAt") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      started_at = n.value();
+      has_start = true;
+    } else if (key == "invocationBudgetMs") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 1, kMaxInvocationBudgetMs);
+      if (!n) return n.take_error();
+      if (n.value()) budget = *n.value();
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_start) return input::missing(where, "startedAt");
+  out.begin_object();
+  out.field("deadlineAt", started_at + budget);
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace
 
 // Reads "op" wherever it sits, then rewinds so the operation reads the object from the start.
@@ -209,6 +236,7 @@ Status run_claim(od::document& doc, JsonWriter& out) {
   if (!op) return op.take_error();
   if (op.value() == "plan") return claim_plan(root.value(), where, out);
   if (op.value() == "admit") return claim_admit(root.value(), where, out);
+  if (op.value() == "deadline") return claim_deadline(root.value(), where, out);
   return unknown_op(where, op.value());
 }
 

@@ -31,7 +31,7 @@ struct Reserved {
 struct SweepInput {
   int64_t now = 0;
   int64_t started_at = 0;
-  int64_t invocation_budget_ms = 840000;
+  int64_t invocation_budget_ms = kDefaultInvocationBudgetMs;
   int64_t recovery_budget_ms = 120000;
   int64_t sweep_lease_budget_ms = 180000;
   std::vector<Reserved> reserved;
@@ -102,7 +102,8 @@ Status read_sweep(od::object& root, const Where& where, SweepInput& in) {
                       : key == "sweepLeaseBudgetMs" ? &in.sweep_lease_budget_ms
                                                     : nullptr;
     if (target != nullptr) {
-      Result<int64_t> n = input::read_int(field, where, key);
+      const bool budget = key == "invocationBudgetMs";
+      Result<int64_t> n = budget ? input::read_int(field, where, key, 1, kMaxInvocationBudgetMs) : input::read_int(field, where, key);
       if (!n) return n.take_error();
       *target = n.value();
       has_now = has_now || key == "now";

@@ -31,7 +31,9 @@ export function createQueueHandler<Env>(outboxFor: OutboxFactory<Env>, options: 
   return async (batch: QueueBatch, env: Env, ctx?: ExecutionContext): Promise<RunReport> => {
     const engine = outboxFor(env, ctx)[RUN];
     const rt = engine.runtime;
-    const deadlineAt = rt.clock.now() + (options.invocationBudgetMs ?? 840_000);
+    const { deadlineAt } = rt.core.call<{ deadlineAt: number }>('claim', {
+      op: 'deadline', startedAt: rt.clock.now(), invocationBudgetMs: options.invocationBudgetMs ?? null,
+    });
     const bodies = batch.messages.map((m) => m.body);
     const decoded = rt.core.call<{ messages: Decoded[] }>('nudge', { op: 'decode', lane, messages: bodies }).messages;
     const targets: { id: string; kind: string }[] = [];

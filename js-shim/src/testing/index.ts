@@ -46,7 +46,8 @@ export async function runUntilIdle(outbox: Outbox<any>, opts: { clock?: TestCloc
   for (let round = 0; round < maxRounds; round++) {
     let claimed = 0;
     for (const lane of lanes) {
-      const r = await engine.drain({ lane, deadlineAt: engine.runtime.clock.now() + 840_000 });
+      const { deadlineAt } = engine.runtime.core.call<{ deadlineAt: number }>('claim', { op: 'deadline', startedAt: engine.runtime.clock.now() });
+      const r = await engine.drain({ lane, deadlineAt });
       claimed += r.claimed;
       addReport(report, r);
     }

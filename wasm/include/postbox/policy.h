@@ -14,6 +14,10 @@
 namespace postbox {
 
 constexpr int64_t kMaxTimeoutMs = 600000;      // 10 minutes
+// One queue or cron invocation: Cloudflare allows 15 minutes of wall time; the default keeps
+// a minute of it for closing connections and returning.
+constexpr int64_t kDefaultInvocationBudgetMs = 840000;
+constexpr int64_t kMaxInvocationBudgetMs = 900000;
 constexpr int64_t kSettleMarginMs = 30000;     // lease = timeout + margin
 // Of that margin, the part an attempt must leave on its lease to settle; the rest (20 s)
 // absorbs the time between taking the lease and starting the handler.
