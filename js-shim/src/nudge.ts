@@ -38,3 +38,24 @@ export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudg
     }
   }
 }
+
+/**
+ * Asks each lane's queue consumer to go on draining: a sweep sends this when its budget ran out
+ * with due jobs left. Never throws.
+ */
+export async function sendDrains(rt: OutboxRuntime, lanes: readonly string[]): Promise<void> {
+  for (const lane of lanes) {
+    const queue = rt.queueFor(lane);
+    if (!queue) {
+      rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: its backlog waits for the next sweep` });
+      continue;
+    }
+    try {
+      const { messages } = rt.core.call<{ messages: unknown[] }>('nudge', { op: 'encode', drains: [lane] });
+      await queue.send(messages[0]);
+      rt.emit({ type: 'drain_requested', lane });
+    } catch (error) {
+      rt.emit({ type: 'nudge_failed', jobs: 0, error: errorMessage(error) });
+    }
+  }
+}

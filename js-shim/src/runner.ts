@@ -30,6 +30,8 @@ export interface DrainOptions {
   maxJobs?: number;
   /** Claim only these nudged jobs. */
   targets?: readonly { id: string; kind: string }[];
+  /** Called (once) when the plan drops a kind right after a full batch: due jobs likely remain. */
+  onBacklog?: () => void;
 }
 
 /**
@@ -43,9 +45,19 @@ export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: D
   const targets = opts.targets?.filter((target) => plan(rt, policies, opts, target).limit > 0);
   if (targets?.length === 0) return report;
   let carry: Finished[] = [];
+  let lastBatchFull = false;
+  let plannedKinds: number | undefined;
+  let backlogReported = false;
   try {
     for (;;) {
       const claimPlan = plan(rt, policies, opts, null);
+      // The plan drops a kind once its attempt could no longer finish in the budget; if the
+      // batch before was full, that kind likely still has due jobs.
+      plannedKinds ??= claimPlan.kinds.length;
+      if (!backlogReported && lastBatchFull && !targets && claimPlan.kinds.length < plannedKinds) {
+        backlogReported = true;
+        opts.onBacklog?.();
+      }
       let limit = claimPlan.limit;
       if (opts.maxJobs !== undefined) limit = Math.min(limit, opts.maxJobs - report.claimed);
       if (limit <= 0 || claimPlan.kinds.length === 0) break;
@@ -68,6 +80,7 @@ export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: D
         rows = await session.exclusive(async (q) => (await run(q, statement, [now, ...claimArgs])).rows as ClaimedRow[]);
       }
       if (rows.length === 0) break;
+      lastBatchFull = rows.length === limit;
       report.claimed += rows.length;
       const finished = await runBatch(rt, session, rows, opts.deadlineAt);
       await settleHooked(rt, session, finished.filter((f) => needsHooks(rt, f)), report);

@@ -4,7 +4,7 @@ import { JOB_DELETE_FINISHED, JOB_LIST_DUE_FOR_HANDOFF } from './queries/sweep.j
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { LaneSession } from './session.js';
-import { sendNudges } from './nudge.js';
+import { sendDrains, sendNudges } from './nudge.js';
 
 /** A reserved sweep: kinds swept before the catch-all drain, with their own budget. */
 export interface ReservedSweep {
@@ -62,13 +62,19 @@ export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedA
         addReport(report, await recover(rt, session, step.limit));
         break;
       case 'reserved':
-      case 'drain':
         for (const lane of lanesOf(rt, step.kinds)) {
-          addReport(report, await drainLane(rt, session, {
-            lane, kinds: step.kinds, deadlineAt: step.deadlineAt, ...(step.type === 'reserved' ? { maxJobs: step.maxJobs } : {}),
-          }));
+          addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, maxJobs: step.maxJobs }));
         }
         break;
+      case 'drain': {
+        // A lane whose backlog outlives the sweep's budget goes on in its queue consumer.
+        const backlogged: string[] = [];
+        for (const lane of lanesOf(rt, step.kinds)) {
+          addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, onBacklog: () => backlogged.push(lane) }));
+        }
+        await sendDrains(rt, backlogged);
+        break;
+      }
       case 'handoff':
         for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds);
         break;

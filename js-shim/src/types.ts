@@ -184,7 +184,8 @@ export type OutboxEvent =
   | { type: 'dlq_message'; queue: string; messageId: string; body: unknown }
   | { type: 'recovered'; jobs: number }
   | { type: 'retention'; deleted: number }
-  | { type: 'handoff'; lane: string; jobs: number };
+  | { type: 'handoff'; lane: string; jobs: number }
+  | { type: 'drain_requested'; lane: string };
 
 export type JobStatus = 'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled';
 

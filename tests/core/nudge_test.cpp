@@ -91,3 +91,15 @@ TEST_CASE("nudge decode: at most 100 messages, and lane and messages are require
         R"({"error":{"code":"invalid_input","message":"nudge: field 'messages' is required"}})");
   CHECK(call(pb_nudge, R"({"op":"peek"})").out == R"({"error":{"code":"unknown_op","message":"nudge: unknown op 'peek'"}})");
 }
+
+TEST_CASE("nudge encode: drain requests name a lane, and decode back as drains of that lane") {
+  CHECK(call(pb_nudge, R"({"op":"encode","drains":["bulk","default"]})").out ==
+        R"({"messages":[{"v":1,"t":"drain","lane":"bulk"},{"v":1,"t":"drain","lane":"default"}]})");
+  CHECK(call(pb_nudge, R"({"op":"encode","jobs":[],"drains":["bulk"]})").out ==
+        R"({"messages":[{"v":1,"t":"drain","lane":"bulk"}]})");
+  CHECK(call(pb_nudge, R"({"op":"decode","lane":"bulk","messages":[{"v":1,"t":"drain","lane":"bulk"}]})").out ==
+        R"({"messages":[{"ok":true,"t":"drain","lane":"bulk"}]})");
+  CHECK(call(pb_nudge, R"({"op":"encode","drains":["no spaces"]})").rc == 1);
+  CHECK(call(pb_nudge, R"({"op":"encode","drains":[7]})").rc == 1);
+  CHECK(call(pb_nudge, R"({"op":"encode"})").rc == 1);
+}

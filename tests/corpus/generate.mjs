@@ -553,6 +553,13 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     exactText(`{"messages":[{"v":1,"t":"job","id":"${ID}","kind":"email.welcome","lane":"default"}]}`));
   n('encode several', { op: 'encode', jobs: [{ id: ID, kind: 'a', lane: 'x' }, { id: ID.toUpperCase(), kind: 'b', lane: 'y' }] }, (o) => want(o.messages.length === 2, 'two messages'));
   n('encode none', { op: 'encode', jobs: [] }, exactText('{"messages":[]}'));
+  n('encode drains', { op: 'encode', drains: ['bulk', 'default'] },
+    exactText('{"messages":[{"v":1,"t":"drain","lane":"bulk"},{"v":1,"t":"drain","lane":"default"}]}'));
+  n('encode jobs then drains', { op: 'encode', jobs: [{ id: ID, kind: 'a', lane: 'x' }], drains: ['x'] },
+    (o) => want(o.messages.length === 2 && o.messages[1].t === 'drain' && o.messages[1].lane === 'x', 'a job, then a drain'));
+  n('encode drain bad lane', { op: 'encode', drains: ['a b'] }, isError('invalid_input', 'lane'));
+  n('encode drain not a string', { op: 'encode', drains: [7] }, isError('invalid_input', 'lane'));
+  n('encode drains not an array', { op: 'encode', drains: 'bulk' }, isError('invalid_input', 'drains'));
   n('encode bad id', { op: 'encode', jobs: [{ id: 'x', kind: 'a', lane: 'b' }] }, (o) => want(o.error, 'an error'));
   n('encode bad kind', { op: 'encode', jobs: [{ id: ID, kind: 'a b', lane: 'b' }] }, (o) => want(o.error, 'an error'));
   n('encode missing lane', { op: 'encode', jobs: [{ id: ID, kind: 'a' }] }, (o) => want(o.error, 'an error'));

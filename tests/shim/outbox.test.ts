@@ -324,6 +324,21 @@ describe('lanes and schedules', () => {
     await settledJob(created.id, 'succeeded');
   });
 
+  test('a backlog that outlives the sweep\'s budget is handed to the queue consumer as a drain', async () => {
+    const jobs = Array.from({ length: 12 }, (_, i) => ({ payload: { key: `bl${i}`, do: 'sleep', ms: 1_200 }, delayMs: 3_600_000 }));
+    const res = await enqueue(jobs);
+    const ids = res.body.map((r: { id: string }) => r.id);
+    await env.sql(`UPDATE outbox.job SET due_at = now() - interval '1 minute' WHERE id = ANY($1::uuid[])`, [ids]);
+    // 3 s budget, 2 s timeout, 1.2 s handlers, 4 at a time: one batch fits, then the plan stops.
+    const result = await env.worker.scheduled({ cron: '*/7 * * * *' });
+    assert.equal(result.outcome, 'ok');
+    const afterSweep = await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded' AND id = ANY($1::uuid[])`, [ids]);
+    assert.equal(afterSweep[0].n, 4);
+    assert.ok((await env.events()).some((e) => e.type === 'drain_requested' && e.lane === 'default'));
+    // The drain message reaches the real queue consumer, which runs the rest.
+    await until(async () => (await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded' AND id = ANY($1::uuid[])`, [ids]))[0].n === 12, 20_000);
+  });
+
   test('a schedule enqueues one job per tick, keyed by the tick time', async () => {
     const scheduledTime = Date.parse('2026-11-30T09:00:00.000Z');
     await env.worker.scheduled({ cron: '0 9 * * MON', scheduledTime });

@@ -66,12 +66,30 @@ Status read_nudge_fields(od::object& obj, const Where& where, bool wire, Nudge& 
   return ok_status();
 }
 
+// Encodes job nudges ("jobs") and drain requests ("drains": lanes whose backlog outlived a
+// sweep's budget), in the order the two fields come. At most kMaxMessages of each.
 Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_object();
   out.key("messages");
   out.begin_array();
-  bool has_jobs = false;
+  bool has_jobs = false, has_drains = false;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "drains") {
+      has_drains = true;
+      Result<od::array> lanes = input::read_array(field, where, key);
+      if (!lanes) return lanes.take_error();
+      return input::for_each_element(lanes.value(), where, key, kMaxMessages, [&](od::value& item, uint32_t index) -> Status {
+        const Where item_where = where.indexed("drains", index);
+        Result<std::string_view> lane = input::read_string(item, item_where, "lane", kMaxLaneBytes);
+        if (!lane) return lane.take_error();
+        if (!is_lane(lane.value())) return field_error(item_where, "lane", "must be 1-64 bytes of [A-Za-z0-9._:-]");
+        out.begin_object();
+        out.field("v", int64_t{1});
+        write_nudge(out, Nudge{"drain", {}, {}, lane.value()});
+        out.end_object();
+        return ok_status();
+      });
+    }
     if (key != "jobs") return ok_status();
     has_jobs = true;
     Result<od::array> jobs = input::read_array(field, where, key);
@@ -93,7 +111,7 @@ Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
     });
   });
   if (!status) return status;
-  if (!has_jobs) return input::missing(where, "jobs");
+  if (!has_jobs && !has_drains) return input::missing(where, "jobs");
   out.end_array();
   out.end_object();
   return ok_status();
