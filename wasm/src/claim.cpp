@@ -211,33 +211,9 @@ Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
 
 }  // namespace
 
-// Reads "op" wherever it sits, then rewinds so the operation reads the object from the start.
-Result<std::string_view> read_op(od::object& root, const Where& where) {
-  od::value op;
-  if (root.find_field_unordered("op").get(op) != simdjson::SUCCESS) return input::missing(where, "op");
-  Result<std::string_view> name = input::read_string(op, where, "op", 64);
-  if (!name) return name.take_error();
-  bool empty = false;
-  if (root.reset().get(empty) != simdjson::SUCCESS) {
-    return input::family_error(where, ErrorCode::invalid_json, "malformed object");
-  }
-  return name;
-}
-
-Error unknown_op(const Where& where, std::string_view op) {
-  return input::family_error(where, ErrorCode::unknown_op, "unknown op " + input::quoted(op));
-}
-
 Status run_claim(od::document& doc, JsonWriter& out) {
-  const Where where{"claim", "", ErrorCode::invalid_input};
-  Result<od::object> root = input::root_object(doc, where);
-  if (!root) return root.take_error();
-  Result<std::string_view> op = read_op(root.value(), where);
-  if (!op) return op.take_error();
-  if (op.value() == "plan") return claim_plan(root.value(), where, out);
-  if (op.value() == "admit") return claim_admit(root.value(), where, out);
-  if (op.value() == "deadline") return claim_deadline(root.value(), where, out);
-  return unknown_op(where, op.value());
+  static constexpr Operation kOps[] = {{"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}};
+  return dispatch_op(doc, out, "claim", kOps);
 }
 
 }  // namespace postbox

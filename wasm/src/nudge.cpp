@@ -175,14 +175,8 @@ Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
 }  // namespace
 
 Status run_nudge(od::document& doc, JsonWriter& out) {
-  const Where where{"nudge", "", ErrorCode::invalid_input};
-  Result<od::object> root = input::root_object(doc, where);
-  if (!root) return root.take_error();
-  Result<std::string_view> op = read_op(root.value(), where);
-  if (!op) return op.take_error();
-  if (op.value() == "encode") return nudge_encode(root.value(), where, out);
-  if (op.value() == "decode") return nudge_decode(root.value(), where, out);
-  return unknown_op(where, op.value());
+  static constexpr Operation kOps[] = {{"encode", nudge_encode}, {"decode", nudge_decode}};
+  return dispatch_op(doc, out, "nudge", kOps);
 }
 
 }  // namespace postbox

@@ -242,13 +242,8 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
 }  // namespace
 
 Status run_sweep(od::document& doc, JsonWriter& out) {
-  const Where where{"sweep", "", ErrorCode::invalid_input};
-  Result<od::object> root = input::root_object(doc, where);
-  if (!root) return root.take_error();
-  Result<std::string_view> op = read_op(root.value(), where);
-  if (!op) return op.take_error();
-  if (op.value() == "plan") return sweep_plan(root.value(), where, out);
-  return unknown_op(where, op.value());
+  static constexpr Operation kOps[] = {{"plan", sweep_plan}};
+  return dispatch_op(doc, out, "sweep", kOps);
 }
 
 }  // namespace postbox
