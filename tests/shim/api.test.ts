@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { createOutbox, defineJob, EnqueueRefusedError, ok, PostboxError, retry, type JobContext } from 'postbox';
 import { defineSchedule } from 'postbox/cloudflare';
 import { countBacklog, countJobs, evaluateBacklog, getJob, listJobs } from 'postbox/inspect';
-import { createPgConnector } from 'postbox/pg';
+import { createPgConnector, createPgPoolConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
@@ -152,6 +152,31 @@ describe('round trips', () => {
     // runUntilIdle's second round finds nothing due.
     assert.deepEqual(own, ['postbox_claim_due', 'postbox_settle_then_claim_due', 'postbox_settle_then_claim_due', 'postbox_claim_due']);
     assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded'`)).rows[0].n, 8);
+  });
+});
+
+describe('connections', () => {
+  test('createPgPoolConnector returns healthy clients to the pool and runs jobs on them', async () => {
+    const lanePool = new pg.Pool({ connectionString: url, max: 2 });
+    lanePool.on('error', () => undefined);
+    const outbox = createOutbox({ jobs: [note], connect: createPgPoolConnector(lanePool), concurrency: 2 });
+    for (let i = 0; i < 4; i++) await outbox.transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: `pool${i}` } }));
+    assert.equal((await runUntilIdle(outbox)).succeeded, 4);
+    assert.equal(lanePool.totalCount, lanePool.idleCount, 'every client went back to the pool');
+    assert.ok(lanePool.totalCount >= 1);
+    await lanePool.end();
+  });
+
+  test('lanes: several connections drain one lane together', async () => {
+    let opened = 0;
+    const base = createPgConnector(url);
+    const outbox = createOutbox({ jobs: [note], connect: async () => (opened++, base()), lanes: 3, concurrency: 2 });
+    for (let i = 0; i < 12; i++) await outbox.transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: `lane${i}` } }));
+    assert.equal((await runUntilIdle(outbox)).succeeded, 12);
+    // One drain round opens `lanes` sessions; runUntilIdle's idle check opens them once more.
+    assert.equal(opened, 6);
+    assert.equal((await pool.query(`SELECT count(DISTINCT job_id)::int AS n FROM outbox.attempt`)).rows[0].n, 12);
+    assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.attempt`)).rows[0].n, 12, 'no job ran twice');
   });
 });
 

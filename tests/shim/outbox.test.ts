@@ -261,6 +261,17 @@ describe('queue messages', () => {
     assert.equal((await env.job(created.id)).status, 'succeeded');
   });
 
+  test('the dead-letter consumer reports each message and acks it; the job row is untouched', async () => {
+    const created = await enqueueOne({ key: 'dlq', do: 'ok' }, { delayMs: 3_600_000 });
+    const body = { v: 1, t: 'job', id: created.id, kind: 'test.echo', lane: 'default' };
+    const result = await env.worker.queue('postbox-dlq', [{ id: 'm1', body }]);
+    assert.equal(result.outcome, 'ok');
+    assert.equal(result.ackAll, true);
+    const dlq = (await env.events()).filter((e) => e.type === 'dlq_message');
+    assert.deepEqual(dlq, [{ type: 'dlq_message', queue: 'postbox-dlq', messageId: 'm1', body }]);
+    assert.equal((await env.job(created.id)).status, 'pending');
+  });
+
   test('hostile messages are acked and reported, never thrown', async () => {
     const result = await env.worker.queue('postbox', [
       { body: 'not json' },
