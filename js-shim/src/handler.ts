@@ -110,11 +110,18 @@ function fencedDb(session: LaneSession, fence: { closed: boolean; inflight: numb
     },
     async transaction(fn) {
       guard();
-      return session.transaction(async (q) => {
-        const result = await fn(tracked(q));
-        guard(); // a straggler past its deadline rolls back instead of committing
-        return result;
-      });
+      // The whole transaction holds the session, even while `fn` awaits something else: a
+      // handler that times out inside it leaves the session to be replaced, not waited for.
+      fence.inflight++;
+      try {
+        return await session.transaction(async (q) => {
+          const result = await fn(tracked(q));
+          guard(); // a straggler past its deadline rolls back instead of committing
+          return result;
+        });
+      } finally {
+        fence.inflight--;
+      }
     },
   };
 }

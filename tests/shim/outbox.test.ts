@@ -164,6 +164,21 @@ describe('outcomes and retries', () => {
   });
 });
 
+describe('handlers that never return', () => {
+  test('one stuck inside ctx.db.transaction times out, its transaction rolls back, and the lane goes on', async () => {
+    const stuck = await enqueueOne({ key: 'tx-stuck', do: 'hang_in_tx' });
+    const job = await until(async () => {
+      const j = await env.job(stuck.id);
+      return j?.status === 'retrying' ? j : undefined;
+    }, 10_000);
+    assert.equal(job.last_error_code, 'timeout');
+    // The handler's first write (outside) landed; the one inside the abandoned transaction did not.
+    assert.deepEqual((await sinkFor('tx-stuck')).map((r) => r.note), ['hang_in_tx']);
+    const next = await enqueueOne({ key: 'after-stuck', do: 'ok' });
+    await settledJob(next.id, 'succeeded');
+  });
+});
+
 describe('atomic completion', () => {
   test('ok({ commit }) commits with the succeeded transition', async () => {
     const created = await enqueueOne({ key: 'cm', do: 'commit' });
