@@ -3,7 +3,7 @@ import { run } from './queries/statement.js';
 import { JOB_DELETE_FINISHED, JOB_LIST_DUE_FOR_HANDOFF } from './queries/sweep.js';
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
-import type { LaneSession } from './session.js';
+import { errorMessage, type LaneSession } from './session.js';
 import { sendDrains, sendNudges } from './nudge.js';
 
 /** A reserved sweep: kinds swept before the catch-all drain, with their own budget. */
@@ -34,6 +34,8 @@ type SweepStep =
 export interface SweepReport extends RunReport {
   handedOff: number;
   deleted: number;
+  /** Steps that failed (reported as `infra_error` events); the others still ran. */
+  failedSteps: string[];
 }
 
 /**
@@ -55,38 +57,49 @@ export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedA
     },
     policies: rt.policies,
   });
-  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0 };
+  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, failedSteps: [] };
   for (const step of plan.steps) {
-    switch (step.type) {
-      case 'recover':
-        addReport(report, await recover(rt, session, step.limit));
-        break;
-      case 'reserved':
-        for (const lane of lanesOf(rt, step.kinds)) {
-          addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, maxJobs: step.maxJobs }));
-        }
-        break;
-      case 'drain': {
-        // A lane whose backlog outlives the sweep's budget goes on in its queue consumer.
-        const backlogged: string[] = [];
-        for (const lane of lanesOf(rt, step.kinds)) {
-          addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, onBacklog: () => backlogged.push(lane) }));
-        }
-        await sendDrains(rt, backlogged);
-        break;
-      }
-      case 'handoff':
-        for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds);
-        break;
-      case 'retention': {
-        const { rowCount } = await session.exclusive((q) => q.query(JOB_DELETE_FINISHED, [step.succeededBefore, step.deadBefore, step.limit]));
-        report.deleted += rowCount ?? 0;
-        if (rowCount) rt.emit({ type: 'retention', deleted: rowCount });
-        break;
-      }
+    // One step's failure (say, a dropped connection) must not cost the others their turn.
+    try {
+      await runStep(rt, session, step, report);
+    } catch (error) {
+      report.failedSteps.push(step.type);
+      rt.emit({ type: 'infra_error', where: `sweep ${step.type}`, error: errorMessage(error) });
+      await session.replace();
     }
   }
   return report;
+}
+
+async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep, report: SweepReport): Promise<void> {
+  switch (step.type) {
+    case 'recover':
+      addReport(report, await recover(rt, session, step.limit));
+      break;
+    case 'reserved':
+      for (const lane of lanesOf(rt, step.kinds)) {
+        addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, maxJobs: step.maxJobs }));
+      }
+      break;
+    case 'drain': {
+      // A lane whose backlog outlives the sweep's budget goes on in its queue consumer.
+      const backlogged: string[] = [];
+      for (const lane of lanesOf(rt, step.kinds)) {
+        addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, onBacklog: () => backlogged.push(lane) }));
+      }
+      await sendDrains(rt, backlogged);
+      break;
+    }
+    case 'handoff':
+      for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds);
+      break;
+    case 'retention': {
+      const { rowCount } = await session.exclusive((q) => q.query(JOB_DELETE_FINISHED, [step.succeededBefore, step.deadBefore, step.limit]));
+      report.deleted += rowCount ?? 0;
+      if (rowCount) rt.emit({ type: 'retention', deleted: rowCount });
+      break;
+    }
+  }
 }
 
 function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {

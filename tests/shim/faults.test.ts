@@ -48,6 +48,16 @@ test('a consumer that cannot reach the database asks for redelivery and reports 
   assert.match(infra.error, /could not open an outbox connection/);
 });
 
+test('a sweep whose database is gone reports each failed step and still finishes', async () => {
+  await unreachable.fetch('/events');
+  const result = await unreachable.scheduled({ cron: '*/5 * * * *' });
+  assert.equal(result.outcome, 'ok');
+  const events = (await (await unreachable.fetch('/events')).json()) as any[];
+  const failed = events.filter((e) => e.type === 'infra_error').map((e) => e.where);
+  // Every step that needs the database was tried and reported, in the core's order.
+  assert.deepEqual(failed, ['sweep recover', 'sweep drain', 'sweep handoff', 'sweep retention']);
+});
+
 for (const hook of ['off', 'record'] as const) {
   test(`a session killed mid-attempt is replaced, and the settlement still lands (onTransition ${hook})`, async () => {
     await env.post('/hook', { mode: hook });
