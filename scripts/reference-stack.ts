@@ -18,6 +18,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { freePort, startPostgres, type PgServer } from '../tests/support/postgres.ts';
+import type { JobRow } from '../worker/src/index.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const CORE_WASM = path.join(ROOT, 'js-shim/core/postbox-core.wasm');
@@ -269,16 +270,7 @@ export async function postJson(base: string, pathname: string, body: unknown): P
   return { status: res.status, body: parsed };
 }
 
-export interface JobRow {
-  id: string;
-  kind: string;
-  status: string;
-  attempts: number;
-  last_error_code: string | null;
-  due_at: string;
-  created_at: string;
-  finished_at: string | null;
-}
+export type { JobRow };
 
 export async function listJobs(base: string, limit = 100): Promise<JobRow[]> {
   const res = await fetch(`${base}/jobs?limit=${limit}`);

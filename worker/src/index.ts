@@ -95,7 +95,8 @@ async function signup(request: Request, env: Env, ctx: ExecutionContext): Promis
   }
 }
 
-interface JobRow {
+/** A row of GET /jobs (also read by the dev script and the e2e test). */
+export interface JobRow {
   id: string;
   kind: string;
   status: string;
