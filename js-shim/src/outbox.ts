@@ -233,5 +233,4 @@ function queueFor(queue: OutboxOptions['queue'], lane: string): QueueProducer | 
   return (queue as Record<string, QueueProducer>)[lane];
 }
 
-export { addReport, emptyReport };
 export type { RunReport, SweepOptions, SweepReport };

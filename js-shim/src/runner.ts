@@ -11,7 +11,6 @@ import type { LaneSession } from './session.js';
 import { decide, needsHooks, pair, recordAll, settleAll, settleColumns, settleHooked, type Settlement } from './settle.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
-export type { CoreOutcome } from './attempt.js';
 
 interface ClaimPlan {
   limit: number;
