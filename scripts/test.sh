@@ -71,6 +71,7 @@ if wanted c; then
   npx --no-install tsc -p worker/tsconfig.json --noEmit
   npx --no-install tsc -p tests/types/tsconfig.json
   npx --no-install tsc -p examples/tsconfig.json
+  node scripts/check-package.mjs
   echo "typecheck: js-shim, worker, examples and type tests ok"
   done_stage
 else
