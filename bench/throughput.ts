@@ -28,7 +28,7 @@ import { migrate } from 'postbox/sql';
 import { runUntilIdle } from 'postbox/testing';
 import { Logger, makeWorkerUtils, runMigrations, runOnce } from 'graphile-worker';
 import PgBoss from 'pg-boss';
-import { startPostgres, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
+import { startPostgres, withClient, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
 import { createSeedSchema, drainSeed, enqueueSeed } from './peers/seed-design.ts';
 import { startLatencyProxy, type LatencyProxy } from './latency-proxy.ts';
 
@@ -67,15 +67,6 @@ const queriesOn = (db: string) => queriesByDb.get(db) ?? 0;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Systems. Each `setup` enqueues (untimed) and returns `drain` (timed) and `verify` (untimed).

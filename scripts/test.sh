@@ -82,21 +82,12 @@ fi
 # d. ------------------------------------------------------------------------------------------
 shim_tests=(tests/shim/*.test.ts)
 if wanted d; then
-  stage d "integration on PostgreSQL 17 (embedded-postgres)"
-  if [ ${#shim_tests[@]} -gt 0 ]; then
-    POSTBOX_PG=embedded node_tests "${shim_tests[@]}"
+  if [ ${#shim_tests[@]} -eq 0 ]; then echo "no tests/shim/*.test.ts" >&2; exit 1; fi
+  for flavor in "embedded:PostgreSQL 17 (embedded-postgres)" "debian15:PostgreSQL 15 (Debian)"; do
+    stage d "integration on ${flavor#*:}"
+    POSTBOX_PG="${flavor%%:*}" node_tests "${shim_tests[@]}"
     done_stage
-  else
-    echo "no tests/shim/*.test.ts" >&2; exit 1
-  fi
-
-  stage d "integration on PostgreSQL 15 (Debian)"
-  if [ ${#shim_tests[@]} -gt 0 ]; then
-    POSTBOX_PG=debian15 node_tests "${shim_tests[@]}"
-    done_stage
-  else
-    echo "no tests/shim/*.test.ts" >&2; exit 1
-  fi
+  done
 fi
 
 # e. ------------------------------------------------------------------------------------------
