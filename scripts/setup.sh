@@ -27,7 +27,7 @@ fi
 
 # --- 1. Debian packages ---------------------------------------------------------------------
 packages=(
-  clang-19 lld-19 wasi-libc libc++-19-dev-wasm32 libc++abi-19-dev-wasm32 libclang-rt-19-dev-wasm32
+  clang-19 lld-19 llvm-19 wasi-libc libc++-19-dev-wasm32 libc++abi-19-dev-wasm32 libclang-rt-19-dev-wasm32
   emscripten binaryen wabt doctest-dev
   postgresql-15
   libclang-rt-14-dev cmake g++ clang-14
