@@ -2,7 +2,7 @@
 # Sets up a fresh Debian 12 machine for building and testing Postbox. Idempotent: a second run
 # installs nothing and only re-checks. Run as root, or as a user with sudo.
 #
-#   1. Debian packages: the C++/wasm toolchains (clang 19 + wasi-libc + libc++ for wasm32,
+#   1. Debian packages: the C++/wasm toolchains (clang 19 + llvm 19 + wasi-libc + libc++ for wasm32,
 #      Emscripten, binaryen, wabt), doctest, cmake, g++/clang 14, PostgreSQL 15.
 #      `apt-get update` only runs when something is missing.
 #   2. Stops and disables any PostgreSQL cluster Debian auto-started: tests start their own.
@@ -31,6 +31,7 @@ packages=(
   emscripten binaryen wabt doctest-dev
   postgresql-15
   libclang-rt-14-dev cmake g++ clang-14
+  libclang-rt-19-dev make gcc postgresql-common mawk passwd apt
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -2,6 +2,8 @@
 # The whole test suite (`npm test`). Runs scripts/setup.sh first (idempotent: a no-op on a
 # machine that has everything; POSTBOX_SKIP_SETUP=1 skips it).
 #
+#   0. programs: scripts/check-programs.mjs (every program the project runs comes from a Debian
+#      package scripts/setup.sh installs) and its tests
 #   a. core: scripts/build-core.sh (native + ASan doctests through ctest, wasi + Emscripten builds)
 #   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds)
 #   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
@@ -48,6 +50,15 @@ node_tests() {
 }
 
 shopt -s nullglob
+
+# 0. ------------------------------------------------------------------------------------------
+# Before any build: a program that only a hand-installed package provides fails here, by name.
+if wanted 0; then
+  stage 0 "programs (scripts/check-programs.mjs)"
+  node_tests tests/scripts/*.test.mjs
+  node scripts/check-programs.mjs
+  done_stage
+fi
 
 # a. ------------------------------------------------------------------------------------------
 if wanted a; then
