@@ -54,7 +54,8 @@ export const emptyReport = (): RunReport => ({
   claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, stale: 0, recovered: 0,
 });
 
-export function addReport(into: RunReport, from: RunReport): RunReport {
-  for (const key of Object.keys(into) as (keyof RunReport)[]) into[key] += from[key];
+/** Adds `from`'s counts into `into`; only the run counts, so a wider report (a sweep's) keeps its own fields. */
+export function addReport<R extends RunReport>(into: R, from: RunReport): R {
+  for (const key of Object.keys(from) as (keyof RunReport)[]) into[key] += from[key];
   return into;
 }

@@ -3,20 +3,38 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import path from 'node:path';
-import { after, before, beforeEach, test } from 'node:test';
+import { after, before, beforeEach, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { startWorker, type TestWorker } from '../support/worker.ts';
-import { startOutboxEnv, until, type OutboxEnv } from './outbox-env.ts';
+import { crashWhileRunning, startOutboxEnv, until, type OutboxEnv } from './outbox-env.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 let env: OutboxEnv;
 let unreachable: TestWorker;
 let hangUp: net.Server;
 
+/** A PostgreSQL ErrorResponse message of severity FATAL. */
+function pgFatal(code: string, message: string): Buffer {
+  const fields = Buffer.from(`SFATAL\0VFATAL\0C${code}\0M${message}\0\0`);
+  const head = Buffer.alloc(5);
+  head.write('E');
+  head.writeUInt32BE(fields.length + 4, 1);
+  return Buffer.concat([head, fields]);
+}
+
 before(async () => {
   env = await startOutboxEnv();
-  // A "database" that accepts connections and hangs up at once: the server went away.
-  hangUp = net.createServer((socket) => socket.destroy());
+  // A "database" that refuses every session, as a server shutting down does: it declines TLS,
+  // answers the startup message with FATAL 57P03 and closes. It closes gracefully because
+  // Miniflare's Hyperdrive proxy pipes sockets without error listeners: a reset would surface
+  // in this process as an uncaught error instead of in the Worker.
+  hangUp = net.createServer((socket) => {
+    socket.on('error', () => undefined);
+    socket.on('data', (chunk) => {
+      if (chunk.length === 8 && chunk.readUInt32BE(4) === 80877103) return void socket.write('N'); // SSLRequest
+      socket.end(pgFatal('57P03', 'the database system is shutting down'));
+    });
+  });
   await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
   const port = (hangUp.address() as net.AddressInfo).port;
   // Same Worker, but its Hyperdrive binding points at that server.
@@ -80,3 +98,42 @@ for (const hook of ['off', 'record'] as const) {
     if (hook === 'record') assert.deepEqual((await env.sql('SELECT note FROM public.sink WHERE key = $1', [id])).map((r) => r.note), ['transition:succeeded']);
   });
 }
+
+describe('the sweep report', () => {
+  const HOUR = 3_600_000;
+  /** One job of each kind of sweep work: a crashed attempt, a due job, a long-lease job to hand off. */
+  async function sweepWork() {
+    const res = await env.post('/enqueue', {
+      jobs: [
+        { payload: { key: 'crashed', do: 'ok' }, delayMs: 10 * HOUR },
+        { payload: { key: 'due', do: 'ok' }, delayMs: HOUR },
+        { kind: 'test.bulk', payload: { key: 'long' }, delayMs: HOUR },
+      ],
+    });
+    const [crashed, due, long] = res.body.map((r: { id: string }) => r.id);
+    await crashWhileRunning(env, crashed);
+    await env.post('/clock', { offsetMs: 2 * HOUR });
+    return { crashed, due, long };
+  }
+  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, stale: 0, recovered: 0, handedOff: 0, deleted: 0 };
+
+  test('a healthy sweep reports exact counts, every field a number', async () => {
+    const { crashed, due } = await sweepWork();
+    const report = (await env.post('/sweep', {})).body;
+    assert.deepEqual(report, { ...zero, claimed: 1, succeeded: 1, retrying: 1, recovered: 1, handedOff: 1, failedSteps: [], schedules: [] });
+    assert.equal((await env.job(crashed)).status, 'retrying');
+    assert.equal((await env.job(due)).status, 'succeeded');
+  });
+
+  test('a recovery step that loses its connection is reported; drain, hand-off and retention still run', async () => {
+    const { crashed, due } = await sweepWork();
+    await env.post('/break', { statement: 'postbox_list_expired_leases' });
+    const report = (await env.post('/sweep', {})).body;
+    assert.deepEqual(report, { ...zero, claimed: 1, succeeded: 1, handedOff: 1, failedSteps: ['recover'], schedules: [] });
+    // The crashed attempt is untouched (the next sweep recovers it); the due job ran on a fresh session.
+    assert.equal((await env.job(crashed)).status, 'running');
+    assert.equal((await env.job(due)).status, 'succeeded');
+    const infra = (await env.events()).filter((e) => e.type === 'infra_error').map((e) => e.where);
+    assert.deepEqual(infra, ['sweep recover']);
+  });
+});

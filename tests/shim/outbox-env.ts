@@ -59,6 +59,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await post('/clock', { offsetMs: 0 });
       await post('/hook', { mode: 'off' });
       await post('/version', { timestamp: null });
+      await post('/break', { statement: null });
       await worker.fetch('/events');
     },
     async stop() {
@@ -67,6 +68,14 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await server.stop();
     },
   };
+}
+
+/** Makes a job look like its isolate died mid-attempt: claimed, lease already expired. */
+export async function crashWhileRunning(env: Pick<OutboxEnv, 'sql'>, id: string): Promise<void> {
+  await env.sql(`UPDATE outbox.job SET status = 'running', attempt_seq = attempt_seq + 1,
+                  lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
+  await env.sql(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at)
+                 SELECT id, attempt_seq, kind, now() - interval '1 minute', lease_expires_at FROM outbox.job WHERE id = $1`, [id]);
 }
 
 /** Polls until `fn` returns something other than undefined. */

@@ -2,7 +2,7 @@
 // app's transaction, Queue nudge, claim, run, settle, sweep and recovery.
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { startOutboxEnv, sleep, until, type OutboxEnv } from './outbox-env.ts';
+import { crashWhileRunning as crashAt, startOutboxEnv, sleep, until, type OutboxEnv } from './outbox-env.ts';
 
 let env: OutboxEnv;
 before(async () => {
@@ -208,13 +208,7 @@ describe('atomic completion', () => {
 });
 
 describe('recovery and fencing', () => {
-  /** Makes a job look like its isolate died mid-attempt: claimed, lease already expired. */
-  async function crashWhileRunning(id: string) {
-    await env.sql(`UPDATE outbox.job SET status = 'running', attempt_seq = attempt_seq + 1,
-                    lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
-    await env.sql(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at)
-                   SELECT id, attempt_seq, kind, now() - interval '1 minute', lease_expires_at FROM outbox.job WHERE id = $1`, [id]);
-  }
+  const crashWhileRunning = (id: string) => crashAt(env, id);
 
   test('the sweep recovers an expired lease as a crash, charging no attempt; repeated crashes dead-letter', async () => {
     const created = await enqueueOne({ key: 'cr', do: 'ok' }, { delayMs: 3_600_000 });
