@@ -27,6 +27,11 @@ export class LaneSession {
     return this.#conn;
   }
 
+  /** Whether the current connection reported itself closed or errored. */
+  isBroken(): boolean {
+    return this.#conn?.isBroken?.() ?? false;
+  }
+
   /** Runs `fn` with the session to itself. */
   exclusive<T>(fn: (q: LaneDb) => Promise<T>): Promise<T> {
     const run = this.#tail.then(async () => fn((await this.#acquire()).db));

@@ -105,62 +105,68 @@ async function writeSettlements(q: LaneDb, now: number, items: Settlement[]): Pr
   return new Set(rows.map((r: { id: string }) => r.id));
 }
 
-/** A settle that hit a broken connection is tried once more on a fresh one; then the lease decides. */
+/** What the core says to do about a settlement whose write failed (docs/ABI.md, `pb_settle` `failure`). */
+type FailureNext = 'retry' | 'hook_failed' | 'give_up';
+
+/** Reports what the shim saw of a failed settle write; the core decides what it means. */
+function afterFailure(rt: OutboxRuntime, session: LaneSession, part: 'write' | 'hook', error: unknown, tries: number): FailureNext {
+  const code = (error as { code?: unknown } | null)?.code;
+  const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
+  return rt.core.call<{ next: FailureNext }>('settle', { failure: { part, sessionBroken: session.isBroken(), sqlState, tries } }).next;
+}
+
+/** Writes settlements; a failed write is tried again on a fresh session while the core says so. Null once it gives up. */
 export async function writeWithRetry(rt: OutboxRuntime, session: LaneSession, write: (q: LaneDb) => Promise<Set<string>>): Promise<Set<string> | null> {
-  for (let attempt = 0; attempt < 2; attempt++) {
+  for (let tries = 1; ; tries++) {
     try {
       return await session.exclusive(write);
     } catch (error) {
       rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
+      const next = afterFailure(rt, session, 'write', error, tries);
       await session.replace();
+      if (next !== 'retry') return null;
     }
   }
-  return null;
 }
 
-/** Wraps a throw from user code inside the settle transaction, to tell it from a broken session. */
-class HookThrew {
-  constructor(readonly error: unknown) {}
-}
-
-async function runHook(fn: () => Promise<unknown>): Promise<void> {
-  try {
-    await fn();
-  } catch (error) {
-    throw new HookThrew(error);
-  }
-}
-
+/**
+ * Settles one attempt with its hooks in one transaction. A hook that fails on a live session
+ * settles the job as hook_failed; a connection lost anywhere in the transaction (the hook's
+ * statements included) is infrastructure: the core has it retried, hooks and all, uncharged.
+ */
 async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
-  for (let attempt = 0; attempt < 2; attempt++) {
+  for (let tries = 1; ; tries++) {
+    const at: { part: 'write' | 'hook' } = { part: 'write' };
     try {
       const settled = await session.transaction(async (tx) => {
         const ids = await writeSettlements(tx, now, [[f, d]]);
         if (!ids.has(f.row.id)) return false;
-        if (f.commit && d.status === 'succeeded') await runHook(() => f.commit!(tx));
+        at.part = 'hook';
+        if (f.commit && d.status === 'succeeded') await f.commit(tx);
         const onTransition = rt.options.onTransition;
         if (onTransition) {
-          await runHook(() => onTransition(tx, {
+          await onTransition(tx, {
             job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
             transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 },
-          }));
+          });
         }
         return true;
       });
       record(rt, report, f, d, settled, false);
       return;
     } catch (error) {
-      if (error instanceof HookThrew) {
+      const next = afterFailure(rt, session, at.part, error, tries);
+      if (next === 'hook_failed') {
         // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
-        const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error.error)) } };
+        const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error)) } };
         const [decision] = decide(rt, now, [failed]);
         const written = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, [[failed, decision!]]));
         record(rt, report, failed, decision!, written?.has(f.row.id) ?? false, written === null);
         return;
       }
-      // The session broke, not the hook: try the same settlement once more on a fresh one.
       rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
       await session.replace();
+      if (next === 'give_up') break;
     }
   }
   record(rt, report, f, d, false, true);

@@ -230,6 +230,22 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   s('hook_failed', settle({ type: 'hook_failed' }), fields({ status: 'retrying', errorCode: 'hook_failed', attemptOutcome: 'hook_failed' }));
   s('invalid_payload', settle({ type: 'invalid_payload' }), fields({ status: 'retrying', errorCode: 'invalid_payload', attemptOutcome: 'invalid_payload' }));
   s('timeout with explicit code', settle({ type: 'timeout', code: 'upstream_timeout' }), fields({ errorCode: 'upstream_timeout' }));
+  // A failed settle write: what the shim saw decides retry, hook_failed or give up.
+  const failure = (f) => ({ failure: f });
+  s('failure hook on live session', failure({ part: 'hook', sessionBroken: false, sqlState: null, tries: 1 }), fields({ next: 'hook_failed' }));
+  s('failure hook unique violation', failure({ part: 'hook', sessionBroken: false, sqlState: '23505', tries: 1 }), fields({ next: 'hook_failed' }));
+  s('failure hook backend terminated', failure({ part: 'hook', sessionBroken: false, sqlState: '57P01', tries: 1 }), fields({ next: 'retry' }));
+  s('failure hook connection exception', failure({ part: 'hook', sqlState: '08006', tries: 1 }), fields({ next: 'retry' }));
+  s('failure hook session broken', failure({ part: 'hook', sessionBroken: true, tries: 1 }), fields({ next: 'retry' }));
+  s('failure hook query cancelled', failure({ part: 'hook', sqlState: '57014', tries: 1 }), fields({ next: 'hook_failed' }));
+  s('failure write first try', failure({ part: 'write', sessionBroken: true, tries: 1 }), fields({ next: 'retry' }));
+  s('failure write second try gives up', failure({ part: 'write', sessionBroken: true, tries: 2 }), fields({ next: 'give_up' }));
+  s('failure hook lost twice gives up', failure({ part: 'hook', sqlState: '57P01', tries: 2 }), fields({ next: 'give_up' }));
+  s('failure unknown part', failure({ part: 'commit', tries: 1 }), isError('invalid_input', 'failure.part'));
+  s('failure missing tries', failure({ part: 'hook' }), isError('invalid_input', 'failure.tries'));
+  s('failure tries 0', failure({ part: 'hook', tries: 0 }), isError('invalid_input', 'failure.tries'));
+  s('failure sqlState too long', failure({ part: 'hook', sqlState: '57P011', tries: 1 }), isError('invalid_input', 'failure.sqlState'));
+  s('failure not an object', failure([1]), isError('invalid_input', 'failure'));
   // Budgets.
   s('attempts budget not yet', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 18 }), fields({ status: 'retrying', attempts: 19 }));
   s('attempts budget exhausted', settle({ type: 'retry', code: 'x' }, { attempts: 19 }),

@@ -99,6 +99,40 @@ for (const hook of ['off', 'record'] as const) {
   });
 }
 
+for (const hook of ['commit', 'onTransition'] as const) {
+  test(`a connection lost inside the ${hook} hook retries the settle on a fresh session, charging nothing`, async () => {
+    if (hook === 'onTransition') await env.post('/hook', { mode: 'slow' });
+    const marker = hook === 'commit' ? 'in_commit_hook' : 'in_transition_hook';
+    const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'hookkill', do: hook === 'commit' ? 'commit_slow' : 'ok' } }] });
+    const id = res.body[0].id;
+    // Kill the backend while the hook's statement runs inside the settle transaction.
+    const killed = await until(async () => {
+      const rows = await env.sql(
+        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE $1`,
+        [`%${marker}%`],
+      );
+      return rows.length > 0 ? rows : undefined;
+    });
+    assert.equal(killed.length, 1);
+    const job = await until(async () => {
+      const j = await env.job(id);
+      return j.status === 'succeeded' ? j : undefined;
+    });
+    // One charged attempt, settled ok; no hook_failed anywhere.
+    assert.equal(job.attempts, 1);
+    assert.equal(job.last_error_code, null);
+    assert.deepEqual(await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [id]), [{ outcome: 'ok' }]);
+    // The hook's effects landed once, with the transition that finally committed.
+    const sink = (key: string) => env.sql('SELECT note FROM public.sink WHERE key = $1 ORDER BY id', [key]).then((rows) => rows.map((r) => r.note));
+    if (hook === 'commit') assert.deepEqual(await sink('hookkill'), ['commit_slow', 'committed']);
+    else assert.deepEqual(await sink(id), ['transition:succeeded']);
+    const events = await env.events();
+    assert.ok(events.some((e) => e.type === 'infra_error' && e.where === 'settle'), JSON.stringify(events));
+    assert.ok(!events.some((e) => e.type === 'job_settled' && e.outcome === 'hook_failed'));
+  });
+}
+
 describe('the sweep report', () => {
   const HOUR = 3_600_000;
   /** One job of each kind of sweep work: a crashed attempt, a due job, a long-lease job to hand off. */

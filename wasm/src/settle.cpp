@@ -366,6 +366,14 @@ Status run_settle(od::document& doc, JsonWriter& out) {
   const Where where{"settle", "", ErrorCode::invalid_input};
   Result<od::object> root = input::root_object(doc, where);
   if (!root) return root.take_error();
+  od::value failure;
+  if (root.value().find_field_unordered("failure").get(failure) == simdjson::SUCCESS) {
+    return run_settle_failure(failure, where, out);
+  }
+  bool rewound = false;
+  if (root.value().reset().get(rewound) != simdjson::SUCCESS) {
+    return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  }
   od::value batch;
   const simdjson::error_code found = root.value().find_field_unordered("batch").get(batch);
   if (found == simdjson::SUCCESS) {

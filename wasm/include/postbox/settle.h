@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "postbox/json_input.h"
 #include "postbox/policy.h"
 
 namespace postbox {
@@ -72,6 +73,24 @@ void write_settlement(JsonWriter& out, const Settlement& s);
 // The outcome type's wire name, and its inverse (false when unknown).
 std::string_view outcome_name(OutcomeType type);
 bool outcome_from_name(std::string_view name, OutcomeType& type);
+
+// A settlement whose write failed (settle_failure.cpp): what the shim saw, and what to do.
+constexpr int32_t kMaxSettleTries = 2;
+
+enum class SettlePart { write, hook };
+enum class SettleFailureAction { retry_fresh_session, hook_failed, give_up };
+
+struct SettleFailure {
+  SettlePart part = SettlePart::write;      // the settle statement, or the user's hook in its transaction
+  bool session_broken = false;              // the connection reported itself closed or errored
+  std::optional<std::string_view> sql_state;  // the server's SQLSTATE, when the error carried one
+  int32_t tries = 1;                        // tries of this settlement so far, this one included
+};
+
+SettleFailureAction decide_settle_failure(const SettleFailure& failure);
+std::string_view settle_failure_action_name(SettleFailureAction action);
+// {"failure":{…}} in pb_settle: writes {"next":"retry"|"hook_failed"|"give_up"}.
+Status run_settle_failure(input::od::value& value, const input::Where& parent, JsonWriter& out);
 
 // Cuts text to at most max_bytes without splitting a UTF-8 sequence.
 std::string_view truncate_utf8(std::string_view text, uint32_t max_bytes);

@@ -1,0 +1,72 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+#include "postbox/settle.h"
+
+using postbox::SettleFailure;
+using postbox::SettleFailureAction;
+using postbox::SettlePart;
+using postbox::decide_settle_failure;
+
+namespace {
+
+SettleFailure failure(SettlePart part, bool broken, std::optional<std::string_view> state, int32_t tries) {
+  SettleFailure f;
+  f.part = part;
+  f.session_broken = broken;
+  f.sql_state = state;
+  f.tries = tries;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("settle failure: a hook that throws on a live session is the hook's failure") {
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::nullopt, 1)) == SettleFailureAction::hook_failed);
+  // A constraint violation or a user error is not the connection.
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("23505"), 1)) == SettleFailureAction::hook_failed);
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("P0001"), 2)) == SettleFailureAction::hook_failed);
+}
+
+TEST_CASE("settle failure: a connection lost inside a hook retries the settle on a fresh session") {
+  // The backend killed under the hook (pg_terminate_backend: 57P01).
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("57P01"), 1)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("57P02"), 1)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("57P03"), 1)) == SettleFailureAction::retry_fresh_session);
+  // Class 08: connection exceptions.
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("08006"), 1)) == SettleFailureAction::retry_fresh_session);
+  // No SQLSTATE (the socket closed), but the session says it is broken.
+  CHECK(decide_settle_failure(failure(SettlePart::hook, true, std::nullopt, 1)) == SettleFailureAction::retry_fresh_session);
+  // 57014 (query cancelled) is not a lost session.
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("57014"), 1)) == SettleFailureAction::hook_failed);
+}
+
+TEST_CASE("settle failure: tries are bounded; then the lease decides") {
+  CHECK(decide_settle_failure(failure(SettlePart::write, true, std::nullopt, 1)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(failure(SettlePart::write, false, std::nullopt, 1)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(failure(SettlePart::write, true, std::nullopt, postbox::kMaxSettleTries)) == SettleFailureAction::give_up);
+  CHECK(decide_settle_failure(failure(SettlePart::hook, true, std::nullopt, postbox::kMaxSettleTries)) == SettleFailureAction::give_up);
+  // A hook's own failure is settled as hook_failed whatever the count.
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::nullopt, 5)) == SettleFailureAction::hook_failed);
+}
+
+TEST_CASE("settle failure: through pb_settle") {
+  using postbox::test::call;
+  auto r = call(pb_settle, R"({"failure":{"part":"hook","sessionBroken":false,"sqlState":"57P01","tries":1}})");
+  CHECK(r.rc == 0);
+  CHECK(r.out == R"({"next":"retry"})");
+  r = call(pb_settle, R"({"failure":{"part":"hook","sessionBroken":false,"sqlState":null,"tries":1}})");
+  CHECK(r.out == R"({"next":"hook_failed"})");
+  r = call(pb_settle, R"({"failure":{"part":"write","sessionBroken":true,"tries":2}})");
+  CHECK(r.out == R"({"next":"give_up"})");
+  r = call(pb_settle, R"({"failure":{"part":"commit","tries":1}})");
+  CHECK(r.rc == 1);
+  CHECK(r.out == R"({"error":{"code":"invalid_input","message":"settle: field 'failure.part' must be \"write\" or \"hook\""}})");
+  r = call(pb_settle, R"({"failure":{"part":"hook"}})");
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("failure.tries") != std::string::npos);
+  r = call(pb_settle, R"({"failure":{"part":"hook","tries":0}})");
+  CHECK(r.rc == 1);
+}
