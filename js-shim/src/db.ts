@@ -1,5 +1,13 @@
 import { PostboxError } from './errors.js';
-import type { Queryable } from './types.js';
+import type { OutboxDb, Queryable } from './types.js';
+
+/**
+ * Marks `ctx.db`. Its statements share the lane session with other handlers and the drain, so
+ * a transaction on it must go through its own `transaction`, which keeps the session to itself
+ * until the transaction ends; a BEGIN sent as a plain query would let others' statements in.
+ */
+export const LANE_DB = Symbol('postbox.laneDb');
+const isLaneDb = (db: unknown): db is OutboxDb => (db as { [LANE_DB]?: boolean } | null)?.[LANE_DB] === true;
 
 /**
  * The database handles `outbox.transaction` accepts: a node-postgres `Pool`, `Client` or
@@ -32,6 +40,7 @@ const isKysely = (db: unknown): db is KyselyLike =>
  * plus the handle the caller's own code expects (`tx`).
  */
 export async function runTransaction<T>(db: TransactionalDb, fn: (q: Queryable, tx: unknown) => Promise<T>): Promise<T> {
+  if (isLaneDb(db)) return db.transaction((tx) => fn(tx, tx));
   if (isPool(db)) {
     const client = await db.connect();
     try {

@@ -1,6 +1,7 @@
 // Runs one handler: payload validation, the timeout (real time), the AbortSignal, a fenced
 // ctx.db, and the mapping of whatever the handler did (returned, threw, hung) to an outcome.
 import type { Finished, ClaimedRow } from './attempt.js';
+import { LANE_DB } from './db.js';
 import { PostboxError } from './errors.js';
 import { defaultClassify } from './jobs.js';
 import type { OutboxRuntime } from './runtime.js';
@@ -103,7 +104,7 @@ function fencedDb(session: LaneSession, fence: { closed: boolean; inflight: numb
       }
     },
   });
-  return {
+  const db: OutboxDb = {
     async query(text, values) {
       guard();
       return session.exclusive((q) => tracked(q).query(text, values));
@@ -124,5 +125,6 @@ function fencedDb(session: LaneSession, fence: { closed: boolean; inflight: numb
       }
     },
   };
+  return Object.assign(db, { [LANE_DB]: true });
 }
 

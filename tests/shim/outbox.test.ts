@@ -207,6 +207,25 @@ describe('atomic completion', () => {
   });
 });
 
+describe('ctx.db shared by the handlers of one lane', () => {
+  test('outbox.transaction(ctx.db) is one transaction: its rollback spares another handler\'s write', async () => {
+    const res = await enqueue([
+      { payload: { key: 'rolls-back', do: 'tx_rollback', ms: 400 } },
+      { payload: { key: 'writes', do: 'write_late', ms: 100 } },
+    ]);
+    const [a, b] = res.body as { id: string }[];
+    await settledJob(a!.id, 'succeeded');
+    await settledJob(b!.id, 'succeeded');
+    // The other handler's row survived; the rolled-back one and its continuation are gone.
+    assert.deepEqual((await sinkFor('writes')).map((r) => r.note), ['write_late', 'late']);
+    assert.deepEqual((await sinkFor('rolls-back')).map((r) => r.note), ['tx_rollback']);
+    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE payload->>'key' = 'rolls-back:next'`))[0].n, 0);
+    // Both attempts settled by the drain as usual.
+    const attempts = await env.sql('SELECT job_id, outcome FROM outbox.attempt WHERE job_id = ANY($1) ORDER BY job_id', [[a!.id, b!.id]]);
+    assert.deepEqual(attempts.map((r) => r.outcome), ['ok', 'ok']);
+  });
+});
+
 describe('recovery and fencing', () => {
   const crashWhileRunning = (id: string) => crashAt(env, id);
 
