@@ -22,7 +22,7 @@ export interface ClaimedRow {
 
 /** An outcome in the core's vocabulary (docs/ABI.md, `pb_settle`). */
 export interface CoreOutcome {
-  type: 'ok' | 'retry' | 'fail' | 'cancel' | 'timeout' | 'crash' | 'claim_late' | 'hook_failed' | 'invalid_payload';
+  type: 'ok' | 'retry' | 'fail' | 'cancel' | 'timeout' | 'crash' | 'claim_late' | 'released' | 'hook_failed' | 'invalid_payload';
   code?: string;
   after?: number;
   reason?: string;
@@ -46,12 +46,14 @@ export interface RunReport {
   cancelled: number;
   pending: number;
   claimLate: number;
+  /** Claimed ahead, never started (the drain stopped first): back to due, uncharged. */
+  released: number;
   stale: number;
   recovered: number;
 }
 
 export const emptyReport = (): RunReport => ({
-  claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, stale: 0, recovered: 0,
+  claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0,
 });
 
 /** Adds `from`'s counts into `into`; only the run counts, so a wider report (a sweep's) keeps its own fields. */

@@ -1,6 +1,10 @@
-// The drain loop of one lane: the core plans each claim; one statement settles the previous
-// batch and claims the next; the batch's handlers run concurrently; repeat. So a batch of N
-// jobs costs one round trip (plus one per job whose settlement runs a hook).
+// The drain of one lane, as a pipeline. `concurrency` slots run handlers; jobs are claimed
+// ahead into a buffer, so a slot that frees starts its next job at once. One statement at a
+// time on the lane session carries every plain settlement finished since the last one, plus a
+// claim when the window has room. The core decides each step (claim `pump`: claim how many,
+// settle, wait or stop; `plan`: which kinds still fit the deadline; `admit`: whether a buffered
+// job may still start). Settlements with hooks run in their own transactions, queued on the
+// same session, while the other slots go on.
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
 import { JOB_CLAIM_DUE, JOB_CLAIM_TARGETS } from './queries/claim.js';
@@ -20,6 +24,13 @@ interface ClaimPlan {
   targetOnly: boolean;
 }
 
+interface PumpStep {
+  action: 'claim' | 'settle' | 'wait' | 'done';
+  claim: number;
+}
+
+type Target = { id: string; kind: string };
+
 export interface DrainOptions {
   lane: string;
   deadlineAt: number;
@@ -28,77 +39,168 @@ export interface DrainOptions {
   /** Stop after claiming this many. */
   maxJobs?: number;
   /** Claim only these nudged jobs. */
-  targets?: readonly { id: string; kind: string }[];
-  /** Called (once) when the plan drops a kind right after a full batch: due jobs likely remain. */
+  targets?: readonly Target[];
+  /** Called (once) when the plan drops a kind right after a full claim: due jobs likely remain. */
   onBacklog?: () => void;
 }
 
 /**
  * Claims and runs jobs of one lane until none are due, the plan says stop, or `maxJobs`.
- * Plain settlements ride on the next claim statement; the last batch's are written alone.
+ * Resolves once every claimed job has been settled (or released); rejects with the first
+ * statement failure after settling what it could on a fresh session.
  */
 export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: DrainOptions): Promise<RunReport> {
-  const report = emptyReport();
   const policies = opts.kinds ? rt.policies.filter((p) => opts.kinds!.includes(p.kind)) : rt.policies;
   // The core decides, per nudge, whether this lane may claim it at all.
   const targets = opts.targets?.filter((target) => plan(rt, policies, opts, target).limit > 0);
-  if (targets?.length === 0) return report;
-  let carry: Finished[] = [];
-  let lastBatchFull = false;
-  let plannedKinds: number | undefined;
-  let backlogReported = false;
-  try {
+  if (targets?.length === 0) return emptyReport();
+  return new LanePump(rt, session, opts, policies, targets).run();
+}
+
+class LanePump {
+  readonly report = emptyReport();
+  /** Claimed, not yet started: the lookahead. */
+  readonly #buffer: ClaimedRow[] = [];
+  /** Finished attempts whose settlement rides on the next statement. */
+  #finished: Finished[] = [];
+  /** Settlements with hooks, each in its own transaction on the session. */
+  readonly #hooked = new Set<Promise<void>>();
+  #running = 0;
+  /** The last claim came back short (or the targets ran out): nothing more is due. */
+  #exhausted = false;
+  #failure: unknown = undefined;
+  #wake: (() => void) | null = null;
+  #plannedKinds: number | undefined;
+  #lastClaimFull = false;
+  #backlogReported = false;
+
+  constructor(
+    readonly rt: OutboxRuntime,
+    readonly session: LaneSession,
+    readonly opts: DrainOptions,
+    readonly policies: readonly OutboxRuntime['policies'][number][],
+    readonly targets: Target[] | undefined,
+  ) {}
+
+  async run(): Promise<RunReport> {
     for (;;) {
-      const claimPlan = plan(rt, policies, opts, null);
-      // The plan drops a kind once its attempt could no longer finish in the budget; if the
-      // batch before was full, that kind likely still has due jobs.
-      plannedKinds ??= claimPlan.kinds.length;
-      if (!backlogReported && lastBatchFull && !targets && claimPlan.kinds.length < plannedKinds) {
-        backlogReported = true;
-        opts.onBacklog?.();
-      }
-      let limit = claimPlan.limit;
-      if (opts.maxJobs !== undefined) limit = Math.min(limit, opts.maxJobs - report.claimed);
-      if (limit <= 0 || claimPlan.kinds.length === 0) break;
-      // Nudged targets are claimed a batch at a time, like a drain, so `concurrency` holds.
-      const chunk = targets?.splice(0, limit);
-      if (chunk?.length === 0) break;
-      const now = rt.clock.now();
-      const claimArgs = [opts.lane, claimPlan.kinds, claimPlan.leaseMs, limit, claimPlan.versionCutoff];
-      if (chunk) claimArgs.push(chunk.map((t) => t.id), chunk.map((t) => t.kind));
-      let rows: ClaimedRow[];
+      const claimPlan = this.#failure === undefined && !this.#exhausted ? this.#plan() : null;
+      const remaining = this.targets ? this.targets.length : this.opts.maxJobs === undefined ? null : this.opts.maxJobs - this.report.claimed;
+      const step = this.rt.core.call<PumpStep>('claim', {
+        op: 'pump',
+        concurrency: this.rt.concurrency,
+        running: this.#running,
+        buffered: this.#buffer.length,
+        settles: this.#finished.length,
+        mayClaim: claimPlan !== null && claimPlan.kinds.length > 0,
+        remaining,
+      });
+      if (step.action === 'done') break;
+      if (step.action === 'wait') await new Promise<void>((resolve) => (this.#wake = resolve));
+      else await this.#statement(step.action === 'claim' ? step.claim : 0, claimPlan);
+    }
+    await Promise.all(this.#hooked);
+    if (this.#failure !== undefined) throw this.#failure;
+    return this.report;
+  }
+
+  /** The core's claim plan for now; reports a backlog once when it drops a kind after a full claim. */
+  #plan(): ClaimPlan {
+    const claimPlan = plan(this.rt, this.policies, this.opts, null);
+    this.#plannedKinds ??= claimPlan.kinds.length;
+    if (!this.#backlogReported && this.#lastClaimFull && !this.targets && claimPlan.kinds.length < this.#plannedKinds) {
+      this.#backlogReported = true;
+      this.opts.onBacklog?.();
+    }
+    return claimPlan;
+  }
+
+  /** One statement: the waiting settlements, plus a claim of `n` when n > 0. */
+  async #statement(n: number, claimPlan: ClaimPlan | null): Promise<void> {
+    const carry = this.#finished;
+    this.#finished = [];
+    if (n === 0 || !claimPlan) {
+      addReport(this.report, await settleAll(this.rt, this.session, carry));
+      return;
+    }
+    const chunk = this.targets?.splice(0, n);
+    const now = this.rt.clock.now();
+    const claimArgs: unknown[] = [this.opts.lane, claimPlan.kinds, claimPlan.leaseMs, n, claimPlan.versionCutoff];
+    if (chunk) claimArgs.push(chunk.map((t) => t.id), chunk.map((t) => t.kind));
+    let rows: ClaimedRow[];
+    try {
       if (carry.length > 0) {
-        const items: Settlement[] = pair(carry, decide(rt, now, carry));
+        const items: Settlement[] = pair(carry, decide(this.rt, now, carry));
         const statement = chunk ? JOB_SETTLE_THEN_CLAIM_TARGETS : JOB_SETTLE_THEN_CLAIM_DUE;
-        const out = await session.exclusive(async (q) => (await run(q, statement, [now, ...settleColumns(items), ...claimArgs])).rows[0]);
-        carry = [];
-        recordAll(rt, report, items, new Set(out.settled as string[]));
+        const out = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...settleColumns(items), ...claimArgs])).rows[0]);
+        recordAll(this.rt, this.report, items, new Set(out.settled as string[]));
         rows = out.claimed as ClaimedRow[];
       } else {
         const statement = chunk ? JOB_CLAIM_TARGETS : JOB_CLAIM_DUE;
-        rows = await session.exclusive(async (q) => (await run(q, statement, [now, ...claimArgs])).rows as ClaimedRow[]);
+        rows = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...claimArgs])).rows as ClaimedRow[]);
       }
-      if (rows.length === 0) break;
-      lastBatchFull = rows.length === limit;
-      report.claimed += rows.length;
-      const finished = await runBatch(rt, session, rows, opts.deadlineAt);
-      await settleHooked(rt, session, finished.filter((f) => needsHooks(rt, f)), report);
-      carry = finished.filter((f) => !needsHooks(rt, f));
-      if (!chunk && rows.length < limit) break;
+    } catch (error) {
+      // The statement failed as a whole, so it claimed nothing: write its settlements on a fresh
+      // session, stop claiming, let what runs finish, and release what waits for a slot.
+      this.#failure = error;
+      await this.session.replace();
+      addReport(this.report, await settleAll(this.rt, this.session, carry));
+      this.#release();
+      return;
     }
-  } catch (error) {
-    // The statement that would have carried these failed as a whole: write them on a fresh session.
-    if (carry.length > 0) {
-      await session.replace();
-      addReport(report, await settleAll(rt, session, carry));
-    }
-    throw error;
+    this.report.claimed += rows.length;
+    this.#lastClaimFull = rows.length === n;
+    if (chunk ? this.targets!.length === 0 : rows.length < n) this.#exhausted = true;
+    this.#buffer.push(...rows);
+    this.#fill();
   }
-  if (carry.length > 0) addReport(report, await settleAll(rt, session, carry));
-  return report;
+
+  /** Starts buffered jobs in free slots. */
+  #fill(): void {
+    while (this.#running < this.rt.concurrency && this.#buffer.length > 0) this.#start(this.#buffer.shift()!);
+  }
+
+  /** Buffered jobs that will get no slot go back to due, uncharged, in the next statement. */
+  #release(): void {
+    for (const row of this.#buffer.splice(0)) this.#finished.push({ row, outcome: { type: 'released' } });
+  }
+
+  #start(row: ClaimedRow): void {
+    // Claims only pick registered kinds, so the job is always there.
+    const job = this.rt.registry.get(row.kind)!;
+    const admit = this.rt.core.call<{ start: boolean; deadline?: number; reason?: 'claim_late' | 'released' }>('claim', {
+      op: 'admit', now: this.rt.clock.now(), deadlineAt: this.opts.deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
+    });
+    if (!admit.start) {
+      this.#finished.push({ row, outcome: { type: admit.reason ?? 'claim_late' } });
+      this.#poke();
+      return;
+    }
+    this.#running++;
+    void runHandler(this.rt, this.session, job, row, admit.deadline!).then(async (result) => {
+      // A handler that timed out mid-query may hold the session forever: the others go on on a fresh one.
+      if (result.abandoned) await this.session.replace();
+      this.#running--;
+      if (needsHooks(this.rt, result.finished)) this.#settleWithHooks(result.finished);
+      else this.#finished.push(result.finished);
+      this.#fill();
+      this.#poke();
+    });
+  }
+
+  #settleWithHooks(f: Finished): void {
+    const settled = settleHooked(this.rt, this.session, [f], this.report).finally(() => this.#hooked.delete(settled));
+    this.#hooked.add(settled);
+  }
+
+  #poke(): void {
+    const wake = this.#wake;
+    this.#wake = null;
+    wake?.();
+  }
 }
 
-function plan(rt: OutboxRuntime, policies: readonly OutboxRuntime['policies'][number][], opts: DrainOptions, target: { id: string; kind: string } | null): ClaimPlan {
+function plan(rt: OutboxRuntime, policies: readonly OutboxRuntime['policies'][number][], opts: DrainOptions, target: Target | null): ClaimPlan {
   return rt.core.call<ClaimPlan>('claim', {
     op: 'plan',
     now: rt.clock.now(),
@@ -110,26 +212,4 @@ function plan(rt: OutboxRuntime, policies: readonly OutboxRuntime['policies'][nu
     version: rt.versionTs === null ? null : { timestamp: rt.versionTs },
     target,
   });
-}
-
-/** Runs a claimed batch concurrently, admitting each job first (the core may say claim_late). */
-async function runBatch(rt: OutboxRuntime, session: LaneSession, rows: ClaimedRow[], deadlineAt: number): Promise<Finished[]> {
-  const now = rt.clock.now();
-  let abandoned = false;
-  const finished = await Promise.all(
-    rows.map(async (row): Promise<Finished> => {
-      // Claims only pick registered kinds, so the job is always there.
-      const job = rt.registry.get(row.kind)!;
-      const admit = rt.core.call<{ start: boolean; deadline?: number }>('claim', {
-        op: 'admit', now, deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
-      });
-      if (!admit.start) return { row, outcome: { type: 'claim_late' } };
-      const result = await runHandler(rt, session, job, row, admit.deadline!);
-      if (result.abandoned) abandoned = true;
-      return result.finished;
-    }),
-  );
-  // A handler that timed out mid-query may hold the session forever: settle on a fresh one.
-  if (abandoned) await session.replace();
-  return finished;
 }

@@ -31,7 +31,7 @@ export type Settlement = [Finished, SettleDecision];
 
 /** Whether an attempt's settlement must run a hook inside its transaction. */
 export function needsHooks(rt: OutboxRuntime, f: Finished): boolean {
-  return (f.commit !== undefined || rt.options.onTransition !== undefined) && f.outcome.type !== 'claim_late';
+  return (f.commit !== undefined || rt.options.onTransition !== undefined) && f.outcome.type !== 'claim_late' && f.outcome.type !== 'released';
 }
 
 /** Asks the core for every settlement, then writes them: plain ones in one statement, hooked ones each in a transaction. */
@@ -186,6 +186,8 @@ function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDeci
   if (f.outcome.type === 'claim_late') {
     report.claimLate++;
     rt.emit({ type: 'claim_late', ...base });
+  } else if (f.outcome.type === 'released') {
+    report.released++;
   } else if (f.outcome.type === 'crash') {
     report.recovered++;
   }

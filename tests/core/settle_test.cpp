@@ -168,6 +168,14 @@ TEST_CASE("settle: claim_late charges nothing and keeps the error fields") {
         R"({"status":"retrying","dueAt":1700000005000,"attempts":2,"crashes":1,"streakCode":"x","streak":2,"errorCode":"x","errorMessage":"earlier","finished":false,"charged":false,"attemptOutcome":"claim_late","events":[]})");
 }
 
+TEST_CASE("settle: released (claimed ahead, never started) charges nothing and is due at once") {
+  const std::string pol = default_policy();
+  CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"released"})") ==
+        R"({"status":"pending","dueAt":1700000000000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"released","events":[]})");
+  CHECK(settle(pol, R"({"status":"running","attempts":3,"crashes":0,"streakCode":"x","streak":1,"errorCode":"x","errorMessage":"m"})", R"({"type":"released"})") ==
+        R"({"status":"retrying","dueAt":1700000000000,"attempts":3,"crashes":0,"streakCode":"x","streak":1,"errorCode":"x","errorMessage":"m","finished":false,"charged":false,"attemptOutcome":"released","events":[]})");
+}
+
 TEST_CASE("settle: messages are cut to 2000 bytes on a UTF-8 boundary") {
   std::string message(1999, 'a');
   message += "\xc3\xa9";  // é straddles the limit
@@ -193,7 +201,7 @@ TEST_CASE("settle: invalid inputs") {
       {input(pol, R"({"status":"running","attempts":-1})", R"({"type":"ok"})"),
        R"({"error":{"code":"invalid_input","message":"settle: field 'job.attempts' must be an integer in [0, 1000000]"}})"},
       {input(pol, R"({"status":"running","attempts":0})", R"({"type":"explode"})"),
-       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.type' must be one of ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed, invalid_payload"}})"},
+       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.type' must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload"}})"},
       {input(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","after":1.5})"),
        R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.after' must be an integer in [0, 315360000000]"}})"},
       {input(R"({"kind":"k"})", R"({"status":"running","attempts":0})", R"({"type":"ok"})"),

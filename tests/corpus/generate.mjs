@@ -294,6 +294,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   s('crash_loop maxCrashes 1', settle({ type: 'crash' }, {}, P({ kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 1 } })), fields({ status: 'dead', crashes: 1, errorCode: 'crash_loop' }));
   s('crash maxCrashes 100', settle({ type: 'crash' }, { crashes: 50 }, P({ kind: 'k', timeoutMs: 1000, retry: { maxCrashes: 100 } })), fields({ status: 'retrying', crashes: 51 }));
   s('crash with message', settle({ type: 'crash', message: 'isolate died' }), fields({ status: 'retrying' }));
+  // released: claimed ahead, never started.
+  s('released fresh job', settle({ type: 'released' }),
+    fields({ status: 'pending', dueAt: NOW, attempts: 0, charged: false, finished: false, attemptOutcome: 'released', events: [] }));
+  s('released retried job keeps counters', settle({ type: 'released' }, { attempts: 2, crashes: 1, streakCode: 'x', streak: 2, errorCode: 'x', errorMessage: 'boom' }),
+    fields({ status: 'retrying', dueAt: NOW, attempts: 2, crashes: 1, streak: 2, errorCode: 'x', errorMessage: 'boom', charged: false }));
   // claim_late.
   s('claim_late fresh job', settle({ type: 'claim_late' }),
     fields({ status: 'pending', dueAt: NOW + 5000, attempts: 0, crashes: 0, charged: false, finished: false, attemptOutcome: 'claim_late', errorCode: null, events: [] }));
@@ -418,7 +423,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   const admits = (a) => a.now + a.timeoutMs <= Math.min(a.deadlineAt, a.leaseExpiresAt - 10000);
   const admitCase = (name, o) => {
     const a = admit(o);
-    c(name, a, exactText(admits(a) ? `{"start":true,"deadline":${a.now + a.timeoutMs}}` : '{"start":false,"reason":"claim_late"}'));
+    // Refused for its lease: claim_late; refused only for the invocation's deadline: released.
+    const reason = a.now + a.timeoutMs > a.leaseExpiresAt - 10000 ? 'claim_late' : 'released';
+    c(name, a, exactText(admits(a) ? `{"start":true,"deadline":${a.now + a.timeoutMs}}` : `{"start":false,"reason":"${reason}"}`));
   };
   admitCase('admit fresh lease', {});
   admitCase('admit lease at edge', { leaseExpiresAt: NOW + 60000 });
@@ -435,6 +442,24 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   admitCase('admit leaseExpiresAt 0', { leaseExpiresAt: 0 });
   admitCase('admit timeout 1', { timeoutMs: 1, leaseExpiresAt: NOW + 30001 });
   admitCase('admit at epoch', { now: 0, deadlineAt: 0, leaseExpiresAt: 0, timeoutMs: 1 });
+  // pump: the continuous drain's next statement (docs/ABI.md, pb_claim pump).
+  const pump = (o) => ({ op: 'pump', concurrency: 8, running: 0, buffered: 0, settles: 0, mayClaim: true, remaining: null, ...o });
+  c('pump empty lane claims a window', pump({}), exactText('{"action":"claim","claim":16}'));
+  c('pump c=1 claims ahead while one runs', pump({ concurrency: 1, running: 1 }), exactText('{"action":"claim","claim":1}'));
+  c('pump full window waits', pump({ running: 8, buffered: 8 }), exactText('{"action":"wait","claim":0}'));
+  c('pump room below a batch waits', pump({ running: 8, buffered: 3, settles: 5 }), exactText('{"action":"wait","claim":0}'));
+  c('pump batch of room claims', pump({ running: 8, settles: 8 }), exactText('{"action":"claim","claim":8}'));
+  c('pump idle slot claims the room', pump({ running: 7, settles: 1 }), exactText('{"action":"claim","claim":9}'));
+  c('pump capped by maxBatch', pump({ concurrency: 100, maxBatch: 30 }), exactText('{"action":"claim","claim":30}'));
+  c('pump capped by remaining', pump({ remaining: 3 }), exactText('{"action":"claim","claim":3}'));
+  c('pump nothing remaining is done', pump({ remaining: 0 }), exactText('{"action":"done","claim":0}'));
+  c('pump no claims, settles wait for a batch', pump({ mayClaim: false, running: 5, settles: 3 }), exactText('{"action":"wait","claim":0}'));
+  c('pump no claims, a batch of settles goes', pump({ mayClaim: false, running: 5, settles: 8 }), exactText('{"action":"settle","claim":0}'));
+  c('pump idle lane settles the rest', pump({ mayClaim: false, settles: 3 }), exactText('{"action":"settle","claim":0}'));
+  c('pump idle lane is done', pump({ mayClaim: false }), exactText('{"action":"done","claim":0}'));
+  c('pump missing mayClaim', (({ mayClaim, ...r }) => r)(pump({})), isError('invalid_input', 'mayClaim'));
+  c('pump concurrency 0', pump({ concurrency: 0 }), isError('invalid_input', 'concurrency'));
+  c('pump negative running', pump({ running: -1 }), isError('invalid_input', 'running'));
   // deadline: startedAt + budget (default 840000, 1..900000): hand-checked.
   const deadline = (o) => ({ op: 'deadline', startedAt: NOW, ...o });
   c('deadline default budget', deadline({}), exactText(`{"deadlineAt":${NOW + 840000}}`));

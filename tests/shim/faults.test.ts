@@ -149,7 +149,7 @@ describe('the sweep report', () => {
     await env.post('/clock', { offsetMs: 2 * HOUR });
     return { crashed, due, long };
   }
-  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, stale: 0, recovered: 0, handedOff: 0, deleted: 0 };
+  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, handedOff: 0, deleted: 0 };
 
   test('a healthy sweep reports exact counts, every field a number', async () => {
     const { crashed, due } = await sweepWork();

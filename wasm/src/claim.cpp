@@ -3,6 +3,7 @@
 // and its lease, so a live attempt never overlaps a recovery of the same job.
 #include <algorithm>
 
+#include "postbox/claim_pump.h"
 #include "postbox/small_sort.h"
 
 #include "postbox/families.h"
@@ -173,7 +174,9 @@ Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_object();
   if (now + timeout_ms > latest_end) {
     out.field_bool("start", false);
-    out.field("reason", "claim_late");
+    // Too late for its lease: claim_late (due again shortly). Only the invocation's deadline
+    // is in the way: released (the lane stops before this job's turn; due again at once).
+    out.field("reason", now + timeout_ms > lease_expires_at - kSettleReserveMs ? "claim_late" : "released");
   } else {
     out.field_bool("start", true);
     out.field("deadline", now + timeout_ms);
@@ -212,7 +215,8 @@ Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
 }  // namespace
 
 Status run_claim(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}};
+  static constexpr Operation kOps[] = {
+      {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}};
   return dispatch_op(doc, out, "claim", kOps);
 }
 

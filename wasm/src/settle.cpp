@@ -22,6 +22,10 @@
 //   invalid_payload  retryable   yes      retrying                         invalid_payload
 //   crash            crash       no       retrying at now + backoff(crashes); dead at maxCrashes
 //   claim_late       claim_late  no       retrying (or pending when never charged) at now + 5 s
+//   released         release     no       retrying (or pending when never charged), due now
+//
+// `released` is a job claimed ahead that never got a slot (the drain stopped first): it goes
+// straight back to due, unlike claim_late, whose 5 s keeps a late lane from re-claiming at once.
 //
 // A retryable failure is exhausted when attempts reach the budget (perCode maxAttempts, else
 // the policy's) or the streak reaches the code's streak cap; it then ends `dead`, or
@@ -39,7 +43,7 @@ using input::Where;
 
 namespace {
 
-enum class Rule { succeed, cancel, fail, retryable, crash, claim_late };
+enum class Rule { succeed, cancel, fail, retryable, crash, claim_late, release };
 
 struct Row {
   OutcomeType type;
@@ -58,6 +62,7 @@ constexpr Row kRows[] = {
     {OutcomeType::invalid_payload, "invalid_payload", Rule::retryable, "invalid_payload"},
     {OutcomeType::crash, "crash", Rule::crash, "crash"},
     {OutcomeType::claim_late, "claim_late", Rule::claim_late, ""},
+    {OutcomeType::released, "released", Rule::release, ""},
 };
 
 const Row& row_for(OutcomeType type) {
@@ -157,14 +162,15 @@ void settle_crash(const SettleInput& in, const Row& row, Settlement& s) {
   s.due_at = in.now + backoff_delay(s.crashes, policy.base_ms, policy.max_ms, in.seed);
 }
 
-void settle_claim_late(const SettleInput& in, Settlement& s) {
+// Nothing charged, counters and error kept; back to due after `delay_ms`.
+void settle_uncharged(const SettleInput& in, Settlement& s, int64_t delay_ms) {
   s.attempts = in.job.attempts;
   s.crashes = in.job.crashes;
   s.streak_code = (in.job.streak_code);
   s.streak = in.job.streak;
   s.charged = false;
   s.status = in.job.attempts > 0 ? "retrying" : "pending";
-  s.due_at = in.now + kClaimLateDelayMs;
+  s.due_at = in.now + delay_ms;
   s.error_code = (in.job.error_code);
   s.error_message = (in.job.error_message);
 }
@@ -214,8 +220,8 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
       Result<std::string_view> s = input::read_string(field, inner, key, 64);
       if (!s || !outcome_from_name(s.value(), outcome.type)) {
         return field_error(inner, key,
-                           "must be one of ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed, "
-                           "invalid_payload");
+                           "must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, "
+                           "hook_failed, invalid_payload");
       }
       has_type = true;
     } else if (key == "code" || key == "reason") {
@@ -324,7 +330,8 @@ Settlement settle(const SettleInput& in) {
     case Rule::fail: settle_finished(in, row, s); break;
     case Rule::retryable: settle_retryable(in, row, s); break;
     case Rule::crash: settle_crash(in, row, s); break;
-    case Rule::claim_late: settle_claim_late(in, s); break;
+    case Rule::claim_late: settle_uncharged(in, s, kClaimLateDelayMs); break;
+    case Rule::release: settle_uncharged(in, s, 0); break;
   }
   return s;
 }

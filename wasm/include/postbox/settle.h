@@ -16,7 +16,7 @@ constexpr uint32_t kMaxMessageBytes = 2000;
 constexpr uint32_t kMaxSettleBatch = 1000;
 constexpr int64_t kClaimLateDelayMs = 5000;
 
-enum class OutcomeType { ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed, invalid_payload };
+enum class OutcomeType { ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload };
 
 struct JobState {
   int64_t attempts = 0;  // charged since the last replay, before this attempt

@@ -1,0 +1,87 @@
+#include <doctest/doctest.h>
+
+#include "abi_call.h"
+#include "postbox/claim_pump.h"
+
+using postbox::PumpAction;
+using postbox::PumpInput;
+using postbox::decide_pump;
+
+namespace {
+
+PumpInput lane(int64_t concurrency, int64_t running, int64_t buffered, int64_t settles, bool may_claim) {
+  PumpInput in;
+  in.concurrency = concurrency;
+  in.running = running;
+  in.buffered = buffered;
+  in.settles = settles;
+  in.may_claim = may_claim;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("pump: an empty lane claims a window: its slots plus one batch ahead") {
+  const auto step = decide_pump(lane(8, 0, 0, 0, true));
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 16);
+  CHECK(decide_pump(lane(1, 0, 0, 0, true)).claim == 2);
+}
+
+TEST_CASE("pump: at concurrency 1 the next job is claimed while the current one runs") {
+  const auto step = decide_pump(lane(1, 1, 0, 0, true));
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 1);
+  // One running and one buffered fills the window: wait for the handler.
+  CHECK(decide_pump(lane(1, 1, 1, 0, true)).action == PumpAction::wait);
+}
+
+TEST_CASE("pump: claims wait until a batch's worth of room, so statements stay few") {
+  // 8 running, 8 buffered: full. 8 running, 3 buffered: room 5 < 8, and no slot idles.
+  CHECK(decide_pump(lane(8, 8, 8, 0, true)).action == PumpAction::wait);
+  CHECK(decide_pump(lane(8, 8, 3, 5, true)).action == PumpAction::wait);
+  // Room for a batch: claim it (the 8 settlements ride along).
+  const auto step = decide_pump(lane(8, 8, 0, 8, true));
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 8);
+}
+
+TEST_CASE("pump: an idle slot with nothing buffered claims whatever room there is") {
+  const auto step = decide_pump(lane(8, 7, 0, 1, true));
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 9);
+}
+
+TEST_CASE("pump: a claim never exceeds the batch cap or the remaining budget") {
+  PumpInput in = lane(100, 0, 0, 0, true);
+  CHECK(decide_pump(in).claim == 100);
+  in.max_batch = 30;
+  CHECK(decide_pump(in).claim == 30);
+  in.remaining = 4;
+  CHECK(decide_pump(in).claim == 4);
+  in.remaining = 0;
+  CHECK(decide_pump(in).action == PumpAction::done);
+}
+
+TEST_CASE("pump: without claims, settlements go out in batches, and all of them once the lane is idle") {
+  CHECK(decide_pump(lane(8, 5, 0, 3, false)).action == PumpAction::wait);
+  CHECK(decide_pump(lane(8, 5, 0, 8, false)).action == PumpAction::settle);
+  CHECK(decide_pump(lane(8, 0, 0, 3, false)).action == PumpAction::settle);
+  CHECK(decide_pump(lane(8, 0, 0, 0, false)).action == PumpAction::done);
+  // Buffered jobs still to start keep the lane going.
+  CHECK(decide_pump(lane(8, 0, 2, 0, false)).action == PumpAction::wait);
+}
+
+TEST_CASE("pump: through pb_claim") {
+  using postbox::test::call;
+  auto r = call(pb_claim, R"({"op":"pump","concurrency":8,"running":8,"buffered":0,"settles":8,"mayClaim":true,"remaining":null})");
+  CHECK(r.rc == 0);
+  CHECK(r.out == R"({"action":"claim","claim":8})");
+  r = call(pb_claim, R"({"op":"pump","concurrency":8,"running":0,"buffered":0,"settles":0,"mayClaim":false})");
+  CHECK(r.out == R"({"action":"done","claim":0})");
+  r = call(pb_claim, R"({"op":"pump","concurrency":0,"mayClaim":true})");
+  CHECK(r.rc == 1);
+  r = call(pb_claim, R"({"op":"pump","concurrency":2})");
+  CHECK(r.rc == 1);
+  CHECK(r.out.find("mayClaim") != std::string::npos);
+}

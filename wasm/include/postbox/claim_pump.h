@@ -1,0 +1,36 @@
+// The continuous drain's next statement (claim_pump.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "postbox/json_input.h"
+
+namespace postbox {
+
+constexpr int64_t kMaxPumpConcurrency = 1000;
+constexpr int64_t kDefaultPumpMaxBatch = 100;
+
+struct PumpInput {
+  int64_t concurrency = 1;          // handler slots of the lane
+  int64_t running = 0;              // handlers running now
+  int64_t buffered = 0;             // claimed, waiting for a slot
+  int64_t settles = 0;              // finished attempts waiting to be written
+  bool may_claim = false;           // the plan has kinds, the last claim came back full, budget left
+  std::optional<int64_t> remaining; // jobs (or nudged targets) this drain may still claim
+  int64_t max_batch = kDefaultPumpMaxBatch;  // most rows one claim statement returns
+};
+
+enum class PumpAction { claim, settle, wait, done };
+
+struct PumpStep {
+  PumpAction action = PumpAction::done;
+  int64_t claim = 0;  // how many to claim when action is claim (settlements ride along)
+};
+
+PumpStep decide_pump(const PumpInput& in);
+std::string_view pump_action_name(PumpAction action);
+Status claim_pump(input::od::object& root, const input::Where& where, JsonWriter& out);
+
+}  // namespace postbox

@@ -1,0 +1,100 @@
+// pb_claim op "pump": the continuous drain's next statement. A lane runs `concurrency` handler
+// slots; jobs are claimed ahead into a buffer so a freed slot starts its next job without a
+// round trip. One statement at a time carries every finished settlement plus, when the window
+// has room, a claim. This decides, from the lane's counts, what that statement is and when.
+//
+//   window     = concurrency + lookahead (lookahead = concurrency: one batch claimed ahead)
+//   room       = window - running - buffered
+//   claim when   claiming is allowed and (room ≥ concurrency, or a slot is idle with nothing
+//                buffered): so each claim takes about `concurrency` jobs, not one at a time
+//   settle when  not claiming but `concurrency` settlements wait, or the lane is idle
+//   done when    nothing runs, nothing is buffered, nothing waits to be settled
+//   otherwise    wait for a handler to finish
+//
+// "Claiming allowed" is the shim's report of what earlier plans and claims said: the plan
+// still has kinds that fit the deadline, the last claim came back full, and a job or target
+// budget remains.
+#include <algorithm>
+
+#include "postbox/claim_pump.h"
+#include "postbox/families.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+PumpStep decide_pump(const PumpInput& in) {
+  const int64_t lookahead = in.concurrency;
+  const int64_t window = in.concurrency + lookahead;
+  const int64_t room = std::max<int64_t>(0, window - in.running - in.buffered);
+  const bool idle_slot = in.running < in.concurrency && in.buffered == 0;
+  PumpStep step;
+  if (in.may_claim && room > 0 && (room >= in.concurrency || idle_slot)) {
+    int64_t n = std::min(room, in.max_batch);
+    if (in.remaining) n = std::min(n, *in.remaining);
+    if (n > 0) {
+      step.action = PumpAction::claim;
+      step.claim = n;
+      return step;
+    }
+  }
+  const bool lane_idle = in.running == 0 && in.buffered == 0;
+  if (in.settles > 0 && (in.settles >= in.concurrency || lane_idle)) {
+    step.action = PumpAction::settle;
+  } else if (lane_idle) {
+    step.action = PumpAction::done;
+  } else {
+    step.action = PumpAction::wait;
+  }
+  return step;
+}
+
+std::string_view pump_action_name(PumpAction action) {
+  switch (action) {
+    case PumpAction::claim: return "claim";
+    case PumpAction::settle: return "settle";
+    case PumpAction::wait: return "wait";
+    case PumpAction::done: return "done";
+  }
+  return "done";
+}
+
+Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
+  PumpInput in;
+  bool has_concurrency = false, has_may_claim = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "concurrency") {
+      Result<int64_t> n = input::read_int(field, where, key, 1, kMaxPumpConcurrency);
+      if (!n) return n.take_error();
+      in.concurrency = n.value();
+      has_concurrency = true;
+    } else if (key == "running" || key == "buffered" || key == "settles" || key == "maxBatch") {
+      Result<int64_t> n = input::read_int(field, where, key, 0, 1000000);
+      if (!n) return n.take_error();
+      (key == "running" ? in.running : key == "buffered" ? in.buffered : key == "settles" ? in.settles : in.max_batch) = n.value();
+    } else if (key == "remaining") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
+      if (!n) return n.take_error();
+      in.remaining = n.value();
+    } else if (key == "mayClaim") {
+      Result<bool> b = input::read_bool(field, where, key);
+      if (!b) return b.take_error();
+      in.may_claim = b.value();
+      has_may_claim = true;
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!has_concurrency) return input::missing(where, "concurrency");
+  if (!has_may_claim) return input::missing(where, "mayClaim");
+  if (in.max_batch == 0) in.max_batch = kDefaultPumpMaxBatch;
+  const PumpStep step = decide_pump(in);
+  out.begin_object();
+  out.field("action", pump_action_name(step.action));
+  out.field("claim", step.claim);
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace postbox
