@@ -5,6 +5,7 @@
  */
 import pg from 'pg';
 import type { Connector, LaneConnection } from '../types.js';
+import { corkWrites } from './cork.js';
 
 export interface PgConnectorOptions {
   /** Bound on opening a connection. Default 10 s. */
@@ -34,6 +35,8 @@ export function createPgConnector(connectionString: string, options: PgConnector
       connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
       query_timeout: options.queryTimeoutMs ?? 60_000,
     });
+    // In Workers: one socket write per statement, not one per protocol message (see cork.ts).
+    corkWrites(client);
     let broken = false;
     let ended = false;
     // An unlistened 'error' would crash the isolate; mark the session broken instead.
@@ -75,6 +78,9 @@ export function createPgConnector(connectionString: string, options: PgConnector
 export function createPgPoolConnector(pool: pg.Pool, options: Pick<PgConnectorOptions, 'onError'> = {}): Connector {
   return async () => {
     const client = await pool.connect();
+    // Idempotent, and only ever joins a statement's writes, so patching a client of the
+    // caller's pool is safe; in Workers it saves a delayed ACK per statement (see cork.ts).
+    corkWrites(client);
     let broken = false;
     let released = false;
     const onError = (error: Error) => {
