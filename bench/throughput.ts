@@ -1,11 +1,11 @@
 /**
  * Throughput benchmark: Postbox against its peers, side by side, in ONE run on ONE server.
  *
- *   node --import tsx bench/throughput.ts [--jobs 2000] [--slow-jobs 640] [--pg embedded|debian15]
+ *   node --import tsx bench/throughput.ts [--jobs 2000] [--pg embedded|debian15]
  *                                         [--only postbox,seed,graphile-worker,pg-boss] [--no-write]
  *                                         [--rtt-ms 0]
  *
- * Env equivalents: BENCH_JOBS, BENCH_SLOW_JOBS, POSTBOX_PG, BENCH_ONLY, BENCH_RTT_MS.
+ * Env equivalents: BENCH_JOBS, POSTBOX_PG, BENCH_ONLY, BENCH_RTT_MS.
  *
  * With --rtt-ms N > 0 every system's connections go through bench/latency-proxy.ts, which delays
  * each chunk by N/2 ms in each direction (a fixed added round-trip time, standing in for the
@@ -44,12 +44,11 @@ function arg(name: string): string | undefined {
 const flag = (name: string) => process.argv.includes(`--${name}`);
 
 const JOBS = Number(arg('jobs') ?? process.env.BENCH_JOBS ?? 2000);
-const SLOW_JOBS = Number(arg('slow-jobs') ?? process.env.BENCH_SLOW_JOBS ?? Math.min(640, JOBS));
 const FLAVOR = (arg('pg') ?? process.env.POSTBOX_PG ?? 'embedded') as PgFlavor;
 const ONLY = (arg('only') ?? process.env.BENCH_ONLY ?? '').split(',').filter(Boolean);
 const WRITE = !flag('no-write');
 const RTT_MS = Number(arg('rtt-ms') ?? process.env.BENCH_RTT_MS ?? 0);
-if (!Number.isInteger(JOBS) || JOBS < 1 || !Number.isInteger(SLOW_JOBS) || SLOW_JOBS < 1) throw new Error('--jobs / --slow-jobs must be positive integers');
+if (!Number.isInteger(JOBS) || JOBS < 1) throw new Error('--jobs must be a positive integer');
 if (!Number.isFinite(RTT_MS) || RTT_MS < 0) throw new Error('--rtt-ms must be a number ≥ 0');
 
 // ---------------------------------------------------------------------------------------------
@@ -75,7 +74,15 @@ interface Scenario {
   handlerMs: number;
   concurrency: number;
   jobs: number;
+  /** Mixed latency: every `slowEvery`-th job (by index) sleeps `slowMs` instead. */
+  slowEvery?: number;
+  slowMs?: number;
 }
+
+/** How long job `i` sleeps: the same deterministic mix for every system. */
+const handlerMsOf = (s: Scenario, i: number): number => (s.slowEvery && i % s.slowEvery === 0 ? s.slowMs! : s.handlerMs);
+const indexOf = (payload: unknown): number => Number((payload as { i?: number } | null)?.i ?? 0);
+const scenarioLabel = (s: Scenario) => (s.slowEvery ? `${s.handlerMs} ms + ${100 / s.slowEvery}% ${s.slowMs} ms` : `${s.handlerMs} ms`);
 
 /** One benchmark database: `url` is direct (enqueue, verify); `systemUrl` is what the system under
  * test connects with (through the latency proxy when --rtt-ms > 0, otherwise the same as `url`). */
@@ -108,8 +115,8 @@ function postbox(concurrency: number, drains: number): Variant {
         kind: 'bench.sleep',
         payload: anyPayload,
         timeoutMs: 60_000,
-        async handle() {
-          await sleep(s.handlerMs);
+        async handle(payload) {
+          await sleep(handlerMsOf(s, indexOf(payload)));
           return ok();
         },
       });
@@ -142,6 +149,39 @@ function postbox(concurrency: number, drains: number): Variant {
   };
 }
 
+/**
+ * The ceiling: the same handlers, `concurrency` at a time, a slot refilled the moment its
+ * handler ends, and no database at all. No system can beat it in the same scenario.
+ */
+function handlersOnly(concurrency: number): Variant {
+  return {
+    system: 'handlers only',
+    inFlight: concurrency,
+    connections: '0',
+    note: 'no database: the ceiling',
+    async setup(_db, s) {
+      let ran = 0;
+      return {
+        async drain() {
+          let next = 0;
+          await Promise.all(
+            Array.from({ length: concurrency }, async () => {
+              while (next < s.jobs) {
+                const i = next++;
+                await sleep(handlerMsOf(s, i));
+                ran++;
+              }
+            }),
+          );
+        },
+        async verify() {
+          if (ran !== s.jobs) throw new Error(`ran ${ran} of ${s.jobs}`);
+        },
+      };
+    },
+  };
+}
+
 function seed(workers: number): Variant {
   return {
     system: 'seed design',
@@ -155,7 +195,7 @@ function seed(workers: number): Variant {
       });
       return {
         async drain() {
-          await drainSeed(systemUrl, workers, () => sleep(s.handlerMs));
+          await drainSeed(systemUrl, workers, (payload) => sleep(handlerMsOf(s, indexOf(payload))));
         },
         verify: () => expectCount(url, `SELECT count(*)::int AS n FROM seed.job WHERE status = 'succeeded'`, s.jobs),
       };
@@ -193,8 +233,8 @@ function graphileWorker(concurrency: number, batched: boolean): Variant {
             pollInterval: 10,
             logger: quietLogger,
             taskList: {
-              sleep: async () => {
-                await sleep(s.handlerMs);
+              sleep: async (payload) => {
+                await sleep(handlerMsOf(s, indexOf(payload)));
                 ran++;
               },
             },
@@ -231,7 +271,7 @@ function pgBoss(batchSize: number): Variant {
           for (;;) {
             const jobs = await boss.fetch('bench', { batchSize });
             if (!jobs || jobs.length === 0) return;
-            await Promise.all(jobs.map(() => sleep(s.handlerMs)));
+            await Promise.all(jobs.map((j: { data: unknown }) => sleep(handlerMsOf(s, indexOf(j.data)))));
             await boss.complete('bench', jobs.map((j: { id: string }) => j.id));
           }
         },
@@ -255,18 +295,29 @@ interface Group {
   variants: Variant[];
 }
 
+// Mixed latency: one job in twenty (5%) sleeps 200 ms, the rest 2 ms; by job index, so every
+// system gets the same mix in the same order.
+const MIXED = { slowEvery: 20, slowMs: 200 };
 const groups: Group[] = [
   {
     scenario: { handlerMs: 2, concurrency: 1, jobs: JOBS },
-    variants: [postbox(1, 1), seed(1), graphileWorker(1, false), pgBoss(1)],
+    variants: [handlersOnly(1), postbox(1, 1), seed(1), graphileWorker(1, false), pgBoss(1)],
   },
   {
     scenario: { handlerMs: 2, concurrency: 8, jobs: JOBS },
-    variants: [postbox(8, 1), postbox(1, 8), seed(8), graphileWorker(8, false), graphileWorker(8, true), pgBoss(8)],
+    variants: [handlersOnly(8), postbox(8, 1), postbox(1, 8), seed(8), graphileWorker(8, false), graphileWorker(8, true), pgBoss(8)],
   },
   {
-    scenario: { handlerMs: 200, concurrency: 32, jobs: SLOW_JOBS },
-    variants: [postbox(32, 1), postbox(8, 4), seed(32), graphileWorker(32, false), graphileWorker(32, true), pgBoss(32)],
+    scenario: { handlerMs: 2, concurrency: 32, jobs: JOBS },
+    variants: [handlersOnly(32), postbox(32, 1), graphileWorker(32, false), graphileWorker(32, true), pgBoss(32)],
+  },
+  {
+    scenario: { handlerMs: 2, concurrency: 8, jobs: JOBS, ...MIXED },
+    variants: [handlersOnly(8), postbox(8, 1), graphileWorker(8, false), graphileWorker(8, true), pgBoss(8)],
+  },
+  {
+    scenario: { handlerMs: 2, concurrency: 32, jobs: JOBS, ...MIXED },
+    variants: [handlersOnly(32), postbox(32, 1), graphileWorker(32, false), graphileWorker(32, true), pgBoss(32)],
   },
 ];
 
@@ -279,6 +330,8 @@ interface Row {
   rtPerJob: number | null;
   note?: string;
   ratio?: number;
+  /** jobs/s ÷ the handlers-only ceiling's in the same scenario. */
+  ofCeiling?: number;
   error?: string;
 }
 
@@ -326,7 +379,7 @@ async function main(): Promise<void> {
       const groupRows: Row[] = [];
       for (const v of variants) {
         if (!wanted(v.system)) continue;
-        const label = `${scenario.handlerMs} ms, c=${v.inFlight}, conns ${v.connections}`;
+        const label = `${scenarioLabel(scenario)}, c=${v.inFlight}, conns ${v.connections}`;
         const dbName = `bench_${++dbSeq}`;
         const url = await server.createDatabase(dbName);
         const db: Db = { url, systemUrl: proxy ? proxy.url(url) : url };
@@ -360,7 +413,11 @@ async function main(): Promise<void> {
         }
       }
       const base = groupRows.find((r) => r.system === 'postbox' && !r.error);
-      for (const r of groupRows) if (base && !r.error) r.ratio = r.jobsPerS / base.jobsPerS;
+      const ceiling = groupRows.find((r) => r.system === 'handlers only' && !r.error);
+      for (const r of groupRows) {
+        if (base && !r.error) r.ratio = r.jobsPerS / base.jobsPerS;
+        if (ceiling && !r.error) r.ofCeiling = r.jobsPerS / ceiling.jobsPerS;
+      }
       rows.push(...groupRows);
     }
   } finally {
@@ -392,15 +449,15 @@ function render(rows: Row[], pgVersion: string, net: Network): string {
       ? `- added round-trip time: **${net.rttMs} ms** (bench/latency-proxy.ts, fixed ${net.rttMs / 2} ms each way, on every system's connections; enqueue and verification direct); measured \`SELECT 1\` round trip, median: ${net.directMs.toFixed(2)} ms direct, ${net.viaProxyMs!.toFixed(2)} ms via the proxy`
       : `- added round-trip time: none (direct loopback TCP); measured \`SELECT 1\` round trip, median: ${net.directMs.toFixed(2)} ms`,
     `- peers: graphile-worker ${pkgVersion('graphile-worker')}, pg-boss ${pkgVersion('pg-boss')}, pg ${pkgVersion('pg')}`,
-    `- jobs: ${JOBS} (2 ms handler), ${SLOW_JOBS} (200 ms handler); handler = setTimeout sleep; wall time = draining only (enqueue not timed)`,
-    '- round trips = pg queries sent to the benchmark database during the drain, ÷ jobs; ratio = jobs/s ÷ Postbox (single drain) jobs/s in the same scenario',
+    `- jobs: ${JOBS} per scenario; handler = setTimeout sleep, 2 ms, or mixed (every 20th job, 5%, 200 ms); wall time = draining only (enqueue not timed)`,
+    '- round trips = pg queries sent to the benchmark database during the drain, ÷ jobs; ratio = jobs/s ÷ Postbox (single drain) jobs/s in the same scenario; of ceiling = jobs/s ÷ the handlers-only row (same handlers, no database) in the same scenario',
     '',
-    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | ratio vs Postbox |',
-    '|---|---|---:|---:|---:|---:|---:|',
+    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | ratio vs Postbox | of ceiling |',
+    '|---|---|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
     const system = r.error ? `${r.system} (failed: ${r.error})` : r.note ? `${r.system} — ${r.note}` : r.system;
-    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} |`);
+    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
   }
   lines.push('');
   return lines.join('\n');
