@@ -191,26 +191,35 @@ function linkChain(file) {
   return chain;
 }
 
-function owners(file) {
-  const found = new Set();
-  for (const p of linkChain(file)) {
-    try {
-      const out = execFileSync('dpkg-query', ['-S', p], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-      for (const line of out.split('\n')) {
-        const pkgs = line.split(': ')[0];
-        if (line.includes(': ')) for (const pkg of pkgs.split(', ')) found.add(pkg.replace(/:.*$/, ''));
-      }
-    } catch { /* not owned by any package at this step */ }
+/** path → owning packages, for many paths in one dpkg-query call (it prints what it finds). */
+function ownersOf(paths) {
+  const owned = new Map();
+  if (paths.length === 0) return owned;
+  let out = '';
+  try {
+    out = execFileSync('dpkg-query', ['-S', ...paths], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch (error) {
+    out = error.stdout ?? ''; // exit 1 when some path has no owner
   }
-  return found;
+  for (const line of out.split('\n')) {
+    const at = line.indexOf(': ');
+    if (at < 0) continue;
+    const file = line.slice(at + 2);
+    const pkgs = line.slice(0, at).split(', ').map((p) => p.replace(/:.*$/, ''));
+    owned.set(file, [...(owned.get(file) ?? []), ...pkgs]);
+  }
+  return owned;
 }
 
-function isEssential(pkg) {
+/** The packages Debian marks Essential, among these. */
+function essentialOf(pkgs) {
+  let out = '';
   try {
-    return execFileSync('dpkg-query', ['-W', '-f=${Essential}', pkg], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() === 'yes';
-  } catch {
-    return false;
+    out = execFileSync('dpkg-query', ['-W', '-f=${Package} ${Essential}\n', ...pkgs], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch (error) {
+    out = error.stdout ?? '';
   }
+  return new Set(out.split('\n').filter((l) => l.endsWith(' yes')).map((l) => l.split(' ')[0]));
 }
 
 export function check(repo) {
@@ -220,22 +229,25 @@ export function check(repo) {
   for (const [program, file] of invokedPrograms(repo)) {
     if (!manifest.has(program)) problems.push(`${program} (run by ${file}) is not in scripts/programs.txt: add it with the Debian package that owns it`);
   }
-  for (const [program, pkg] of manifest) {
-    const found = onPath(program);
+  const checked = [...manifest].filter(([, pkg]) => pkg !== 'optional');
+  const found = new Map(checked.map(([program]) => [program, onPath(program)]));
+  const chains = new Map(checked.map(([program]) => [program, found.get(program) ? linkChain(found.get(program)) : []]));
+  const owned = ownersOf([...new Set([...chains.values()].flat())]);
+  const essential = essentialOf([...new Set(checked.map(([, pkg]) => pkg).filter((pkg) => pkg !== 'node'))]);
+  for (const [program, pkg] of checked) {
+    const at = found.get(program);
     if (pkg === 'node') {
-      if (!found) problems.push(`${program} not found: install Node.js 20`);
+      if (!at) problems.push(`${program} not found: install Node.js 20`);
       continue;
     }
-    // Run only where present (setup.sh asks `command -v` first): nothing to install.
-    if (pkg === 'optional') continue;
-    const listed = setup.has(pkg) || isEssential(pkg);
+    const listed = setup.has(pkg) || essential.has(pkg);
     if (!listed) problems.push(`${program} comes from Debian package ${pkg}, which scripts/setup.sh does not install: add ${pkg} to its packages list`);
-    if (!found) {
+    if (!at) {
       problems.push(`${program} not found on this machine${listed ? ': run scripts/setup.sh' : ''}`);
       continue;
     }
-    const own = owners(found);
-    if (!own.has(pkg)) problems.push(`${program} (${found}) is owned by ${own.size ? [...own].join(', ') : 'no Debian package'}, not ${pkg} as scripts/programs.txt says`);
+    const own = new Set(chains.get(program).flatMap((p) => owned.get(p) ?? []));
+    if (!own.has(pkg)) problems.push(`${program} (${at}) is owned by ${own.size ? [...own].join(', ') : 'no Debian package'}, not ${pkg} as scripts/programs.txt says`);
   }
   return { problems, programs: manifest.size };
 }
