@@ -12,6 +12,7 @@ const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtur
 let env: OutboxEnv;
 let unreachable: TestWorker;
 let hangUp: net.Server;
+const refused = new Set<net.Socket>();
 
 /** A PostgreSQL ErrorResponse message of severity FATAL. */
 function pgFatal(code: string, message: string): Buffer {
@@ -24,15 +25,17 @@ function pgFatal(code: string, message: string): Buffer {
 
 before(async () => {
   env = await startOutboxEnv();
-  // A "database" that refuses every session, as a server shutting down does: it declines TLS,
-  // answers the startup message with FATAL 57P03 and closes. It closes gracefully because
-  // Miniflare's Hyperdrive proxy pipes sockets without error listeners: a reset would surface
-  // in this process as an uncaught error instead of in the Worker.
+  // A "database" that refuses every session, as a server shutting down does: it declines TLS
+  // and answers the startup message with FATAL 57P03. It leaves closing to the client: Miniflare's
+  // Hyperdrive proxy pipes sockets without error listeners, so a write it forwards after this
+  // side closed would surface in this process as an uncaught error instead of in the Worker.
   hangUp = net.createServer((socket) => {
+    refused.add(socket);
+    socket.on('close', () => refused.delete(socket));
     socket.on('error', () => undefined);
     socket.on('data', (chunk) => {
       if (chunk.length === 8 && chunk.readUInt32BE(4) === 80877103) return void socket.write('N'); // SSLRequest
-      socket.end(pgFatal('57P03', 'the database system is shutting down'));
+      if (chunk[0] === 0) socket.write(pgFatal('57P03', 'the database system is shutting down')); // StartupMessage
     });
   });
   await new Promise<void>((resolve) => hangUp.listen(0, '127.0.0.1', resolve));
@@ -46,6 +49,7 @@ before(async () => {
 });
 after(async () => {
   await unreachable?.dispose();
+  for (const socket of refused) socket.destroy();
   hangUp?.close();
   await env?.stop();
 });

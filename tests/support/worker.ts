@@ -23,11 +23,32 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { builtinModules } from 'node:module';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 import { Log, LogLevel, Miniflare } from 'miniflare';
+
+/**
+ * Miniflare's local Hyperdrive proxy runs in this process and pipes a workerd socket to a
+ * database socket (`net.createServer` + `net.connect`) with no error listener on either. When a
+ * test kills or refuses a Worker's database connection, a reset on one side then throws here
+ * as an uncaught exception instead of failing the Worker's query. Every socket those two
+ * functions make gets a listener; the Worker still sees the failure through its own socket.
+ */
+function quietProxySockets(): void {
+  const marked = net as typeof net & { postboxQuiet?: boolean };
+  if (marked.postboxQuiet) return;
+  marked.postboxQuiet = true;
+  const ignore = () => undefined;
+  const createServer = net.createServer;
+  (net as { createServer: unknown }).createServer = (...args: Parameters<typeof net.createServer>) =>
+    createServer(...args).on('connection', (socket: net.Socket) => socket.on('error', ignore));
+  const connect = net.connect;
+  (net as { connect: unknown }).connect = (...args: unknown[]) => (connect as (...a: unknown[]) => net.Socket)(...args).on('error', ignore);
+}
+quietProxySockets();
 
 /** Compatibility date for test Workers (supported by miniflare 4.20260426.0 / its workerd). */
 export const DEFAULT_COMPATIBILITY_DATE = '2026-04-20';
