@@ -3,7 +3,7 @@
  *
  *   node --import tsx bench/throughput.ts [--jobs 2000] [--pg embedded|debian15]
  *                                         [--only postbox,seed,graphile-worker,pg-boss] [--no-write]
- *                                         [--rtt-ms 0]
+ *                                         [--rtt-ms 0] [--profile]
  *
  * Env equivalents: BENCH_JOBS, POSTBOX_PG, BENCH_ONLY, BENCH_RTT_MS.
  *
@@ -56,12 +56,29 @@ if (!Number.isFinite(RTT_MS) || RTT_MS < 0) throw new Error('--rtt-ms must be a 
 // same (deduplicated) `pg` package, so one patch sees them all.
 
 const queriesByDb = new Map<string, number>();
+// --profile: each named statement's round-trip times (client-side), summarised per row.
+const PROFILE = flag('profile');
+const statementMs = new Map<string, number[]>();
 const originalQuery = pg.Client.prototype.query;
 (pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
   const db = (this as any).connectionParameters?.database ?? '?';
   queriesByDb.set(db, (queriesByDb.get(db) ?? 0) + 1);
-  return (originalQuery as any).apply(this, args);
+  const result = (originalQuery as any).apply(this, args);
+  const name = (args[0] as { name?: string } | null)?.name;
+  if (PROFILE && name && result && typeof result.then === 'function') {
+    const t0 = performance.now();
+    result.then(() => statementMs.set(name, [...(statementMs.get(name) ?? []), performance.now() - t0]), () => undefined);
+  }
+  return result;
 };
+function takeProfile(): string {
+  const parts = [...statementMs].map(([name, times]) => {
+    times.sort((a, b) => a - b);
+    return `${name.replace(/^postbox_/, '')} ×${times.length} median ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms`;
+  });
+  statementMs.clear();
+  return parts.join('; ');
+}
 const queriesOn = (db: string) => queriesByDb.get(db) ?? 0;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -387,6 +404,7 @@ async function main(): Promise<void> {
         let run: Awaited<ReturnType<Variant['setup']>> | undefined;
         try {
           run = await v.setup(db, scenario);
+          statementMs.clear();
           const q0 = queriesOn(dbName);
           const t0 = performance.now();
           await run.drain();
@@ -404,6 +422,7 @@ async function main(): Promise<void> {
           };
           groupRows.push(row);
           process.stderr.write(`${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job\n`);
+          if (PROFILE) process.stderr.write(`    statements: ${takeProfile() || 'none named'}\n`);
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
           groupRows.push({ system: v.system, scenario: label, jobs: scenario.jobs, wallS: NaN, jobsPerS: NaN, rtPerJob: null, error: message.split('\n')[0] });

@@ -31,6 +31,9 @@ interface PumpStep {
 
 type Target = { id: string; kind: string };
 
+/** How many of the lane's latest handler runs the pump is told about (their slowest). */
+const RECENT_RUNS = 32;
+
 export interface DrainOptions {
   lane: string;
   deadlineAt: number;
@@ -70,6 +73,8 @@ class LanePump {
   #exhausted = false;
   #failure: unknown = undefined;
   #wake: (() => void) | null = null;
+  /** How long the lane's last handlers ran (ms, real time), newest last: the core sizes the lookahead from them. */
+  readonly #recentMs: number[] = [];
   #plannedKinds: number | undefined;
   #lastClaimFull = false;
   #backlogReported = false;
@@ -94,6 +99,7 @@ class LanePump {
         settles: this.#finished.length,
         mayClaim: claimPlan !== null && claimPlan.kinds.length > 0,
         remaining,
+        slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
       });
       if (step.action === 'done') break;
       if (step.action === 'wait') await new Promise<void>((resolve) => (this.#wake = resolve));
@@ -177,7 +183,10 @@ class LanePump {
       return;
     }
     this.#running++;
+    const startedAt = performance.now();
     void runHandler(this.rt, this.session, job, row, admit.deadline!).then(async (result) => {
+      this.#recentMs.push(performance.now() - startedAt);
+      if (this.#recentMs.length > RECENT_RUNS) this.#recentMs.shift();
       // A handler that timed out mid-query may hold the session forever: the others go on on a fresh one.
       if (result.abandoned) await this.session.replace();
       this.#running--;

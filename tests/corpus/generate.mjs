@@ -457,6 +457,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('pump no claims, a batch of settles goes', pump({ mayClaim: false, running: 5, settles: 8 }), exactText('{"action":"settle","claim":0}'));
   c('pump idle lane settles the rest', pump({ mayClaim: false, settles: 3 }), exactText('{"action":"settle","claim":0}'));
   c('pump idle lane is done', pump({ mayClaim: false }), exactText('{"action":"done","claim":0}'));
+  c('pump fast handlers: three batches ahead', pump({ slowestRecentMs: 2 }), exactText('{"action":"claim","claim":32}'));
+  c('pump 10 s handlers: two batches ahead', pump({ slowestRecentMs: 10000 }), exactText('{"action":"claim","claim":24}'));
+  c('pump slow handlers: one batch ahead', pump({ slowestRecentMs: 60000 }), exactText('{"action":"claim","claim":16}'));
+  c('pump three ahead waits for two batches of room', pump({ slowestRecentMs: 2, running: 8, buffered: 12 }), exactText('{"action":"wait","claim":0}'));
+  c('pump bad slowestRecentMs', pump({ slowestRecentMs: -1 }), isError('invalid_input', 'slowestRecentMs'));
   c('pump missing mayClaim', (({ mayClaim, ...r }) => r)(pump({})), isError('invalid_input', 'mayClaim'));
   c('pump concurrency 0', pump({ concurrency: 0 }), isError('invalid_input', 'concurrency'));
   c('pump negative running', pump({ running: -1 }), isError('invalid_input', 'running'));

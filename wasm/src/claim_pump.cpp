@@ -3,17 +3,21 @@
 // round trip. One statement at a time carries every finished settlement plus, when the window
 // has room, a claim. This decides, from the lane's counts, what that statement is and when.
 //
-//   window     = concurrency + lookahead (lookahead = concurrency: one batch claimed ahead)
-//   room       = window - running - buffered
-//   claim when   claiming is allowed and (room ≥ concurrency, or a slot is idle with nothing
-//                buffered): so each claim takes about `concurrency` jobs, not one at a time
+//   batches    = lookahead in batches of `concurrency`: 1 until handlers have run, then as many
+//                (at most 3) as keep a buffered job's wait, one slowest-recent handler per batch
+//                ahead of it, inside the claim slack (lease margin − settle reserve = 20 s)
+//   window     = concurrency × (1 + batches)
+//   room       = window − running − buffered
+//   claim when   claiming is allowed and (room ≥ concurrency × ⌈batches / 2⌉, or a slot is idle
+//                with nothing buffered): claims stay large, and the next arrives before the
+//                buffer runs dry
 //   settle when  not claiming but `concurrency` settlements wait, or the lane is idle
 //   done when    nothing runs, nothing is buffered, nothing waits to be settled
 //   otherwise    wait for a handler to finish
 //
 // "Claiming allowed" is the shim's report of what earlier plans and claims said: the plan
 // still has kinds that fit the deadline, the last claim came back full, and a job or target
-// budget remains.
+// budget remains. A job that still waits too long is refused at admit (claim_late), uncharged.
 #include <algorithm>
 
 #include "postbox/claim_pump.h"
@@ -24,13 +28,20 @@ namespace postbox {
 namespace od = simdjson::ondemand;
 using input::Where;
 
+int64_t lookahead_batches(const PumpInput& in) {
+  if (!in.slowest_recent_ms) return 1;
+  const int64_t slack = kSettleMarginMs - kSettleReserveMs;
+  return std::clamp<int64_t>(slack / std::max<int64_t>(*in.slowest_recent_ms, 1), 1, kMaxLookaheadBatches);
+}
+
 PumpStep decide_pump(const PumpInput& in) {
-  const int64_t lookahead = in.concurrency;
-  const int64_t window = in.concurrency + lookahead;
+  const int64_t batches = lookahead_batches(in);
+  const int64_t window = in.concurrency * (1 + batches);
   const int64_t room = std::max<int64_t>(0, window - in.running - in.buffered);
+  const int64_t claim_at = in.concurrency * ((batches + 1) / 2);
   const bool idle_slot = in.running < in.concurrency && in.buffered == 0;
   PumpStep step;
-  if (in.may_claim && room > 0 && (room >= in.concurrency || idle_slot)) {
+  if (in.may_claim && room > 0 && (room >= claim_at || idle_slot)) {
     int64_t n = std::min(room, in.max_batch);
     if (in.remaining) n = std::min(n, *in.remaining);
     if (n > 0) {
@@ -73,10 +84,10 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
       Result<int64_t> n = input::read_int(field, where, key, 0, 1000000);
       if (!n) return n.take_error();
       (key == "running" ? in.running : key == "buffered" ? in.buffered : key == "settles" ? in.settles : in.max_batch) = n.value();
-    } else if (key == "remaining") {
+    } else if (key == "remaining" || key == "slowestRecentMs") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
       if (!n) return n.take_error();
-      in.remaining = n.value();
+      (key == "remaining" ? in.remaining : in.slowest_recent_ms) = n.value();
     } else if (key == "mayClaim") {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "postbox/json_input.h"
+#include "postbox/policy.h"
 
 namespace postbox {
 
@@ -20,7 +21,13 @@ struct PumpInput {
   bool may_claim = false;           // the plan has kinds, the last claim came back full, budget left
   std::optional<int64_t> remaining; // jobs (or nudged targets) this drain may still claim
   int64_t max_batch = kDefaultPumpMaxBatch;  // most rows one claim statement returns
+  std::optional<int64_t> slowest_recent_ms;  // the slowest of the lane's recent handler runs
 };
+
+// Batches of `concurrency` claimed ahead (1 to kMaxLookaheadBatches): as many as recent
+// handlers say can wait their turn and still start inside a lease's claim slack.
+constexpr int64_t kMaxLookaheadBatches = 3;
+int64_t lookahead_batches(const PumpInput& in);
 
 enum class PumpAction { claim, settle, wait, done };
 
