@@ -27,6 +27,8 @@ interface ClaimPlan {
 interface PumpStep {
   action: 'claim' | 'settle' | 'wait' | 'done';
   claim: number;
+  /** On wait: ask again after this long, even if no handler ends. */
+  waitMs: number | null;
 }
 
 type Target = { id: string; kind: string };
@@ -66,6 +68,8 @@ class LanePump {
   readonly #buffer: ClaimedRow[] = [];
   /** Finished attempts whose settlement rides on the next statement. */
   #finished: Finished[] = [];
+  /** When (performance.now()) the oldest of #finished finished. */
+  #oldestFinishedAt = 0;
   /** Settlements with hooks, each in its own transaction on the session. */
   readonly #hooked = new Set<Promise<void>>();
   #running = 0;
@@ -100,14 +104,31 @@ class LanePump {
         mayClaim: claimPlan !== null && claimPlan.kinds.length > 0,
         remaining,
         slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
+        oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
       });
       if (step.action === 'done') break;
-      if (step.action === 'wait') await new Promise<void>((resolve) => (this.#wake = resolve));
+      if (step.action === 'wait') await this.#waitForHandler(step.waitMs);
       else await this.#statement(step.action === 'claim' ? step.claim : 0, claimPlan);
     }
     await Promise.all(this.#hooked);
     if (this.#failure !== undefined) throw this.#failure;
     return this.report;
+  }
+
+  /** Until a handler ends, or `ms` pass. */
+  async #waitForHandler(ms: number | null): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await new Promise<void>((resolve) => {
+      this.#wake = resolve;
+      if (ms !== null) timer = setTimeout(resolve, ms);
+    });
+    clearTimeout(timer);
+    this.#wake = null;
+  }
+
+  #settleLater(f: Finished): void {
+    if (this.#finished.length === 0) this.#oldestFinishedAt = performance.now();
+    this.#finished.push(f);
   }
 
   /** The core's claim plan for now; reports a backlog once when it drops a kind after a full claim. */
@@ -168,7 +189,7 @@ class LanePump {
 
   /** Buffered jobs that will get no slot go back to due, uncharged, in the next statement. */
   #release(): void {
-    for (const row of this.#buffer.splice(0)) this.#finished.push({ row, outcome: { type: 'released' } });
+    for (const row of this.#buffer.splice(0)) this.#settleLater({ row, outcome: { type: 'released' } });
   }
 
   #start(row: ClaimedRow): void {
@@ -178,7 +199,7 @@ class LanePump {
       op: 'admit', now: this.rt.clock.now(), deadlineAt: this.opts.deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
     });
     if (!admit.start) {
-      this.#finished.push({ row, outcome: { type: admit.reason ?? 'claim_late' } });
+      this.#settleLater({ row, outcome: { type: admit.reason ?? 'claim_late' } });
       this.#poke();
       return;
     }
@@ -191,7 +212,7 @@ class LanePump {
       if (result.abandoned) await this.session.replace();
       this.#running--;
       if (needsHooks(this.rt, result.finished)) this.#settleWithHooks(result.finished);
-      else this.#finished.push(result.finished);
+      else this.#settleLater(result.finished);
       this.#fill();
       this.#poke();
     });

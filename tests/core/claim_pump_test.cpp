@@ -76,9 +76,9 @@ TEST_CASE("pump: through pb_claim") {
   using postbox::test::call;
   auto r = call(pb_claim, R"({"op":"pump","concurrency":8,"running":8,"buffered":0,"settles":8,"mayClaim":true,"remaining":null})");
   CHECK(r.rc == 0);
-  CHECK(r.out == R"({"action":"claim","claim":8})");
+  CHECK(r.out == R"({"action":"claim","claim":8,"waitMs":null})");
   r = call(pb_claim, R"({"op":"pump","concurrency":8,"running":0,"buffered":0,"settles":0,"mayClaim":false})");
-  CHECK(r.out == R"({"action":"done","claim":0})");
+  CHECK(r.out == R"({"action":"done","claim":0,"waitMs":null})");
   r = call(pb_claim, R"({"op":"pump","concurrency":0,"mayClaim":true})");
   CHECK(r.rc == 1);
   r = call(pb_claim, R"({"op":"pump","concurrency":2})");
@@ -112,4 +112,19 @@ TEST_CASE("pump: with three batches ahead, claims wait for two batches of room")
   const auto step = decide_pump(in);
   CHECK(step.action == PumpAction::claim);
   CHECK(step.claim == 16);
+}
+
+TEST_CASE("pump: a settlement waits at most 20 ms for company, whatever else runs") {
+  PumpInput in = lane(8, 5, 0, 2, false);
+  in.oldest_settle_age_ms = 3;
+  auto step = decide_pump(in);
+  CHECK(step.action == PumpAction::wait);
+  REQUIRE(step.wait_ms.has_value());
+  CHECK(*step.wait_ms == 17);
+  in.oldest_settle_age_ms = 20;
+  CHECK(decide_pump(in).action == PumpAction::settle);
+  // Nothing to settle: wait for a handler, no timer.
+  in.settles = 0;
+  in.oldest_settle_age_ms.reset();
+  CHECK(!decide_pump(in).wait_ms.has_value());
 }

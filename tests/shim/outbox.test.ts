@@ -207,6 +207,21 @@ describe('atomic completion', () => {
   });
 });
 
+describe('the drain as a pipeline', () => {
+  test('one slow handler holds only its own slot: the others run and settle meanwhile', async () => {
+    const res = await enqueue([
+      { payload: { key: 'slow', do: 'sleep', ms: 1_500 } },
+      ...Array.from({ length: 6 }, (_, i) => ({ payload: { key: `fast${i}`, do: 'sleep', ms: 20 } })),
+    ]);
+    const [slow, ...fast] = (res.body as { id: string }[]).map((r) => r.id);
+    // Every fast job is settled while the slow one still runs (a batch-at-a-time drain would
+    // have held their settlements until the slow handler returned).
+    await until(async () => (await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded' AND id = ANY($1::uuid[])`, [fast]))[0].n === 6, 1_000);
+    assert.equal((await env.job(slow!)).status, 'running');
+    await settledJob(slow!, 'succeeded');
+  });
+});
+
 describe('ctx.db shared by the handlers of one lane', () => {
   test('outbox.transaction(ctx.db) is one transaction: its rollback spares another handler\'s write', async () => {
     const res = await enqueue([
@@ -374,8 +389,14 @@ describe('lanes and schedules', () => {
     const afterSweep = await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded' AND id = ANY($1::uuid[])`, [ids]);
     assert.equal(afterSweep[0].n, 4);
     assert.ok((await env.events()).some((e) => e.type === 'drain_requested' && e.lane === 'default'));
+    // The four claimed ahead never got a slot before the deadline: released in the sweep's
+    // last statement, uncharged, instead of waiting out their lease.
+    const released = await env.sql(`SELECT count(*)::int AS n FROM outbox.attempt WHERE outcome = 'released' AND job_id = ANY($1::uuid[])`, [ids]);
+    assert.equal(released[0].n, 4);
     // The drain message reaches the real queue consumer, which runs the rest.
     await until(async () => (await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded' AND id = ANY($1::uuid[])`, [ids]))[0].n === 12, 20_000);
+    const charged = await env.sql(`SELECT DISTINCT attempts FROM outbox.job WHERE id = ANY($1::uuid[])`, [ids]);
+    assert.deepEqual(charged, [{ attempts: 1 }]);
   });
 
   test('a schedule enqueues one job per tick, keyed by the tick time', async () => {

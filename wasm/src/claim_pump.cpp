@@ -11,9 +11,10 @@
 //   claim when   claiming is allowed and (room ≥ concurrency × ⌈batches / 2⌉, or a slot is idle
 //                with nothing buffered): claims stay large, and the next arrives before the
 //                buffer runs dry
-//   settle when  not claiming but `concurrency` settlements wait, or the lane is idle
+//   settle when  not claiming but `concurrency` settlements wait, the oldest has waited
+//                kSettleFlushMs (20 ms), or the lane is idle
 //   done when    nothing runs, nothing is buffered, nothing waits to be settled
-//   otherwise    wait for a handler to finish
+//   otherwise    wait for a handler to finish, or until the oldest settlement is due to go
 //
 // "Claiming allowed" is the shim's report of what earlier plans and claims said: the plan
 // still has kinds that fit the deadline, the last claim came back full, and a job or target
@@ -51,12 +52,14 @@ PumpStep decide_pump(const PumpInput& in) {
     }
   }
   const bool lane_idle = in.running == 0 && in.buffered == 0;
-  if (in.settles > 0 && (in.settles >= in.concurrency || lane_idle)) {
+  const int64_t age = in.oldest_settle_age_ms.value_or(0);
+  if (in.settles > 0 && (in.settles >= in.concurrency || lane_idle || age >= kSettleFlushMs)) {
     step.action = PumpAction::settle;
   } else if (lane_idle) {
     step.action = PumpAction::done;
   } else {
     step.action = PumpAction::wait;
+    if (in.settles > 0) step.wait_ms = kSettleFlushMs - age;
   }
   return step;
 }
@@ -84,10 +87,10 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
       Result<int64_t> n = input::read_int(field, where, key, 0, 1000000);
       if (!n) return n.take_error();
       (key == "running" ? in.running : key == "buffered" ? in.buffered : key == "settles" ? in.settles : in.max_batch) = n.value();
-    } else if (key == "remaining" || key == "slowestRecentMs") {
+    } else if (key == "remaining" || key == "slowestRecentMs" || key == "oldestSettleAgeMs") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
       if (!n) return n.take_error();
-      (key == "remaining" ? in.remaining : in.slowest_recent_ms) = n.value();
+      (key == "remaining" ? in.remaining : key == "slowestRecentMs" ? in.slowest_recent_ms : in.oldest_settle_age_ms) = n.value();
     } else if (key == "mayClaim") {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();
@@ -104,6 +107,7 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_object();
   out.field("action", pump_action_name(step.action));
   out.field("claim", step.claim);
+  out.field("waitMs", step.wait_ms);
   out.end_object();
   return ok_status();
 }

@@ -22,7 +22,12 @@ struct PumpInput {
   std::optional<int64_t> remaining; // jobs (or nudged targets) this drain may still claim
   int64_t max_batch = kDefaultPumpMaxBatch;  // most rows one claim statement returns
   std::optional<int64_t> slowest_recent_ms;  // the slowest of the lane's recent handler runs
+  std::optional<int64_t> oldest_settle_age_ms;  // how long the oldest waiting settlement has waited
 };
+
+// A finished attempt waits at most this long for others to share its statement, so a slow
+// handler on the lane never keeps a fast one's settlement (and its lease) waiting.
+constexpr int64_t kSettleFlushMs = 20;
 
 // Batches of `concurrency` claimed ahead (1 to kMaxLookaheadBatches): as many as recent
 // handlers say can wait their turn and still start inside a lease's claim slack.
@@ -34,6 +39,7 @@ enum class PumpAction { claim, settle, wait, done };
 struct PumpStep {
   PumpAction action = PumpAction::done;
   int64_t claim = 0;  // how many to claim when action is claim (settlements ride along)
+  std::optional<int64_t> wait_ms;  // on wait: ask again after this long even if no handler ends
 };
 
 PumpStep decide_pump(const PumpInput& in);
