@@ -148,10 +148,15 @@ describe('round trips', () => {
     assert.equal(report.succeeded, 8);
     // Each handler writes one note through ctx.db; everything else is the outbox's own.
     const own = statements.filter((s) => s.startsWith('postbox_'));
-    // 8 jobs at concurrency 4: claim a window of 8 (4 slots + 4 ahead); once 4 slots' room
-    // opens, settle those 4 + claim (nothing left); the last 4 settle alone when the lane is
-    // idle. Then runUntilIdle's second round finds nothing due.
-    assert.deepEqual(own, ['postbox_claim_due', 'postbox_settle_then_claim_due', 'postbox_settle_batch', 'postbox_claim_due']);
+    // 8 jobs at concurrency 4: one claim takes a window of 8 (4 slots + 4 ahead); the
+    // settlements ride on a later claim or go in batches (a settlement waits at most 20 ms for
+    // company), so 2 or 3 statements settle all 8. Then runUntilIdle's second round finds
+    // nothing due. A statement per job would be 16 or more.
+    assert.equal(own[0], 'postbox_claim_due');
+    assert.equal(own.at(-1), 'postbox_claim_due');
+    const between = own.slice(1, -1);
+    assert.ok(between.length >= 1 && between.length <= 3, own.join(', '));
+    assert.ok(between.every((n) => n === 'postbox_settle_batch' || n === 'postbox_settle_then_claim_due'), own.join(', '));
     assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded'`)).rows[0].n, 8);
   });
 });
