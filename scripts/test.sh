@@ -3,7 +3,8 @@
 # machine that has everything; POSTBOX_SKIP_SETUP=1 skips it).
 #
 #   a. core: scripts/build-core.sh (native + ASan doctests through ctest, wasi + Emscripten builds)
-#   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds)
+#   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds; natively also with
+#      SIMDJSON_FORCE_IMPLEMENTATION set)
 #   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
 #   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15
 #   e. end to end: tests/e2e/*.test.ts
@@ -60,6 +61,11 @@ fi
 if wanted b; then
   stage b "decision corpus (tests/corpus/run.mjs)"
   node tests/corpus/run.mjs
+  # The core pins simdjson's kernel at build time, so this variable must change nothing.
+  for forced in "" bogus; do
+    echo "corpus: native build with SIMDJSON_FORCE_IMPLEMENTATION='$forced'"
+    SIMDJSON_FORCE_IMPLEMENTATION="$forced" node tests/corpus/run.mjs --builds native
+  done
   done_stage
 fi
 

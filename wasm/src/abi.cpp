@@ -35,6 +35,14 @@ std::string g_result;
 char* g_scratch = nullptr;
 size_t g_scratch_capacity = 0;
 
+// Every build parses with simdjson's portable kernel alone (CMakeLists.txt): on malformed input
+// the SIMD kernels a native build would pick at run time name a different fault first, and with
+// one kernel compiled in simdjson never reads SIMDJSON_FORCE_IMPLEMENTATION from the environment.
+static_assert(SIMDJSON_IMPLEMENTATION_FALLBACK && !SIMDJSON_IMPLEMENTATION_ICELAKE && !SIMDJSON_IMPLEMENTATION_HASWELL &&
+                  !SIMDJSON_IMPLEMENTATION_WESTMERE && !SIMDJSON_IMPLEMENTATION_ARM64 &&
+                  !SIMDJSON_IMPLEMENTATION_PPC64 && !SIMDJSON_IMPLEMENTATION_LSX && !SIMDJSON_IMPLEMENTATION_LASX,
+              "simdjson must be built with its fallback kernel only");
+
 // One parser per family, reused across calls so its buffers are allocated once.
 simdjson::ondemand::parser& parser_for(Family family) {
   static simdjson::ondemand::parser parsers[kFamilyCount];
