@@ -9,6 +9,7 @@
 #include <string>
 
 #include "postbox/families.h"
+#include "postbox/json_error.h"
 #include "postbox/json_input.h"
 
 #if defined(__EMSCRIPTEN__)
@@ -80,10 +81,7 @@ Status decide(Family family, const char* ptr, int32_t len, JsonWriter& out) {
   input::od::document doc;
   const simdjson::error_code e =
       parser_for(family).iterate(g_scratch, size, size + simdjson::SIMDJSON_PADDING).get(doc);
-  if (e) {
-    return make_error(family, e == simdjson::MEMALLOC ? ErrorCode::too_large : ErrorCode::invalid_json,
-                      std::string("invalid JSON (") + simdjson::error_message(e) + ")");
-  }
+  if (e) return json_error(kFamilyNames[family], e);
   Status valid = input::validate_document(doc, kFamilyNames[family]);
   if (!valid) return valid;
   return kRunners[family](doc, out);
