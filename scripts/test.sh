@@ -5,7 +5,9 @@
 #   0. programs: scripts/check-programs.mjs (every program the project runs comes from a Debian
 #      package scripts/setup.sh installs) and its tests
 #   a. core: scripts/build-core.sh (native + ASan doctests through ctest, wasi + Emscripten builds)
-#   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds)
+#   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds; natively also with
+#      SIMDJSON_FORCE_IMPLEMENTATION set), then tests/corpus/differential.mjs (100,000 generated
+#      inputs to every entry of the three builds, byte for byte)
 #   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
 #   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15
 #   e. end to end: tests/e2e/*.test.ts
@@ -69,8 +71,14 @@ fi
 
 # b. ------------------------------------------------------------------------------------------
 if wanted b; then
-  stage b "decision corpus (tests/corpus/run.mjs)"
+  stage b "decision corpus and differential (tests/corpus)"
   node tests/corpus/run.mjs
+  # The core pins simdjson's kernel at build time, so this variable must change nothing.
+  for forced in "" bogus; do
+    echo "corpus: native build with SIMDJSON_FORCE_IMPLEMENTATION='$forced'"
+    SIMDJSON_FORCE_IMPLEMENTATION="$forced" node tests/corpus/run.mjs --builds native
+  done
+  node tests/corpus/differential.mjs
   done_stage
 fi
 

@@ -51,31 +51,40 @@ const u32 = (n) => {
   return b;
 };
 
-// Runs every [family, bytes] call through one `postbox-corpus-cli --batch` process.
-// Returns [{rc, out: Buffer}].
-export function runNative(calls, cli = paths.native) {
-  if (!existsSync(cli)) {
-    throw new Error(`${cli} not found: build it with \`cmake --preset native && cmake --build --preset native --target postbox-corpus-cli\``);
-  }
+// The `postbox-corpus-cli --batch` records for [family, bytes] calls.
+export function encodeBatch(calls) {
   const parts = [];
   for (const [family, bytes] of calls) {
     const name = Buffer.from(family, 'utf8');
     parts.push(u32(name.length), name, u32(bytes.length), bytes);
   }
-  const r = spawnSync(cli, ['--batch'], { input: Buffer.concat(parts), maxBuffer: 1 << 30 });
-  if (r.error) throw r.error;
-  if (r.status !== 0) throw new Error(`${cli} --batch exited ${r.status}${r.signal ? ` (${r.signal})` : ''}: ${r.stderr}`);
-  const out = r.stdout;
+  return Buffer.concat(parts);
+}
+
+// Its output: `count` results [{rc, out: Buffer}].
+export function decodeBatch(out, count, cli = paths.native) {
   const results = [];
   let at = 0;
-  for (let i = 0; i < calls.length; i++) {
-    if (at + 8 > out.length) throw new Error(`${cli} --batch: output ends after ${i} of ${calls.length} results`);
+  for (let i = 0; i < count; i++) {
+    if (at + 8 > out.length) throw new Error(`${cli} --batch: output ends after ${i} of ${count} results`);
     const rc = out.readInt32LE(at);
     const len = out.readUInt32LE(at + 4);
     results.push({ rc, out: out.subarray(at + 8, at + 8 + len) });
     at += 8 + len;
   }
   return results;
+}
+
+// Runs every [family, bytes] call through one `postbox-corpus-cli --batch` process.
+// Returns [{rc, out: Buffer}].
+export function runNative(calls, cli = paths.native) {
+  if (!existsSync(cli)) {
+    throw new Error(`${cli} not found: build it with \`cmake --preset native && cmake --build --preset native --target postbox-corpus-cli\``);
+  }
+  const r = spawnSync(cli, ['--batch'], { input: encodeBatch(calls), maxBuffer: 1 << 30 });
+  if (r.error) throw r.error;
+  if (r.status !== 0) throw new Error(`${cli} --batch exited ${r.status}${r.signal ? ` (${r.signal})` : ''}: ${r.stderr}`);
+  return decodeBatch(r.stdout, calls.length, cli);
 }
 
 // A minimal WASI preview1 (and Emscripten `env`) import object: the core does no I/O, so every

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "postbox/families.h"
+#include "postbox/json_error.h"
 #include "postbox/json_input.h"
 
 #if defined(__EMSCRIPTEN__)
@@ -34,6 +35,14 @@ constexpr Runner kRunners[kFamilyCount] = {run_policy, run_settle, run_claim,   
 std::string g_result;
 char* g_scratch = nullptr;
 size_t g_scratch_capacity = 0;
+
+// Every build parses with simdjson's portable kernel alone (CMakeLists.txt): on malformed input
+// the SIMD kernels a native build would pick at run time name a different fault first, and with
+// one kernel compiled in simdjson never reads SIMDJSON_FORCE_IMPLEMENTATION from the environment.
+static_assert(SIMDJSON_IMPLEMENTATION_FALLBACK && !SIMDJSON_IMPLEMENTATION_ICELAKE && !SIMDJSON_IMPLEMENTATION_HASWELL &&
+                  !SIMDJSON_IMPLEMENTATION_WESTMERE && !SIMDJSON_IMPLEMENTATION_ARM64 &&
+                  !SIMDJSON_IMPLEMENTATION_PPC64 && !SIMDJSON_IMPLEMENTATION_LSX && !SIMDJSON_IMPLEMENTATION_LASX,
+              "simdjson must be built with its fallback kernel only");
 
 // One parser per family, reused across calls so its buffers are allocated once.
 simdjson::ondemand::parser& parser_for(Family family) {
@@ -72,10 +81,7 @@ Status decide(Family family, const char* ptr, int32_t len, JsonWriter& out) {
   input::od::document doc;
   const simdjson::error_code e =
       parser_for(family).iterate(g_scratch, size, size + simdjson::SIMDJSON_PADDING).get(doc);
-  if (e) {
-    return make_error(family, e == simdjson::MEMALLOC ? ErrorCode::too_large : ErrorCode::invalid_json,
-                      std::string("invalid JSON (") + simdjson::error_message(e) + ")");
-  }
+  if (e) return json_error(kFamilyNames[family], e);
   Status valid = input::validate_document(doc, kFamilyNames[family]);
   if (!valid) return valid;
   return kRunners[family](doc, out);

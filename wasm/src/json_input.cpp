@@ -1,5 +1,6 @@
 #include "postbox/json_input.h"
 
+#include "postbox/json_error.h"
 #include "postbox/json_writer.h"
 
 namespace postbox::input {
@@ -226,7 +227,6 @@ Status visit_elements(od::array& arr, const Where& where, std::string_view field
 }
 
 Status validate_document(od::document& doc, std::string_view family) {
-  const Where where{family, "", ErrorCode::invalid_json};
   od::json_type type;
   simdjson::error_code e = doc.type().get(type);
   if (!e) {
@@ -239,10 +239,7 @@ Status validate_document(od::document& doc, std::string_view family) {
     }
   }
   if (!e && !doc.at_end()) e = simdjson::TRAILING_CONTENT;
-  if (e) {
-    return family_error(where, ErrorCode::invalid_json,
-                        std::string("invalid JSON (") + simdjson::error_message(e) + ")");
-  }
+  if (e) return json_error(family, e);
   doc.rewind();
   return ok_status();
 }
