@@ -541,6 +541,37 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('maxPayloadBytes above cap', enq({ maxPayloadBytes: 1e9 }), isError('invalid_input', 'maxPayloadBytes'));
   e('maxPayloadBytes 0', enq({ maxPayloadBytes: 0 }));
   e('unknown field', enq({ priority: 1 }));
+  e('op one is the single form', { op: 'one', ...enq({}) }, exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"nudge":true,"delaySeconds":0}`));
+  e('payloadBytes instead of payload', (({ payload, ...r }) => ({ ...r, payloadBytes: 300000 }))(enq({})),
+    exactText('{"ok":false,"issues":[{"code":"payload_too_large","message":"payload is 300000 bytes; the limit is 262144"}]}'));
+  e('op unknown', { op: 'many', now: NOW, items: [] }, isError('unknown_op'));
+
+  // The batch form (enqueueMany): one decision per item, in order, by the single form's rules.
+  const batch = (items, o = {}) => ({ op: 'batch', now: NOW, maxPayloadBytes: 262144, maxQueueDelayMs: 86400000, hasQueue: true, items, ...o });
+  // Each item's decision per docs/ABI.md, computed here.
+  const decision = ({ delayMs = 0, payloadBytes }, { maxPayloadBytes = 262144, hasQueue = true, maxQueueDelayMs = 86400000 } = {}) =>
+    payloadBytes > maxPayloadBytes
+      ? { ok: false, issues: [{ code: 'payload_too_large', message: `payload is ${payloadBytes} bytes; the limit is ${maxPayloadBytes}` }] }
+      : { ok: true, payloadBytes, dueAt: NOW + delayMs, nudge: hasQueue && delayMs <= maxQueueDelayMs,
+          delaySeconds: hasQueue && delayMs <= maxQueueDelayMs ? Math.ceil(delayMs / 1000) : null };
+  const decides = (items, o = {}) => exactText(JSON.stringify({ results: items.map((i) => decision(i, o)) }));
+  const mixed = [{ payloadBytes: 17 }, { delayMs: 1500, payloadBytes: 2 }, { payloadBytes: 300000 }, { delayMs: 86400001, payloadBytes: 0 }, { delayMs: 1, payloadBytes: 262144 }];
+  e('batch mixed items', batch(mixed), decides(mixed));
+  e('batch without a queue', batch(mixed, { hasQueue: false }), decides(mixed, { hasQueue: false }));
+  e('batch empty', batch([]), exactText('{"results":[]}'));
+  e('batch settings after items', `{"items":[{"payloadBytes":5}],"op":"batch","maxPayloadBytes":4,"now":${NOW}}`,
+    decides([{ payloadBytes: 5 }], { maxPayloadBytes: 4, hasQueue: false }));
+  e('batch item with its payload', `{"op":"batch","now":${NOW},"items":[{"payload":{"a":[1, 2]}}]}`, decides([{ payloadBytes: 12 }], { hasQueue: false }));
+  e('batch item missing payloadBytes', batch([{ payloadBytes: 1 }, { delayMs: 5 }]), isError('invalid_input', 'items[1].payloadBytes'));
+  e('batch item delay negative', batch([{ payloadBytes: 1, delayMs: -1 }]), isError('invalid_input', 'items[0].delayMs'));
+  e('batch item not an object', batch([7]), isError('invalid_input', 'items[0]'));
+  e('batch items not an array', batch({}), isError('invalid_input', 'items'));
+  e('batch items missing', (({ items, ...r }) => r)(batch([])), isError('invalid_input', 'items'));
+  e('batch now missing', (({ now, ...r }) => r)(batch([])), isError('invalid_input', 'now'));
+  e('batch 5001 items', fill(`{"op":"batch","now":${NOW},"items":[`, '{"payloadBytes":1},', 5000, '{"payloadBytes":1}]}'), isError('too_large', '5000'));
+  const full = Array.from({ length: 64 }, () => ({ payloadBytes: 262144 }));
+  e('batch 16 MiB of payloads', batch([...full, { payloadBytes: 300000 }]), decides([...full, { payloadBytes: 300000 }]));
+  e('batch over 16 MiB of payloads', batch([...full, { payloadBytes: 1 }]), isError('too_large', '16777216'));
 }
 
 // ---------------------------------------------------------------------------------------------
