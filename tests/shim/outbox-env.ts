@@ -16,6 +16,8 @@ export interface OutboxEnv {
   sql(text: string, values?: unknown[]): Promise<any[]>;
   post(pathname: string, body: unknown): Promise<{ status: number; body: any }>;
   events(): Promise<any[]>;
+  /** The sendBatch calls the outbox made since the last call (and reset). */
+  sent(): Promise<{ queue: string; messages: { body: any; delaySeconds?: number }[] }[]>;
   job(id: string): Promise<any>;
   reset(): Promise<void>;
   stop(): Promise<void>;
@@ -53,6 +55,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
     sql,
     post,
     events: async () => (await (await worker.fetch('/events')).json()) as any[],
+    sent: async () => (await (await worker.fetch('/sent')).json()) as any[],
     job: async (id) => (await sql('SELECT * FROM outbox.job WHERE id = $1', [id]))[0],
     async reset() {
       await sql('DELETE FROM outbox.job; DELETE FROM public.sink; DELETE FROM public.app_row');
@@ -60,6 +63,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await post('/hook', { mode: 'off' });
       await post('/version', { timestamp: null });
       await worker.fetch('/events');
+      await worker.fetch('/sent');
     },
     async stop() {
       await worker.dispose();
