@@ -105,12 +105,18 @@ void write_decision(JsonWriter& out, const Settings& s, const Job& job) {
   out.end_object();
 }
 
+// Reads the settings (and the top level's job fields); `now` is required.
+Status read_settings(od::object& root, const Where& where, Settings& s, Job& job) {
+  Status status = read_fields(root, where, &s, job);
+  if (!status) return status;
+  return s.has_now ? ok_status() : Status(input::missing(where, "now"));
+}
+
 Status enqueue_one(od::object& root, const Where& where, JsonWriter& out) {
   Settings s;
   Job job;
-  Status status = read_fields(root, where, &s, job);
+  Status status = read_settings(root, where, s, job);
   if (!status) return status;
-  if (!s.has_now) return input::missing(where, "now");
   if (job.payload_bytes < 0) return input::missing(where, "payload");
   write_decision(out, s, job);
   return ok_status();
@@ -123,9 +129,8 @@ Status enqueue_one(od::object& root, const Where& where, JsonWriter& out) {
 Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
   Settings s;
   Job ignored;
-  Status status = read_fields(root, where, &s, ignored);
+  Status status = read_settings(root, where, s, ignored);
   if (!status) return status;
-  if (!s.has_now) return input::missing(where, "now");
   bool empty = false, has_items = false;
   if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
   int64_t written = 0;

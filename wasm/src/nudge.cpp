@@ -106,14 +106,21 @@ Status read_nudge_fields(od::object& obj, const Where& where, bool wire, bool wi
 
 }  // namespace
 
-Status read_job_nudge(od::value& item, const Where& where, bool with_delay, Nudge& n) {
-  od::object obj;
-  if (item.get_object().get(obj) != simdjson::SUCCESS) {
-    return input::family_error(where, ErrorCode::invalid_input, "must be an object");
-  }
-  n = Nudge{"job", {}, {}, {}};
-  std::vector<std::string_view> no_ids;
-  return read_nudge_fields(obj, where, false, with_delay, n, no_ids);
+Status read_jobs(od::value& field, const Where& where, uint32_t max_count, bool with_delay, std::vector<Nudge>& jobs) {
+  Result<od::array> list = input::read_array(field, where, "jobs");
+  if (!list) return list.take_error();
+  return input::for_each_element(list.value(), where, "jobs", max_count, [&](od::value& item, uint32_t index) -> Status {
+    const Where item_where = where.indexed("jobs", index);
+    od::object obj;
+    if (item.get_object().get(obj) != simdjson::SUCCESS) {
+      return input::family_error(item_where, ErrorCode::invalid_input, "must be an object");
+    }
+    Nudge n{"job", {}, {}, {}};
+    std::vector<std::string_view> no_ids;
+    Status read = read_nudge_fields(obj, item_where, false, with_delay, n, no_ids);
+    if (read) jobs.push_back(n);
+    return read;
+  });
 }
 
 namespace {
@@ -142,15 +149,10 @@ Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
     }
     if (key != "jobs") return ok_status();
     has_jobs = true;
-    Result<od::array> jobs = input::read_array(field, where, key);
-    if (!jobs) return jobs.take_error();
-    return input::for_each_element(jobs.value(), where, key, kMaxMessages, [&](od::value& item, uint32_t index) -> Status {
-      Nudge n;
-      Status read = read_job_nudge(item, where.indexed("jobs", index), false, n);
-      if (!read) return read;
-      write_message(out, n);
-      return ok_status();
-    });
+    std::vector<Nudge> jobs;
+    Status read = read_jobs(field, where, kMaxMessages, false, jobs);
+    for (const Nudge& n : jobs) write_message(out, n);
+    return read;
   });
   if (!status) return status;
   if (!has_jobs && !has_drains) return input::missing(where, "jobs");

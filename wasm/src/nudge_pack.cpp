@@ -29,34 +29,53 @@ constexpr size_t kMaxBodyBytes = sizeof R"({"v":1,"t":"jobs","kind":"","lane":""
 constexpr size_t kMessagesPerBatch = kBatchBudgetBytes / (kMaxBodyBytes + kMessageOverheadBytes);
 static_assert(kMessagesPerBatch >= 50 && kMessagesPerBatch <= kMaxMessages && kMaxBodyBytes < 128000);
 
-struct Job {
-  std::string_view id;
-  std::string_view kind;
-  std::string_view lane;
-  int64_t delay_seconds = 0;
-  size_t group = 0;  // index of the group's first job
-};
-
 // A message: up to kMaxIdsPerMessage jobs of one group, from `first` on in input order.
 struct Message {
   size_t first = 0;
   size_t count = 0;
 };
 
-bool same_group(const Job& a, const Job& b) {
+// The jobs to nudge, and for each the index of the first job of its group (same lane, kind
+// and delay).
+struct Jobs {
+  std::vector<Nudge> list;
+  std::vector<size_t> group;
+};
+
+bool same_group(const Nudge& a, const Nudge& b) {
   return a.delay_seconds == b.delay_seconds && a.kind == b.kind && a.lane == b.lane;
 }
 
+// A job joins the group of the first earlier job it matches; consecutive jobs nearly always
+// match (an enqueueMany list), so the previous job is tried first.
+void assign_groups(Jobs& jobs) {
+  const std::vector<Nudge>& list = jobs.list;
+  jobs.group.resize(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    jobs.group[i] = i;
+    if (i > 0 && same_group(list[i], list[i - 1])) {
+      jobs.group[i] = jobs.group[i - 1];
+      continue;
+    }
+    for (size_t g = 0; g < i; ++g) {
+      if (jobs.group[g] == g && same_group(list[i], list[g])) {
+        jobs.group[i] = g;
+        break;
+      }
+    }
+  }
+}
+
 // Writes a message's body: the single-job form for one job, else the multi-job form.
-void write_body(JsonWriter& out, const std::vector<Job>& jobs, const Message& m) {
-  const Job& head = jobs[m.first];
+void write_body(JsonWriter& out, const Jobs& jobs, const Message& m) {
+  const Nudge& head = jobs.list[m.first];
   if (m.count == 1) {
-    write_message(out, Nudge{"job", head.id, head.kind, head.lane});
+    write_message(out, head);
     return;
   }
   std::vector<std::string_view> ids;
   for (size_t i = m.first; ids.size() < m.count; ++i) {
-    if (jobs[i].group == head.group) ids.push_back(jobs[i].id);
+    if (jobs.group[i] == jobs.group[m.first]) ids.push_back(jobs.list[i].id);
   }
   Nudge n{"jobs", {}, head.kind, head.lane};
   n.ids = ids.data();
@@ -66,19 +85,20 @@ void write_body(JsonWriter& out, const std::vector<Job>& jobs, const Message& m)
 
 // Cuts every group into messages, a lane's groups together (lanes and groups in order of
 // first use, jobs in input order).
-std::vector<Message> cut_messages(const std::vector<Job>& jobs) {
+std::vector<Message> cut_messages(const Jobs& jobs) {
+  const std::vector<Nudge>& list = jobs.list;
   std::vector<Message> messages;
-  for (size_t g = 0; g < jobs.size(); ++g) {
-    if (jobs[g].group != g) continue;
+  for (size_t g = 0; g < list.size(); ++g) {
+    if (jobs.group[g] != g) continue;
     // The lane's first group leads it; later groups of the lane were cut with it.
     bool led = true;
-    for (size_t e = 0; e < g && led; ++e) led = jobs[e].group != e || jobs[e].lane != jobs[g].lane;
+    for (size_t e = 0; e < g && led; ++e) led = jobs.group[e] != e || list[e].lane != list[g].lane;
     if (!led) continue;
-    for (size_t h = g; h < jobs.size(); ++h) {
-      if (jobs[h].group != h || jobs[h].lane != jobs[g].lane) continue;
+    for (size_t h = g; h < list.size(); ++h) {
+      if (jobs.group[h] != h || list[h].lane != list[g].lane) continue;
       Message m{h, 0};
-      for (size_t i = h; i < jobs.size(); ++i) {
-        if (jobs[i].group != h) continue;
+      for (size_t i = h; i < list.size(); ++i) {
+        if (jobs.group[i] != h) continue;
         if (m.count == kMaxIdsPerMessage) {
           messages.push_back(m);
           m = Message{i, 0};
@@ -91,16 +111,16 @@ std::vector<Message> cut_messages(const std::vector<Job>& jobs) {
   return messages;
 }
 
-void write_batch(JsonWriter& out, const std::vector<Job>& jobs, const Message* first, const Message* last) {
+void write_batch(JsonWriter& out, const Jobs& jobs, const Message* first, const Message* last) {
   out.begin_object();
-  out.field("lane", jobs[first->first].lane);
+  out.field("lane", jobs.list[first->first].lane);
   out.key("messages");
   out.begin_array();
   for (const Message* m = first; m != last; ++m) {
     out.begin_object();
     out.key("body");
     write_body(out, jobs, *m);
-    out.field("delaySeconds", jobs[m->first].delay_seconds);
+    out.field("delaySeconds", jobs.list[m->first].delay_seconds);
     out.end_object();
   }
   out.end_array();
@@ -110,37 +130,16 @@ void write_batch(JsonWriter& out, const std::vector<Job>& jobs, const Message* f
 }  // namespace
 
 Status nudge_pack(od::object& root, const Where& where, JsonWriter& out) {
-  std::vector<Job> jobs;
+  Jobs jobs;
   bool has_jobs = false;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key != "jobs") return ok_status();
     has_jobs = true;
-    Result<od::array> list = input::read_array(field, where, key);
-    if (!list) return list.take_error();
-    return input::for_each_element(list.value(), where, key, kMaxPackJobs, [&](od::value& item, uint32_t index) -> Status {
-      Nudge n;
-      Status read = read_job_nudge(item, where.indexed("jobs", index), true, n);
-      if (!read) return read;
-      jobs.push_back(Job{n.id, n.kind, n.lane, n.delay_seconds, jobs.size()});
-      return ok_status();
-    });
+    return read_jobs(field, where, kMaxPackJobs, true, jobs.list);
   });
   if (!status) return status;
   if (!has_jobs) return input::missing(where, "jobs");
-  // A job joins the group of the first earlier job it matches; consecutive jobs nearly always
-  // match (an enqueueMany list), so the previous job is tried first.
-  for (size_t i = 1; i < jobs.size(); ++i) {
-    if (same_group(jobs[i], jobs[i - 1])) {
-      jobs[i].group = jobs[i - 1].group;
-      continue;
-    }
-    for (size_t g = 0; g < i; ++g) {
-      if (jobs[g].group == g && same_group(jobs[i], jobs[g])) {
-        jobs[i].group = g;
-        break;
-      }
-    }
-  }
+  assign_groups(jobs);
 
   // A batch ends at a new lane or at kMessagesPerBatch messages.
   const std::vector<Message> messages = cut_messages(jobs);
@@ -149,7 +148,8 @@ Status nudge_pack(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_array();
   size_t start = 0;
   for (size_t i = 1; i <= messages.size(); ++i) {
-    if (i == messages.size() || i - start == kMessagesPerBatch || jobs[messages[i].first].lane != jobs[messages[start].first].lane) {
+    if (i == messages.size() || i - start == kMessagesPerBatch ||
+        jobs.list[messages[i].first].lane != jobs.list[messages[start].first].lane) {
       write_batch(out, jobs, &messages[start], messages.data() + i);
       start = i;
     }

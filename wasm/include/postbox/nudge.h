@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "postbox/json_input.h"
 #include "postbox/json_writer.h"
@@ -38,8 +39,10 @@ void write_nudge(JsonWriter& out, const Nudge& n);
 // Writes a whole wire message: {"v":1,…}.
 void write_message(JsonWriter& out, const Nudge& n);
 
-// Reads an encode or pack input's job: id, kind, lane (and delaySeconds when `with_delay`).
-Status read_job_nudge(input::od::value& item, const input::Where& where, bool with_delay, Nudge& n);
+// Reads the "jobs" array of an encode or pack input (each {id, kind, lane}, and delaySeconds
+// when `with_delay`), at most max_count of them; errors name the job.
+Status read_jobs(input::od::value& field, const input::Where& where, uint32_t max_count, bool with_delay,
+                 std::vector<Nudge>& jobs);
 
 // The "pack" operation (nudge_pack.cpp).
 Status nudge_pack(input::od::object& root, const input::Where& where, JsonWriter& out);
