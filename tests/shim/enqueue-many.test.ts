@@ -2,19 +2,10 @@
 // statement, rollback, nudges coalesced into multi-job Queue messages that the consumer runs,
 // hostile multi-job messages, and a schedule's fan-out.
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
-import { startOutboxEnv, until, type OutboxEnv } from './outbox-env.ts';
+import { describe, test } from 'node:test';
+import { until, useOutboxEnv } from './outbox-env.ts';
 
-let env: OutboxEnv;
-before(async () => {
-  env = await startOutboxEnv();
-});
-after(async () => {
-  await env?.stop();
-});
-beforeEach(async () => {
-  await env.reset();
-});
+const env = useOutboxEnv();
 
 const enqueueMany = (jobs: object[], extra: object = {}) => env.post('/enqueue-many', { jobs, ...extra });
 const count = async (where = 'true') => (await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE ${where}`))[0].n as number;

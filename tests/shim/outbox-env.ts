@@ -2,6 +2,7 @@
 // (tests/shim/fixtures/outbox-worker.ts) in workerd per test file, a fresh schema per test.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { after, before, beforeEach } from 'node:test';
 import pg from 'pg';
 import { migrate } from '../../js-shim/src/sql/index.ts';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
@@ -71,6 +72,24 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await server.stop();
     },
   };
+}
+
+/**
+ * This test file's environment: started before its tests, reset before each test, stopped
+ * after them. The object is filled in when the file's `before` hook has run.
+ */
+export function useOutboxEnv(opts: Parameters<typeof startOutboxEnv>[0] = {}): OutboxEnv {
+  const env = {} as OutboxEnv;
+  before(async () => {
+    Object.assign(env, await startOutboxEnv(opts));
+  });
+  after(async () => {
+    await env.stop?.();
+  });
+  beforeEach(async () => {
+    await env.reset();
+  });
+  return env;
 }
 
 /** Polls until `fn` returns something other than undefined. */
