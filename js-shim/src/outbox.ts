@@ -1,9 +1,9 @@
-import { uuidv7 } from 'uuidv7';
 import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
 import { getCore } from './core/core.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
+import { uuidv7 } from './ids.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
 import { JOB_APPLY_OPERATE, JOB_ERASE_TENANT, JOB_LOCK_FOR_OPERATE } from './queries/operate.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
