@@ -16,11 +16,7 @@
  * counted client-side: every `pg.Client#query` on that database during the timed part (one
  * query = one round trip with node-postgres' extended protocol). See bench/README.md.
  */
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import { mkdir, writeFile } from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createOutbox, defineJob, ok } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
@@ -31,17 +27,10 @@ import PgBoss from 'pg-boss';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
 import { createSeedSchema, drainSeed, enqueueSeed } from './peers/seed-design.ts';
 import { startLatencyProxy, type LatencyProxy } from './latency-proxy.ts';
+import { arg, flag, pkgVersion, queriesOn, takeProfile, writeResults } from './common.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Options
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  if (i >= 0) return process.argv[i + 1];
-  const eq = process.argv.find((a) => a.startsWith(`--${name}=`));
-  return eq?.slice(name.length + 3);
-}
-const flag = (name: string) => process.argv.includes(`--${name}`);
 
 const JOBS = Number(arg('jobs') ?? process.env.BENCH_JOBS ?? 2000);
 const FLAVOR = (arg('pg') ?? process.env.POSTBOX_PG ?? 'embedded') as PgFlavor;
@@ -50,36 +39,6 @@ const WRITE = !flag('no-write');
 const RTT_MS = Number(arg('rtt-ms') ?? process.env.BENCH_RTT_MS ?? 0);
 if (!Number.isInteger(JOBS) || JOBS < 1) throw new Error('--jobs must be a positive integer');
 if (!Number.isFinite(RTT_MS) || RTT_MS < 0) throw new Error('--rtt-ms must be a number ≥ 0');
-
-// ---------------------------------------------------------------------------------------------
-// Round-trip counting: every query any pg.Client sends, by database. All four systems use the
-// same (deduplicated) `pg` package, so one patch sees them all.
-
-const queriesByDb = new Map<string, number>();
-// --profile: each named statement's round-trip times (client-side), summarised per row.
-const PROFILE = flag('profile');
-const statementMs = new Map<string, number[]>();
-const originalQuery = pg.Client.prototype.query;
-(pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
-  const db = (this as any).connectionParameters?.database ?? '?';
-  queriesByDb.set(db, (queriesByDb.get(db) ?? 0) + 1);
-  const result = (originalQuery as any).apply(this, args);
-  const name = (args[0] as { name?: string } | null)?.name;
-  if (PROFILE && name && result && typeof result.then === 'function') {
-    const t0 = performance.now();
-    result.then(() => statementMs.set(name, [...(statementMs.get(name) ?? []), performance.now() - t0]), () => undefined);
-  }
-  return result;
-};
-function takeProfile(): string {
-  const parts = [...statementMs].map(([name, times]) => {
-    times.sort((a, b) => a - b);
-    return `${name.replace(/^postbox_/, '')} ×${times.length} median ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms`;
-  });
-  statementMs.clear();
-  return parts.join('; ');
-}
-const queriesOn = (db: string) => queriesByDb.get(db) ?? 0;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -404,7 +363,7 @@ async function main(): Promise<void> {
         let run: Awaited<ReturnType<Variant['setup']>> | undefined;
         try {
           run = await v.setup(db, scenario);
-          statementMs.clear();
+          takeProfile();
           const q0 = queriesOn(dbName);
           const t0 = performance.now();
           await run.drain();
@@ -422,7 +381,8 @@ async function main(): Promise<void> {
           };
           groupRows.push(row);
           process.stderr.write(`${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job\n`);
-          if (PROFILE) process.stderr.write(`    statements: ${takeProfile() || 'none named'}\n`);
+          const profile = takeProfile();
+          if (profile) process.stderr.write(`    statements: ${profile}\n`);
         } catch (error) {
           const message = error instanceof Error ? error.message : String(error);
           groupRows.push({ system: v.system, scenario: label, jobs: scenario.jobs, wallS: NaN, jobsPerS: NaN, rtPerJob: null, error: message.split('\n')[0] });
@@ -445,14 +405,7 @@ async function main(): Promise<void> {
   }
   const report = render(rows, server.serverVersion, network!);
   process.stdout.write(report);
-  if (WRITE) {
-    const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'results');
-    await mkdir(dir, { recursive: true });
-    const suffix = RTT_MS > 0 ? `-rtt${RTT_MS}ms` : '';
-    const file = path.join(dir, `throughput-${new Date().toISOString().slice(0, 10)}${suffix}.md`);
-    await writeFile(file, report);
-    process.stderr.write(`wrote ${path.relative(process.cwd(), file)}\n`);
-  }
+  if (WRITE) await writeResults('throughput', RTT_MS, report);
   if (rows.some((r) => r.error)) process.exitCode = 1;
 }
 
@@ -480,15 +433,6 @@ function render(rows: Row[], pgVersion: string, net: Network): string {
   }
   lines.push('');
   return lines.join('\n');
-}
-
-function pkgVersion(name: string): string {
-  try {
-    const root = path.join(path.dirname(fileURLToPath(import.meta.url)), '..');
-    return JSON.parse(readFileSync(path.join(root, 'node_modules', name, 'package.json'), 'utf8')).version;
-  } catch {
-    return '?';
-  }
 }
 
 await main();

@@ -2,22 +2,19 @@ import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Core } from './core/core.js';
 import { isCoreError } from './core/core.js';
 import { EnqueueRefusedError, PostboxError } from './errors.js';
-import { JOB_FIND_BY_DEDUPE, JOB_INSERT } from './queries/enqueue.js';
-import type { EnqueueOptions, EnqueueResult, JobDefinition, Queryable } from './types.js';
+import type { PendingNudge } from './nudge.js';
+import { JOB_FIND_BY_DEDUPE_MANY, JOB_INSERT_MANY, JOB_INSERT_ONE } from './queries/enqueue.js';
+import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from './types.js';
 
-/** What the core said about an enqueue: when it is due and how to nudge it. */
-export interface EnqueueDecision {
-  ok: true;
-  payloadBytes: number;
-  dueAt: number;
-  nudge: boolean;
-  delaySeconds: number;
-}
+/** What the core said about one job: refused, or when it is due and how to nudge it. */
+type EnqueueDecision =
+  | { ok: true; payloadBytes: number; dueAt: number; nudge: boolean; delaySeconds: number | null }
+  | { ok: false; issues: { code: string; message: string }[] };
 
-/** A created job plus the nudge the core asked for. */
+/** The results of a list, in its order, plus the nudges the core asked for. */
 export interface EnqueueOutcome {
-  result: EnqueueResult;
-  nudge?: { id: string; kind: string; lane: string; delaySeconds: number };
+  results: EnqueueResult[];
+  nudges: PendingNudge[];
 }
 
 export interface EnqueueEnv {
@@ -30,66 +27,207 @@ export interface EnqueueEnv {
   strict: boolean;
 }
 
-/** Validates with the job's schema, asks the core, then writes the job in one statement. */
-export async function enqueueJob<P>(
-  env: EnqueueEnv,
-  q: Queryable,
-  job: JobDefinition<P>,
-  opts: EnqueueOptions<P>,
-): Promise<EnqueueOutcome> {
-  const refuse = (result: Exclude<EnqueueResult, { status: 'created' | 'exists' }>): EnqueueOutcome => {
-    if (env.strict) throw new EnqueueRefusedError(result);
-    return { result };
-  };
-  if (!opts || typeof opts !== 'object') throw new PostboxError('invalid_input', 'enqueue: options with a `payload` are required');
+/** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */
+type Api = 'enqueue' | 'enqueueMany';
+const where = (api: Api, index: number) => (api === 'enqueue' ? api : `${api}: items[${index}]`);
 
-  const validated = await job.payload['~standard'].validate(opts.payload);
-  if (validated.issues) return refuse({ status: 'invalid_payload', issues: validated.issues.map(toIssue) });
-
-  let payloadJson: string | undefined;
-  try {
-    payloadJson = JSON.stringify(validated.value);
-  } catch (error) {
-    return refuse({ status: 'invalid_payload', issues: [{ message: `payload is not JSON-serialisable: ${String(error)}` }] });
-  }
-  if (payloadJson === undefined) return refuse({ status: 'invalid_payload', issues: [{ message: 'payload is not JSON-serialisable' }] });
-
-  const delayMs = opts.delayMs ?? 0;
-  if (typeof delayMs !== 'number' || !Number.isSafeInteger(delayMs)) {
-    throw new PostboxError('invalid_input', `enqueue: delayMs must be an integer, got ${String(delayMs)}`);
-  }
-  const input = `{"now":${env.now},"delayMs":${delayMs},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":86400000,"hasQueue":${env.hasQueue},"payload":${payloadJson}}`;
-  const decision = env.core.callText('enqueue', input) as EnqueueDecision | { ok: false; issues: { code: string; message: string }[] } | { error: { code: string; message: string } };
-  if (isCoreError(decision)) throw new PostboxError(decision.error.code, `enqueue: ${decision.error.message}`);
-  if (!decision.ok) return refuse({ status: 'invalid_payload', issues: decision.issues.map((i) => ({ message: i.message })) });
-
-  checkOptionalText('dedupeKey', opts.dedupeKey);
-  checkOptionalText('tenantKey', opts.tenantKey);
-  checkOptionalText('correlationId', opts.correlationId);
-  const tenantKey = opts.tenantKey ?? null;
-  const dedupeKey = opts.dedupeKey ?? null;
-  const id = env.generateId();
-  const params = [
-    id, job.kind, job.lane, payloadJson, tenantKey, dedupeKey, opts.correlationId ?? null,
-    opts.metadata === undefined ? null : JSON.stringify(opts.metadata), decision.dueAt, env.now, env.versionTs,
-  ];
-  let rows = (await q.query(JOB_INSERT, params)).rows;
-  if (rows.length === 0 && dedupeKey !== null) rows = (await q.query(JOB_FIND_BY_DEDUPE, [dedupeKey, tenantKey])).rows;
-  const row = rows[0] as { id: string; kind: string; created: boolean } | undefined;
-  if (!row) throw new PostboxError('enqueue_failed', `enqueue: no job row for ${job.kind}`);
-  if (row.kind !== job.kind) return refuse({ status: 'dedupe_conflict', reason: 'kind', existingKind: row.kind });
-  if (!row.created) return { result: { status: 'exists', id: row.id, kind: row.kind } };
-  const result: EnqueueResult = { status: 'created', id: row.id, kind: row.kind };
-  return decision.nudge ? { result, nudge: { id: row.id, kind: row.kind, lane: job.lane, delaySeconds: decision.delaySeconds } } : { result };
+/** A job's options, checked and serialised; `refused` when its payload failed before the core. */
+interface Prepared {
+  refused: EnqueueRefusal | undefined;
+  payloadJson: string;
+  payloadBytes: number;
+  delayMs: number;
+  tenantKey: string | null;
+  dedupeKey: string | null;
+  correlationId: string | null;
+  metadataJson: string | null;
 }
 
-function checkOptionalText(name: string, value: unknown): void {
+/**
+ * Enqueues a list of jobs of one kind (`enqueue` is a list of one): validates each payload
+ * with the job's schema, asks the core about all of them in one call, then writes them in ONE
+ * statement. Results come back in list order. Of items sharing a dedupe key in one tenant
+ * scope the first wins; the later ones are `exists` of it. Under `strict`, the first refused
+ * item throws `EnqueueRefusedError`: before anything is written, or, for a dedupe conflict
+ * the statement found, after (the caller's transaction rolls back).
+ */
+export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<EnqueueOutcome> {
+  if (!Array.isArray(items)) throw new PostboxError('invalid_input', `${api}: items must be an array of enqueue options`);
+  const prepared: Prepared[] = new Array(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const p = prepare(job, items[i], api, i);
+    prepared[i] = p instanceof Promise ? await p : p;
+  }
+
+  // The core sees every item, so its cap on the list holds whatever the schema refused.
+  const decisions = decide(env, prepared, api);
+  const results: (EnqueueResult | undefined)[] = new Array(items.length);
+  const writes: number[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const d = decisions[i]!;
+    results[i] = prepared[i]!.refused ?? (d.ok ? undefined : { status: 'invalid_payload', issues: d.issues.map((issue) => ({ message: issue.message })) });
+    if (results[i] === undefined) writes.push(i);
+  }
+  if (env.strict) throwFirstRefusal(results, api);
+  if (writes.length === 0) return { results: results as EnqueueResult[], nudges: [] };
+
+  const ids = writes.map(() => env.generateId());
+  const rows = await insert(env, q, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => (decisions[i] as { dueAt: number }).dueAt));
+  const nudges: PendingNudge[] = [];
+  writes.forEach((i, w) => {
+    const row = rows[w]!;
+    if (row.kind !== job.kind) {
+      results[i] = { status: 'dedupe_conflict', reason: 'kind', existingKind: row.kind };
+      return;
+    }
+    results[i] = { status: row.created ? 'created' : 'exists', id: row.id, kind: row.kind };
+    const d = decisions[i] as Extract<EnqueueDecision, { ok: true }>;
+    if (row.created && d.nudge) nudges.push({ id: row.id, kind: row.kind, lane: job.lane, delaySeconds: d.delaySeconds ?? 0 });
+  });
+  if (env.strict) throwFirstRefusal(results, api);
+  return { results: results as EnqueueResult[], nudges };
+}
+
+/** Checks one item's options and serialises its payload; synchronous unless the schema is not. */
+function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, api: Api, index: number): Prepared | Promise<Prepared> {
+  if (!opts || typeof opts !== 'object') throw new PostboxError('invalid_input', `${where(api, index)}: options with a \`payload\` are required`);
+  const delayMs = opts.delayMs ?? 0;
+  if (typeof delayMs !== 'number' || !Number.isSafeInteger(delayMs)) {
+    throw new PostboxError('invalid_input', `${where(api, index)}: delayMs must be an integer, got ${String(delayMs)}`);
+  }
+  checkOptionalText(api, index, 'dedupeKey', opts.dedupeKey);
+  checkOptionalText(api, index, 'tenantKey', opts.tenantKey);
+  checkOptionalText(api, index, 'correlationId', opts.correlationId);
+  const p: Prepared = {
+    refused: undefined,
+    payloadJson: 'null',
+    payloadBytes: 0,
+    delayMs,
+    tenantKey: opts.tenantKey ?? null,
+    dedupeKey: opts.dedupeKey ?? null,
+    correlationId: opts.correlationId ?? null,
+    metadataJson: opts.metadata === undefined ? null : JSON.stringify(opts.metadata),
+  };
+  const validated = job.payload['~standard'].validate(opts.payload);
+  // Validators may answer synchronously: a long list then pays no microtask per item.
+  return validated instanceof Promise ? validated.then((v) => serialise(p, v)) : serialise(p, validated);
+}
+
+function serialise(p: Prepared, validated: StandardSchemaV1.Result<unknown>): Prepared {
+  if (validated.issues) {
+    p.refused = { status: 'invalid_payload', issues: validated.issues.map(toIssue) };
+    return p;
+  }
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(validated.value);
+  } catch (error) {
+    p.refused = { status: 'invalid_payload', issues: [{ message: `payload is not JSON-serialisable: ${String(error)}` }] };
+    return p;
+  }
+  if (json === undefined) {
+    p.refused = { status: 'invalid_payload', issues: [{ message: 'payload is not JSON-serialisable' }] };
+    return p;
+  }
+  p.payloadJson = json;
+  p.payloadBytes = utf8Length(json);
+  return p;
+}
+
+/** One core call for the whole list: each item's delay and payload size. */
+function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): EnqueueDecision[] {
+  let items = '';
+  for (let i = 0; i < prepared.length; i++) items += `${i ? ',' : ''}{"delayMs":${prepared[i]!.delayMs},"payloadBytes":${prepared[i]!.payloadBytes}}`;
+  const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":86400000,"hasQueue":${env.hasQueue},"items":[${items}]}`;
+  const out = env.core.callText('enqueue', input) as { results: EnqueueDecision[] } | { error: { code: string; message: string } };
+  if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
+  return out.results;
+}
+
+interface InsertRow {
+  id: string;
+  kind: string;
+  created: boolean;
+}
+
+/** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see below). */
+interface NotInserted {
+  ord: string | number;
+  id: string | null;
+  kind: string | null;
+}
+
+/** The one INSERT for the list; a second statement only when a concurrent commit raced a key. */
+async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, writes: Prepared[], ids: string[], dueAts: number[]): Promise<InsertRow[]> {
+  let notInserted: NotInserted[];
+  if (writes.length === 1) {
+    const w = writes[0]!;
+    const { rows } = await q.query(JOB_INSERT_ONE, [
+      ids[0], job.kind, job.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, dueAts[0], env.now, env.versionTs,
+    ]);
+    const row = rows[0] as InsertRow | undefined;
+    notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null }];
+  } else {
+    const column = <T>(pick: (p: Prepared) => T) => JSON.stringify(writes.map(pick));
+    notInserted = (
+      await q.query(JOB_INSERT_MANY, [
+        JSON.stringify(ids),
+        `[${writes.map((w) => w.payloadJson).join(',')}]`,
+        column((w) => w.tenantKey),
+        column((w) => w.dedupeKey),
+        column((w) => w.correlationId),
+        `[${writes.map((w) => w.metadataJson ?? 'null').join(',')}]`,
+        JSON.stringify(dueAts),
+        job.kind,
+        job.lane,
+        env.now,
+        env.versionTs,
+      ])
+    ).rows;
+  }
+  // Every item went in under its own id, except those the statement names.
+  const out: InsertRow[] = ids.map((id) => ({ id, kind: job.kind, created: true }));
+  const raced: number[] = [];
+  for (const r of notInserted) {
+    const i = Number(r.ord) - 1;
+    if (r.id === null) raced.push(i);
+    else out[i] = { id: r.id, kind: r.kind!, created: false };
+  }
+  if (raced.length > 0) {
+    const found = await q.query(JOB_FIND_BY_DEDUPE_MANY, [raced.map((i) => writes[i]!.dedupeKey), raced.map((i) => writes[i]!.tenantKey)]);
+    if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${job.kind} job`);
+    for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false };
+  }
+  return out;
+}
+
+function throwFirstRefusal(results: readonly (EnqueueResult | undefined)[], api: Api): void {
+  const index = results.findIndex((r) => r !== undefined && r.status !== 'created' && r.status !== 'exists');
+  if (index >= 0) throw new EnqueueRefusedError(results[index] as EnqueueRefusal, api === 'enqueueMany' ? index : undefined);
+}
+
+function checkOptionalText(api: Api, index: number, name: string, value: unknown): void {
   if (value === undefined || value === null) return;
   if (typeof value !== 'string' || value.length === 0 || value.length > 1024) {
-    throw new PostboxError('invalid_input', `enqueue: ${name} must be a non-empty string of at most 1024 characters`);
+    throw new PostboxError('invalid_input', `${where(api, index)}: ${name} must be a non-empty string of at most 1024 characters`);
   }
 }
 
 function toIssue(issue: StandardSchemaV1.Issue) {
   return issue.path ? { message: issue.message, path: issue.path } : { message: issue.message };
+}
+
+/** The UTF-8 length of a string, without encoding it (the core caps payloads by bytes). */
+function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) bytes += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      bytes += 2; // a surrogate pair: 2 code units, 4 bytes
+      i++;
+    } else bytes += 2;
+  }
+  return bytes;
 }

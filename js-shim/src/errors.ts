@@ -15,14 +15,17 @@ export class PostboxError extends Error {
 }
 
 /**
- * Thrown by `enqueue` under `strictEnqueue: true` when the job is refused
- * (`invalid_payload` or `dedupe_conflict`), so the caller's transaction rolls back.
+ * Thrown by `enqueue` and `enqueueMany` under `strictEnqueue: true` when a job is refused
+ * (`invalid_payload` or `dedupe_conflict`), so the caller's transaction rolls back. For
+ * `enqueueMany`, `index` is the first refused item's position in the list.
  */
 export class EnqueueRefusedError extends PostboxError {
   readonly result: EnqueueRefusal;
-  constructor(result: EnqueueRefusal) {
-    super(result.status, `enqueue refused: ${result.status}`);
+  readonly index: number | undefined;
+  constructor(result: EnqueueRefusal, index?: number) {
+    super(result.status, index === undefined ? `enqueue refused: ${result.status}` : `enqueueMany refused items[${index}]: ${result.status}`);
     this.name = 'EnqueueRefusedError';
     this.result = result;
+    this.index = index;
   }
 }

@@ -4,7 +4,7 @@
  * @module
  */
 export { defineJob, defineJobFor, ok, retry, fail, cancel, defaultClassify, type JobSpec } from './jobs.js';
-export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
+export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type TxEnqueueMany, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
 export type { OutboxOptions, TransitionInfo } from './config.js';
 export { PostboxError, EnqueueRefusedError } from './errors.js';
 export type { TransactionalDb } from './db.js';

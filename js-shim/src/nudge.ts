@@ -8,32 +8,47 @@ export interface PendingNudge {
   delaySeconds: number;
 }
 
-const SEND_BATCH_MAX = 100;
+/** A coalesced nudge from the core's pack: a single-job or a multi-job message body. */
+type Body = { t: 'job' } | { t: 'jobs'; ids: string[] };
+interface Batch {
+  lane: string;
+  messages: { body: Body; delaySeconds: number }[];
+}
+
+// The core packs at most this many jobs a call (pb_nudge pack).
+const PACK_MAX_JOBS = 5000;
 
 /**
- * Sends nudges, grouped by lane, in `sendBatch` calls of at most 100. Never throws: a lost
- * nudge only delays a job until the next sweep, so failures become events.
+ * Sends nudges after a commit. The core coalesces them: jobs of one lane, kind and delay share
+ * messages of up to 100 ids, and each lane's messages go in `sendBatch` calls sized to Queues'
+ * limits. Never throws: a lost nudge only delays a job until the next sweep, so failures
+ * become events.
  */
 export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudge[]): Promise<void> {
-  if (nudges.length === 0) return;
-  const byLane = new Map<string, PendingNudge[]>();
-  for (const n of nudges) byLane.set(n.lane, [...(byLane.get(n.lane) ?? []), n]);
-  for (const [lane, group] of byLane) {
-    const queue = rt.queueFor(lane);
-    if (!queue) {
-      rt.emit({ type: 'nudge_skipped', jobs: group.length, reason: `no queue for lane ${lane}; the cron sweep will run them` });
+  const queued: PendingNudge[] = [];
+  const unqueued = new Map<string, number>();
+  for (const n of nudges) {
+    if (rt.queueFor(n.lane)) queued.push(n);
+    else unqueued.set(n.lane, (unqueued.get(n.lane) ?? 0) + 1);
+  }
+  for (const [lane, jobs] of unqueued) {
+    rt.emit({ type: 'nudge_skipped', jobs, reason: `no queue for lane ${lane}; the cron sweep will run them` });
+  }
+  for (let i = 0; i < queued.length; i += PACK_MAX_JOBS) {
+    const jobs = queued.slice(i, i + PACK_MAX_JOBS);
+    let batches: Batch[];
+    try {
+      batches = rt.core.call<{ batches: Batch[] }>('nudge', { op: 'pack', jobs }).batches;
+    } catch (error) {
+      rt.emit({ type: 'nudge_failed', jobs: jobs.length, error: errorMessage(error) });
       continue;
     }
-    const { messages } = rt.core.call<{ messages: unknown[] }>('nudge', { op: 'encode', jobs: group.map(({ id, kind, lane }) => ({ id, kind, lane })) });
-    for (let i = 0; i < messages.length; i += SEND_BATCH_MAX) {
-      const chunk = messages.slice(i, i + SEND_BATCH_MAX).map((body, j) => {
-        const delaySeconds = group[i + j]!.delaySeconds;
-        return delaySeconds > 0 ? { body, delaySeconds } : { body };
-      });
+    for (const batch of batches) {
       try {
-        await queue.sendBatch(chunk);
+        await rt.queueFor(batch.lane)!.sendBatch(batch.messages.map(({ body, delaySeconds }) => (delaySeconds > 0 ? { body, delaySeconds } : { body })));
       } catch (error) {
-        rt.emit({ type: 'nudge_failed', jobs: chunk.length, error: errorMessage(error) });
+        const jobs = batch.messages.reduce((sum, { body }) => sum + (body.t === 'jobs' ? body.ids.length : 1), 0);
+        rt.emit({ type: 'nudge_failed', jobs, error: errorMessage(error) });
       }
     }
   }

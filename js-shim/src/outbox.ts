@@ -1,9 +1,9 @@
-import { uuidv7 } from 'uuidv7';
 import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
 import { getCore } from './core/core.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
-import { enqueueJob, type EnqueueEnv } from './enqueue.js';
+import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
+import { uuidv7 } from './ids.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
 import { JOB_APPLY_OPERATE, JOB_ERASE_TENANT, JOB_LOCK_FOR_OPERATE } from './queries/operate.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
@@ -14,6 +14,9 @@ import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDef
 
 /** The `enqueue` function `transaction` hands its callback. */
 export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
+
+/** The `enqueueMany` function `transaction` hands its callback: one statement for the list. */
+export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) => Promise<R[]>;
 
 /** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
 export interface TenantScope {
@@ -26,12 +29,21 @@ export type OperateResult = { id: string; status: 'ok'; jobStatus: string } | { 
 /** An outbox bound to one invocation's `env`. */
 export interface Outbox<R = EnqueueResult> {
   /**
-   * Runs `fn` and every `enqueue` it makes in one transaction on `db`, then nudges the queue
-   * once it has committed. Pass the top-level database, not a transaction.
+   * Runs `fn` and every `enqueue` / `enqueueMany` it makes in one transaction on `db`, then
+   * nudges the queue once it has committed. Pass the top-level database, not a transaction.
    */
-  transaction<T>(db: TransactionalDb, fn: (tx: any, enqueue: TxEnqueue<R>) => Promise<T>): Promise<T>;
+  transaction<T>(db: TransactionalDb, fn: (tx: any, enqueue: TxEnqueue<R>, enqueueMany: TxEnqueueMany<R>) => Promise<T>): Promise<T>;
   /** Enqueues inside a transaction the caller owns (one statement). Nudge after commit yourself. */
   enqueue<P>(tx: unknown, job: JobDefinition<P>, opts: EnqueueOptions<P>): Promise<R>;
+  /**
+   * Enqueues a list of jobs of one kind inside a transaction the caller owns, in ONE statement
+   * (at most 5000 items and 16 MiB of payloads, else `PostboxError('too_large')` and nothing is
+   * written). Results come in list order, by `enqueue`'s rules; of items sharing a dedupe key
+   * in one tenant scope the first wins and the later ones are `exists` of it. Under
+   * `strictEnqueue` a refusal throws `EnqueueRefusedError` naming the item (`index`). Nudge
+   * after commit yourself.
+   */
+  enqueueMany<P>(tx: unknown, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]): Promise<R[]>;
   /** Sends nudges for committed jobs. Never throws. */
   nudge(refs: readonly JobRef[]): Promise<void>;
   /** Cancels a pending, retrying or running job. */
@@ -179,18 +191,22 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   const outbox: Outbox<any> = {
     async transaction(db, fn) {
       const nudges: PendingNudge[] = [];
-      const result = await runTransaction(db, (q, tx) =>
-        fn(tx, async (job, opts) => {
-          const outcome = await enqueueJob(enqueueEnv(), q, job, opts);
-          if (outcome.nudge) nudges.push(outcome.nudge);
-          return outcome.result;
-        }),
-      );
+      const result = await runTransaction(db, (q, tx) => {
+        const many = async <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: 'enqueue' | 'enqueueMany') => {
+          const outcome = await enqueueJobs(enqueueEnv(), q, job, items, api);
+          nudges.push(...outcome.nudges);
+          return outcome.results;
+        };
+        return fn(tx, async (job, opts) => (await many(job, [opts], 'enqueue'))[0]!, (job, items) => many(job, items, 'enqueueMany'));
+      });
       await sendNudges(runtime, nudges);
       return result;
     },
     async enqueue(tx, job, opts) {
-      return (await enqueueJob(enqueueEnv(), toQueryable(tx), job, opts)).result;
+      return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, [opts], 'enqueue')).results[0]!;
+    },
+    async enqueueMany(tx, job, items) {
+      return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, items, 'enqueueMany')).results;
     },
     async nudge(refs) {
       try {

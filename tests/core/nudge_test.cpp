@@ -55,7 +55,7 @@ TEST_CASE("nudge decode: hostile messages are reported one by one") {
       {R"({"v":2,"t":"drain","lane":"default"})", "nudge: field 'messages[0].v' must be 1"},
       {R"({"v":"1","t":"drain","lane":"default"})", "nudge: field 'messages[0].v' must be 1"},
       {R"({"v":1.0,"t":"drain","lane":"default"})", "nudge: field 'messages[0].v' must be 1"},
-      {R"({"v":1,"t":"wake","lane":"default"})", "nudge: field 'messages[0].t' must be \\\"job\\\" or \\\"drain\\\""},
+      {R"({"v":1,"t":"wake","lane":"default"})", "nudge: field 'messages[0].t' must be \\\"job\\\", \\\"jobs\\\" or \\\"drain\\\""},
       {R"({"v":1,"t":"job","id":"not-a-uuid","kind":"k","lane":"default"})", "nudge: field 'messages[0].id' must be a UUID"},
       {R"({"v":1,"t":"job","id":")" + std::string(kId) + R"(","kind":")" + giant + R"(","lane":"default"})",
        "nudge: field 'messages[0].kind' must be at most 128 bytes"},
@@ -102,4 +102,48 @@ TEST_CASE("nudge encode: drain requests name a lane, and decode back as drains o
   CHECK(call(pb_nudge, R"({"op":"encode","drains":["no spaces"]})").rc == 1);
   CHECK(call(pb_nudge, R"({"op":"encode","drains":[7]})").rc == 1);
   CHECK(call(pb_nudge, R"({"op":"encode"})").rc == 1);
+}
+
+TEST_CASE("nudge decode: a multi-job message names 1 to 100 jobs of one kind") {
+  const std::string id2 = "123e4567-e89b-12d3-a456-426614174001";
+  CHECK(decode(std::string(R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[")") + kId + R"(",")" + id2 + R"("]})") ==
+        std::string(R"({"messages":[{"ok":true,"t":"jobs","kind":"k","lane":"default","ids":[")") + kId + R"(",")" + id2 + R"("]}]})");
+  std::string hundred, more;
+  for (int i = 0; i < 100; ++i) hundred += std::string(i ? "," : "") + "\"" + kId + "\"";
+  more = hundred + ",\"" + kId + "\"";
+  CHECK(decode(R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[)" + hundred + "]}").find(R"("ok":true)") != std::string::npos);
+  // Oversized: too_large, reported like any other hostile message.
+  CHECK(decode(R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[)" + more + "]}") ==
+        R"({"messages":[{"ok":false,"code":"too_large","message":"nudge: field 'messages[0].ids' must have at most 100 items"}]})");
+}
+
+TEST_CASE("nudge decode: hostile multi-job messages are reported one by one") {
+  struct Row {
+    std::string body;
+    std::string message;
+  };
+  const std::string k = std::string("\"") + kId + "\"";
+  const Row rows[] = {
+      {R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[]})", "nudge: field 'messages[0].ids' must have at least 1 item"},
+      {R"({"v":1,"t":"jobs","kind":"k","lane":"default"})", "nudge: field 'messages[0].ids' is required"},
+      {R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":")" + std::string(kId) + "\"}", "nudge: field 'messages[0].ids' must be an array"},
+      {R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[)" + k + R"(,"x'; DROP TABLE outbox.job"]})", "nudge: field 'messages[0].ids' must hold UUIDs"},
+      {R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[)" + k + R"(,7]})", "nudge: field 'messages[0].ids' must hold UUIDs"},
+      {R"({"v":1,"t":"jobs","kind":"k","lane":"default","ids":[[)" + k + R"(]]})", "nudge: field 'messages[0].ids' must hold UUIDs"},
+      {R"({"v":1,"t":"jobs","lane":"default","ids":[)" + k + "]}", "nudge: field 'messages[0].kind' is required"},
+      {R"({"v":1,"t":"jobs","kind":"a b","lane":"default","ids":[)" + k + "]}", "nudge: field 'messages[0].kind' must be 1-128 bytes of [A-Za-z0-9._:-]"},
+      {R"({"v":2,"t":"jobs","kind":"k","lane":"default","ids":[)" + k + "]}", "nudge: field 'messages[0].v' must be 1"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.body);
+    CHECK(decode(row.body) == R"({"messages":[{"ok":false,"code":"invalid_message","message":")" + row.message + "\"}]}");
+  }
+  CHECK(decode(R"({"v":1,"t":"jobs","kind":"k","lane":"bulk","ids":[)" + k + "]}") ==
+        R"({"messages":[{"ok":false,"code":"wrong_lane","message":"message for lane 'bulk' arrived on lane 'default'"}]})");
+  // A multi-job message ignores "id" and a single-job one "ids", but either must be well-formed
+  // wherever it comes (the type may follow it).
+  CHECK(decode(R"({"v":1,"t":"jobs","id":)" + k + R"(,"kind":"k","lane":"default","ids":[)" + k + "]}") ==
+        R"({"messages":[{"ok":true,"t":"jobs","kind":"k","lane":"default","ids":[)" + k + "]}]}");
+  CHECK(decode(std::string(R"({"v":1,"t":"job","id":")") + kId + R"(","kind":"k","lane":"default","ids":7})").find(R"("ok":false)") !=
+        std::string::npos);
 }

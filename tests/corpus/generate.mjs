@@ -589,6 +589,37 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('maxPayloadBytes above cap', enq({ maxPayloadBytes: 1e9 }), isError('invalid_input', 'maxPayloadBytes'));
   e('maxPayloadBytes 0', enq({ maxPayloadBytes: 0 }));
   e('unknown field', enq({ priority: 1 }));
+  e('op one is the single form', { op: 'one', ...enq({}) }, exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"nudge":true,"delaySeconds":0}`));
+  e('payloadBytes instead of payload', (({ payload, ...r }) => ({ ...r, payloadBytes: 300000 }))(enq({})),
+    exactText('{"ok":false,"issues":[{"code":"payload_too_large","message":"payload is 300000 bytes; the limit is 262144"}]}'));
+  e('op unknown', { op: 'many', now: NOW, items: [] }, isError('unknown_op'));
+
+  // The batch form (enqueueMany): one decision per item, in order, by the single form's rules.
+  const batch = (items, o = {}) => ({ op: 'batch', now: NOW, maxPayloadBytes: 262144, maxQueueDelayMs: 86400000, hasQueue: true, items, ...o });
+  // Each item's decision per docs/ABI.md, computed here.
+  const decision = ({ delayMs = 0, payloadBytes }, { maxPayloadBytes = 262144, hasQueue = true, maxQueueDelayMs = 86400000 } = {}) =>
+    payloadBytes > maxPayloadBytes
+      ? { ok: false, issues: [{ code: 'payload_too_large', message: `payload is ${payloadBytes} bytes; the limit is ${maxPayloadBytes}` }] }
+      : { ok: true, payloadBytes, dueAt: NOW + delayMs, nudge: hasQueue && delayMs <= maxQueueDelayMs,
+          delaySeconds: hasQueue && delayMs <= maxQueueDelayMs ? Math.ceil(delayMs / 1000) : null };
+  const decides = (items, o = {}) => exactText(JSON.stringify({ results: items.map((i) => decision(i, o)) }));
+  const mixed = [{ payloadBytes: 17 }, { delayMs: 1500, payloadBytes: 2 }, { payloadBytes: 300000 }, { delayMs: 86400001, payloadBytes: 0 }, { delayMs: 1, payloadBytes: 262144 }];
+  e('batch mixed items', batch(mixed), decides(mixed));
+  e('batch without a queue', batch(mixed, { hasQueue: false }), decides(mixed, { hasQueue: false }));
+  e('batch empty', batch([]), exactText('{"results":[]}'));
+  e('batch settings after items', `{"items":[{"payloadBytes":5}],"op":"batch","maxPayloadBytes":4,"now":${NOW}}`,
+    decides([{ payloadBytes: 5 }], { maxPayloadBytes: 4, hasQueue: false }));
+  e('batch item with its payload', `{"op":"batch","now":${NOW},"items":[{"payload":{"a":[1, 2]}}]}`, decides([{ payloadBytes: 12 }], { hasQueue: false }));
+  e('batch item missing payloadBytes', batch([{ payloadBytes: 1 }, { delayMs: 5 }]), isError('invalid_input', 'items[1].payloadBytes'));
+  e('batch item delay negative', batch([{ payloadBytes: 1, delayMs: -1 }]), isError('invalid_input', 'items[0].delayMs'));
+  e('batch item not an object', batch([7]), isError('invalid_input', 'items[0]'));
+  e('batch items not an array', batch({}), isError('invalid_input', 'items'));
+  e('batch items missing', (({ items, ...r }) => r)(batch([])), isError('invalid_input', 'items'));
+  e('batch now missing', (({ now, ...r }) => r)(batch([])), isError('invalid_input', 'now'));
+  e('batch 5001 items', fill(`{"op":"batch","now":${NOW},"items":[`, '{"payloadBytes":1},', 5000, '{"payloadBytes":1}]}'), isError('too_large', '5000'));
+  const full = Array.from({ length: 64 }, () => ({ payloadBytes: 262144 }));
+  e('batch 16 MiB of payloads', batch([...full, { payloadBytes: 300000 }]), decides([...full, { payloadBytes: 300000 }]));
+  e('batch over 16 MiB of payloads', batch([...full, { payloadBytes: 1 }]), isError('too_large', '16777216'));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -661,6 +692,53 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   n('decode messages not array', { op: 'decode', lane: 'default', messages: {} }, (o) => want(o.error, 'an error'));
   n('op unknown', { op: 'send' }, isError('unknown_op'));
   n('op missing', { jobs: [] }, isError('invalid_input', 'op'));
+
+  // Multi-job messages: {"v":1,"t":"jobs","kind","lane","ids":[1..100 UUIDs]}.
+  const ids = (n) => Array.from({ length: n }, (_, i) => `0190a5b2-0000-7000-8000-${String(i).padStart(12, '0')}`);
+  const jobsMsg = (o = {}) => ({ v: 1, t: 'jobs', kind: 'email.welcome', lane: 'default', ids: ids(3), ...o });
+  dec('decode jobs', [jobsMsg()], exactText(JSON.stringify({ messages: [{ ok: true, t: 'jobs', kind: 'email.welcome', lane: 'default', ids: ids(3) }] })));
+  dec('decode jobs 100 ids', [jobsMsg({ ids: ids(100) })], okMsg({ t: 'jobs' }));
+  dec('decode jobs 101 ids', [jobsMsg({ ids: ids(101) })], badMsg('too_large'));
+  dec('decode jobs 3000 ids', [jobsMsg({ ids: ids(3000) })], badMsg('too_large'));
+  dec('decode jobs empty ids', [jobsMsg({ ids: [] })], badMsg());
+  dec('decode jobs missing ids', [(({ ids: _i, ...r }) => r)(jobsMsg())], badMsg());
+  dec('decode jobs ids not an array', [jobsMsg({ ids: ID })], badMsg());
+  dec('decode jobs bad id', [jobsMsg({ ids: [ID, "x'; DROP TABLE outbox.job; --"] })], badMsg());
+  dec('decode jobs missing kind', [(({ kind: _k, ...r }) => r)(jobsMsg())], badMsg());
+  dec('decode jobs wrong lane', [jobsMsg({ lane: 'bulk' })], badMsg('wrong_lane'));
+  dec('decode jobs v 2', [jobsMsg({ v: 2 })], badMsg());
+  dec('decode jobs beside old messages', [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'default' }, jobsMsg(), { v: 1, t: 'drain', lane: 'default' }],
+    (o) => want(o.messages.map((m) => m.t).join() === 'job,jobs,drain', 'job, jobs, drain'));
+
+  // pack: coalesced job nudges in sendBatch-sized batches.
+  const packJob = (i, kind = 'k', lane = 'default', delaySeconds) => ({ id: ids(i + 1)[i], kind, lane, ...(delaySeconds === undefined ? {} : { delaySeconds }) });
+  const bodies = (o) => o.batches.flatMap((b) => b.messages.map((m) => m.body));
+  n('pack one job is the single-job message', { op: 'pack', jobs: [packJob(0)] },
+    exactText(JSON.stringify({ batches: [{ lane: 'default', messages: [{ body: { v: 1, t: 'job', id: ids(1)[0], kind: 'k', lane: 'default' }, delaySeconds: 0 }] }] })));
+  n('pack three jobs of one kind', { op: 'pack', jobs: [0, 1, 2].map((i) => packJob(i)) },
+    exactText(JSON.stringify({ batches: [{ lane: 'default', messages: [{ body: { v: 1, t: 'jobs', kind: 'k', lane: 'default', ids: ids(3) }, delaySeconds: 0 }] }] })));
+  n('pack groups by lane, kind and delay', { op: 'pack', jobs: [packJob(0, 'a'), packJob(1, 'b', 'bulk'), packJob(2, 'a', 'default', 60), packJob(3, 'c'), packJob(4, 'a')] },
+    (o) => {
+      want(o.batches.map((b) => b.lane).join() === 'default,bulk', 'a default batch, then a bulk one');
+      want(o.batches[0].messages.map((m) => `${m.body.kind}+${m.delaySeconds}`).join() === 'a+0,a+60,c+0', 'a, a delayed, c');
+      want(JSON.stringify(o.batches[0].messages[0].body.ids) === JSON.stringify([ids(5)[0], ids(5)[4]]), 'a keeps input order');
+    });
+  n('pack 250 jobs', { op: 'pack', jobs: Array.from({ length: 250 }, (_, i) => packJob(i)) }, (o) => {
+    want(o.batches.length === 1 && o.batches[0].messages.length === 3, 'one batch of three messages');
+    want(bodies(o).map((b) => b.ids.length).join() === '100,100,50', '100, 100 and 50 ids');
+    want(JSON.stringify(bodies(o).flatMap((b) => b.ids)) === JSON.stringify(ids(250)), 'every id once, in order');
+  });
+  n('pack 200 delays', { op: 'pack', jobs: Array.from({ length: 200 }, (_, i) => packJob(i, 'k', 'default', i)) }, (o) => {
+    want(o.batches.map((b) => b.messages.length).join() === '58,58,58,26', 'batches of at most 58 messages');
+    want(bodies(o).every((b) => b.t === 'job'), 'single-job messages');
+  });
+  n('pack empty', { op: 'pack', jobs: [] }, exactText('{"batches":[]}'));
+  n('pack bad id', { op: 'pack', jobs: [packJob(0), { id: 'x', kind: 'k', lane: 'default' }] }, isError('invalid_input', 'jobs[1].id'));
+  n('pack delay negative', { op: 'pack', jobs: [packJob(0, 'k', 'default', -1)] }, isError('invalid_input', 'delaySeconds'));
+  n('pack missing lane', { op: 'pack', jobs: [{ id: ID, kind: 'k' }] }, isError('invalid_input', 'lane'));
+  n('pack missing jobs', { op: 'pack' }, isError('invalid_input', 'jobs'));
+  n('pack 5001 jobs', fill('{"op":"pack","jobs":[', `{"id":"${ID}","kind":"k","lane":"default"},`, 5000, `{"id":"${ID}","kind":"k","lane":"default"}]}`),
+    isError('invalid_input', '5000'));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // The public API in Node against a real PostgreSQL: definition errors, every database handle
-// `outbox.transaction` accepts, strict enqueue, the test kit and the inspection queries.
+// `outbox.transaction` accepts, strict enqueue, enqueueMany, the test kit and the inspection queries.
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { drizzle } from 'drizzle-orm/node-postgres';
@@ -222,5 +222,156 @@ describe('test kit and inspection', () => {
     assert.deepEqual(graded.reasons, [{ metric: 'due', severity: 'warn', value: 5 }]);
     assert.throws(() => evaluateBacklog({ due: -1, aged: 0, stuck: 0 }), (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input');
     await assert.rejects(listJobs(pool, { cursor: 'garbage' }), (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// enqueueMany: every handle, strict mode, the caps, statement counts and a raced dedupe key.
+
+const manyNote = defineJob({ kind: 'many.note', payload: z.object({ body: z.string() }), timeoutMs: 5_000, handle: async () => ok() });
+const manyOther = defineJob({ kind: 'many.other', payload: z.object({ body: z.string() }), timeoutMs: 5_000, handle: async () => ok() });
+const manyOutbox = (opts: { strictEnqueue?: true } = {}) => createOutbox({ jobs: [manyNote, manyOther], connect: createPgConnector(url), ...opts });
+const jobCount = async () => (await pool.query('SELECT count(*)::int AS n FROM outbox.job')).rows[0].n as number;
+const items = (n: number, prefix = 'i') => Array.from({ length: n }, (_, i) => ({ payload: { body: `${prefix}${i}` } }));
+
+/** A pg client whose statements are counted (the outbox's own: those touching outbox.job). */
+async function countingClient() {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const seen = { outbox: 0 };
+  const query = client.query.bind(client) as (...args: any[]) => any;
+  (client as any).query = (...args: any[]) => {
+    if (/outbox\.job/.test(typeof args[0] === 'string' ? args[0] : args[0].text)) seen.outbox++;
+    return query(...args);
+  };
+  return { client, seen };
+}
+
+describe('enqueueMany on every handle', () => {
+  test('transaction callbacks of a Pool, a Client, drizzle and Kysely: commit keeps the list, a throw drops it', async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const kysely = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) });
+    const handles: [string, any][] = [['pool', pool], ['client', client], ['drizzle', drizzle(pool)], ['kysely', kysely]];
+    for (const [name, db] of handles) {
+      const before = await jobCount();
+      const results = await manyOutbox().transaction(db, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, items(3, name)));
+      assert.deepEqual(results.map((r) => r.status), ['created', 'created', 'created'], name);
+      assert.equal(await jobCount(), before + 3, name);
+      await assert.rejects(manyOutbox().transaction(db, async (_tx, _enqueue, enqueueMany) => {
+        await enqueueMany(manyNote, items(3, `${name}-rolled-back`));
+        throw new Error('abort');
+      }), /abort/);
+      assert.equal(await jobCount(), before + 3, `${name}: rolled back`);
+    }
+    // The caller's own transaction handle works with outbox.enqueueMany too.
+    await kysely.transaction().execute(async (trx) => {
+      assert.equal((await manyOutbox().enqueueMany(trx, manyNote, items(2, 'kysely-tx'))).length, 2);
+    });
+    await drizzle(pool).transaction(async (tx) => {
+      assert.equal((await manyOutbox().enqueueMany(tx, manyNote, items(2, 'drizzle-tx'))).length, 2);
+    });
+    assert.equal(await jobCount(), handles.length * 3 + 4);
+    await client.end();
+    await kysely.destroy();
+  });
+
+  test('one statement per call, whatever the length; nothing to write, no statement', async () => {
+    const { client, seen } = await countingClient();
+    await client.query('BEGIN');
+    assert.equal((await manyOutbox().enqueueMany(client, manyNote, items(1000))).length, 1000);
+    assert.equal(seen.outbox, 1);
+    assert.equal((await manyOutbox().enqueueMany(client, manyNote, items(1))).length, 1);
+    assert.equal(seen.outbox, 2);
+    const refused = await manyOutbox().enqueueMany(client, manyNote, [{ payload: { body: 1 as unknown as string } }]);
+    assert.equal(refused[0]!.status, 'invalid_payload');
+    assert.deepEqual(await manyOutbox().enqueueMany(client, manyNote, []), []);
+    assert.equal(seen.outbox, 2);
+    await client.query('COMMIT');
+    await client.end();
+  });
+
+  test('dedupe: the first of a repeated key wins; keys are per tenant; a key of another kind conflicts', async () => {
+    const [held] = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyOther, [{ payload: { body: 'o' }, dedupeKey: 'other' }]));
+    const results = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) =>
+      enqueueMany(manyNote, [
+        { payload: { body: 'a' }, dedupeKey: 'k' },
+        { payload: { body: 'b' }, dedupeKey: 'k' },
+        { payload: { body: 'c' }, dedupeKey: 'k', tenantKey: 't' },
+        { payload: { body: 'd' }, dedupeKey: 'other' },
+      ]),
+    );
+    assert.equal(held!.status, 'created');
+    assert.deepEqual(results.map((r) => r.status), ['created', 'exists', 'created', 'dedupe_conflict']);
+    assert.equal((results[1] as { id: string }).id, (results[0] as { id: string }).id);
+    assert.deepEqual(results[3], { status: 'dedupe_conflict', reason: 'kind', existingKind: 'many.other' });
+    const again = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, [{ payload: { body: 'x' }, dedupeKey: 'k' }]));
+    assert.deepEqual(again[0], { status: 'exists', id: (results[0] as { id: string }).id, kind: 'many.note' });
+    assert.deepEqual((await pool.query(`SELECT payload FROM outbox.job WHERE dedupe_key = 'k' AND tenant_key IS NULL`)).rows, [{ payload: { body: 'a' } }]);
+  });
+
+  test('a key a concurrent transaction commits meanwhile is found with one more statement', async () => {
+    const first = new pg.Client({ connectionString: url });
+    await first.connect();
+    const { client: second, seen } = await countingClient();
+    await first.query('BEGIN');
+    const [mine] = await manyOutbox().enqueueMany(first, manyNote, [{ payload: { body: 'first' }, dedupeKey: 'race' }]);
+    await second.query('BEGIN');
+    // Blocks on the uncommitted key until `first` commits; its snapshot predates that commit.
+    const pending = manyOutbox().enqueueMany(second, manyNote, [{ payload: { body: 'second' }, dedupeKey: 'race' }, { payload: { body: 'free' } }]);
+    await new Promise((r) => setTimeout(r, 200));
+    await first.query('COMMIT');
+    const results = await pending;
+    await second.query('COMMIT');
+    assert.deepEqual(results.map((r) => r.status), ['exists', 'created']);
+    assert.equal((results[0] as { id: string }).id, (mine as { id: string }).id);
+    assert.equal(seen.outbox, 2);
+    await first.end();
+    await second.end();
+  });
+});
+
+describe('enqueueMany refusals and limits', () => {
+  test('strictEnqueue names the first refused item; an invalid payload writes nothing', async () => {
+    await assert.rejects(
+      manyOutbox({ strictEnqueue: true }).transaction(pool, async (tx, _enqueue, enqueueMany) => {
+        await tx.query(`INSERT INTO public.note (body) VALUES ('business')`);
+        await enqueueMany(manyNote, [{ payload: { body: 'ok' } }, { payload: { body: 'ok' } }, { payload: { body: 7 as unknown as string } }, { payload: {} as { body: string } }]);
+      }),
+      (e: unknown) => e instanceof EnqueueRefusedError && e.index === 2 && e.result.status === 'invalid_payload' && /items\[2\]/.test(e.message),
+    );
+    assert.equal(await jobCount(), 0);
+    assert.equal((await pool.query('SELECT count(*)::int AS n FROM public.note')).rows[0].n, 0);
+    await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyOther, [{ payload: { body: 'o' }, dedupeKey: 'held' }]));
+    await assert.rejects(
+      manyOutbox({ strictEnqueue: true }).transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, [{ payload: { body: 'a' } }, { payload: { body: 'b' }, dedupeKey: 'held' }])),
+      (e: unknown) => e instanceof EnqueueRefusedError && e.index === 1 && e.result.status === 'dedupe_conflict',
+    );
+    assert.equal(await jobCount(), 1, 'the transaction rolled back');
+  });
+
+  test('more than 5000 items, or more than 16 MiB of payloads, is too_large and writes nothing', async () => {
+    const tooLarge = (pattern: RegExp) => (e: unknown) => e instanceof PostboxError && e.code === 'too_large' && pattern.test(e.message);
+    await assert.rejects(manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, items(5001))), tooLarge(/at most 5000 items/));
+    const big = 'x'.repeat(262_000);
+    const heavy = Array.from({ length: 65 }, () => ({ payload: { body: big } }));
+    await assert.rejects(manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, heavy)), tooLarge(/16777216 bytes/));
+    // Even when the schema refuses some of them, the list's length is what counts.
+    await assert.rejects(manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, [...items(5000), { payload: {} as { body: string } }])), tooLarge(/5000/));
+    assert.equal(await jobCount(), 0);
+    assert.equal((await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, items(5000)))).length, 5000);
+  });
+
+  test('a bad option is a typed error naming the item', async () => {
+    const bad = async (item: object, pattern: RegExp) =>
+      assert.rejects(
+        manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, [...items(2), item as { payload: { body: string } }])),
+        (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input' && pattern.test(e.message),
+      );
+    await bad({ payload: { body: 'x' }, delayMs: 1.5 }, /items\[2\]: delayMs/);
+    await bad({ payload: { body: 'x' }, dedupeKey: '' }, /items\[2\]: dedupeKey/);
+    await bad({ payload: { body: 'x' }, delayMs: -1 }, /items\[2\]\.delayMs/);
+    await assert.rejects(manyOutbox().enqueueMany(pool, manyNote, 'nope' as never), (e: unknown) => e instanceof PostboxError && /array/.test(e.message));
+    assert.equal(await jobCount(), 0);
   });
 });

@@ -2,6 +2,7 @@
 // (tests/shim/fixtures/outbox-worker.ts) in workerd per test file, a fresh schema per test.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { after, before, beforeEach } from 'node:test';
 import pg from 'pg';
 import { migrate } from '../../js-shim/src/sql/index.ts';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
@@ -16,6 +17,8 @@ export interface OutboxEnv {
   sql(text: string, values?: unknown[]): Promise<any[]>;
   post(pathname: string, body: unknown): Promise<{ status: number; body: any }>;
   events(): Promise<any[]>;
+  /** The sendBatch calls the outbox made since the last call (and reset). */
+  sent(): Promise<{ queue: string; messages: { body: any; delaySeconds?: number }[] }[]>;
   job(id: string): Promise<any>;
   reset(): Promise<void>;
   stop(): Promise<void>;
@@ -53,6 +56,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
     sql,
     post,
     events: async () => (await (await worker.fetch('/events')).json()) as any[],
+    sent: async () => (await (await worker.fetch('/sent')).json()) as any[],
     job: async (id) => (await sql('SELECT * FROM outbox.job WHERE id = $1', [id]))[0],
     async reset() {
       await sql('DELETE FROM outbox.job; DELETE FROM public.sink; DELETE FROM public.app_row');
@@ -61,6 +65,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await post('/version', { timestamp: null });
       await post('/break', { statement: null });
       await worker.fetch('/events');
+      await worker.fetch('/sent');
     },
     async stop() {
       await worker.dispose();
@@ -76,6 +81,24 @@ export async function crashWhileRunning(env: Pick<OutboxEnv, 'sql'>, id: string)
                   lease_expires_at = now() - interval '1 second' WHERE id = $1`, [id]);
   await env.sql(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at)
                  SELECT id, attempt_seq, kind, now() - interval '1 minute', lease_expires_at FROM outbox.job WHERE id = $1`, [id]);
+}
+
+/**
+ * This test file's environment: started before its tests, reset before each test, stopped
+ * after them. The object is filled in when the file's `before` hook has run.
+ */
+export function useOutboxEnv(opts: Parameters<typeof startOutboxEnv>[0] = {}): OutboxEnv {
+  const env = {} as OutboxEnv;
+  before(async () => {
+    Object.assign(env, await startOutboxEnv(opts));
+  });
+  after(async () => {
+    await env.stop?.();
+  });
+  beforeEach(async () => {
+    await env.reset();
+  });
+  return env;
 }
 
 /** Polls until `fn` returns something other than undefined. */

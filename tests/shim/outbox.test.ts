@@ -1,19 +1,10 @@
 // The outbox end to end inside workerd (Miniflare) against a real PostgreSQL: enqueue in the
 // app's transaction, Queue nudge, claim, run, settle, sweep and recovery.
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
-import { crashWhileRunning as crashAt, startOutboxEnv, sleep, until, type OutboxEnv } from './outbox-env.ts';
+import { describe, test } from 'node:test';
+import { crashWhileRunning as crashAt, sleep, until, useOutboxEnv } from './outbox-env.ts';
 
-let env: OutboxEnv;
-before(async () => {
-  env = await startOutboxEnv();
-});
-after(async () => {
-  await env?.stop();
-});
-beforeEach(async () => {
-  await env.reset();
-});
+const env = useOutboxEnv();
 
 const SWEEP = '*/5 * * * *';
 const enqueue = async (jobs: object[], extra: object = {}) => env.post('/enqueue', { jobs, ...extra });

@@ -44,3 +44,13 @@ createOutbox({ jobs: [mailing, billing], connect, deps: { mailer: { send: async 
 // Payloads are typed from the schema.
 // @ts-expect-error n must be a number
 export const enqueueWrongPayload = (tx: unknown) => createOutbox({ jobs: [plain], connect }).enqueue(tx, plain, { payload: { n: 'x' } });
+
+// enqueueMany: every item's payload is typed from the schema...
+// @ts-expect-error n must be a number
+export const enqueueManyWrongPayload = (tx: unknown) => createOutbox({ jobs: [plain], connect }).enqueueMany(tx, plain, [{ payload: { n: 1 } }, { payload: { n: 'x' } }]);
+// ...and under strictEnqueue every result is an accepted one.
+export const enqueueManyStrict = async (tx: unknown): Promise<'created' | 'exists'> =>
+  (await createOutbox({ jobs: [plain], connect, strictEnqueue: true }).enqueueMany(tx, plain, [{ payload: { n: 1 } }]))[0]!.status;
+// The transaction callback's third argument is enqueueMany.
+export const enqueueManyInTransaction = (db: import('pg').Pool) =>
+  createOutbox({ jobs: [plain], connect }).transaction(db, (_tx, _enqueue, enqueueMany) => enqueueMany(plain, [{ payload: { n: 1 } }]));

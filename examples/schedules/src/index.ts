@@ -1,6 +1,7 @@
 // Schedules: a weekly newsletter (one job per tick, keyed by the tick's time, so a tick
 // delivered twice enqueues nothing new) and a nightly fan-out that enqueues one job per shop
-// in one transaction. Both crons must also be listed in wrangler.jsonc `triggers.crons`.
+// in one transaction with enqueueMany (one statement per list). Both crons must also be
+// listed in wrangler.jsonc `triggers.crons`.
 import { createOutbox, defineJob, ok } from 'postbox';
 import { createScheduledHandler, defineSchedule } from 'postbox/cloudflare';
 import { createPgConnector } from 'postbox/pg';
@@ -44,11 +45,16 @@ export default {
       defineSchedule({
         cron: '0 2 * * *',
         name: 'insights',
-        async run({ scheduledAt, tx, enqueue }) {
+        async run({ scheduledAt, tx, enqueueMany }) {
           const day = scheduledAt.toISOString().slice(0, 10);
           const { rows } = await tx.query('SELECT id FROM shop');
-          for (const shop of rows as { id: string }[]) {
-            await enqueue(insightsSync, { payload: { shopId: shop.id, day }, dedupeKey: `insights:${shop.id}:${day}`, tenantKey: shop.id });
+          // One statement per 5000 shops (enqueueMany's cap), each job keyed by shop and day.
+          const shops = rows as { id: string }[];
+          for (let i = 0; i < shops.length; i += 5000) {
+            await enqueueMany(
+              insightsSync,
+              shops.slice(i, i + 5000).map((shop) => ({ payload: { shopId: shop.id, day }, dedupeKey: `insights:${shop.id}:${day}`, tenantKey: shop.id })),
+            );
           }
         },
       }),

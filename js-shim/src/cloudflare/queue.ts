@@ -1,4 +1,5 @@
-import { RUN, type Outbox } from '../outbox.js';
+import { isCoreError } from '../core/core.js';
+import { RUN, type Outbox, type OutboxEngine } from '../outbox.js';
 import { addReport, emptyReport, type RunReport } from '../runner.js';
 import { errorMessage } from '../session.js';
 import type { OutboxEvent } from '../types.js';
@@ -14,12 +15,17 @@ export interface QueueBatch<Body = unknown> {
 /** Builds the outbox for one invocation from its `env` (and context). */
 export type OutboxFactory<Env> = (env: Env, ctx?: ExecutionContext) => Outbox<any>;
 
-type Decoded = { ok: true; t: 'job'; id: string; kind: string; lane: string } | { ok: true; t: 'drain'; lane: string } | { ok: false; code: string; message: string };
+type Decoded =
+  | { ok: true; t: 'job'; id: string; kind: string; lane: string }
+  | { ok: true; t: 'jobs'; kind: string; lane: string; ids: string[] }
+  | { ok: true; t: 'drain'; lane: string }
+  | { ok: false; code: string; message: string };
 
 /**
- * The queue consumer. A nudge claims exactly that job (by id and kind) if it is due and
- * registered; a drain message runs a bounded drain of the lane. Malformed messages are acked
- * and reported as `invalid_message` events: the job rows, not the messages, are the truth.
+ * The queue consumer. A nudge claims exactly the jobs it names (by id and kind: one, or up to
+ * 100 of one kind in a coalesced message) if they are due and registered; a drain message runs
+ * a bounded drain of the lane. Malformed, hostile or oversized messages are acked and reported
+ * as `invalid_message` events: the job rows, not the messages, are the truth.
  *
  * @example
  * ```ts
@@ -34,22 +40,22 @@ export function createQueueHandler<Env>(outboxFor: OutboxFactory<Env>, options: 
     const { deadlineAt } = rt.core.call<{ deadlineAt: number }>('claim', {
       op: 'deadline', startedAt: rt.clock.now(), invocationBudgetMs: options.invocationBudgetMs ?? null,
     });
-    const bodies = batch.messages.map((m) => m.body);
-    const decoded = rt.core.call<{ messages: Decoded[] }>('nudge', { op: 'decode', lane, messages: bodies }).messages;
-    const targets: { id: string; kind: string }[] = [];
+    // A job named twice (two nudges, or a retried message) is claimed once.
+    const targets = new Map<string, { id: string; kind: string }>();
     let drain = false;
-    decoded.forEach((d, i) => {
-      const message = batch.messages[i]!;
+    for (const message of batch.messages) {
+      const d = decode(rt, lane, message.body);
       if (!d.ok) {
         rt.emit({ type: 'invalid_message', queue: batch.queue, messageId: message.id, code: d.code, message: d.message } satisfies OutboxEvent);
-        return;
+      } else if (d.t === 'drain') {
+        drain = true;
+      } else {
+        for (const id of d.t === 'job' ? [d.id] : d.ids) targets.set(id, { id, kind: d.kind });
       }
-      if (d.t === 'drain') drain = true;
-      else targets.push({ id: d.id, kind: d.kind });
-    });
+    }
     const report = emptyReport();
     try {
-      if (targets.length > 0) addReport(report, await engine.drain({ lane, deadlineAt, targets }));
+      if (targets.size > 0) addReport(report, await engine.drain({ lane, deadlineAt, targets: [...targets.values()] }));
       if (drain) addReport(report, await engine.drain({ lane, deadlineAt }));
       batch.ackAll();
     } catch (error) {
@@ -59,6 +65,22 @@ export function createQueueHandler<Env>(outboxFor: OutboxFactory<Env>, options: 
     }
     return report;
   };
+}
+
+/**
+ * Decodes one message on its own: a body that is not JSON, or too large for the core, is
+ * reported like any other bad message without failing the rest of the batch.
+ */
+function decode(rt: OutboxEngine['runtime'], lane: string, body: unknown): Decoded {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(body);
+  } catch (error) {
+    return { ok: false, code: 'invalid_message', message: `nudge: body is not JSON: ${errorMessage(error)}` };
+  }
+  const out = rt.core.callText('nudge', `{"op":"decode","lane":${JSON.stringify(lane)},"messages":[${text ?? 'null'}]}`);
+  if (isCoreError(out)) return { ok: false, code: out.error.code, message: out.error.message };
+  return (out as { messages: Decoded[] }).messages[0]!;
 }
 
 /**

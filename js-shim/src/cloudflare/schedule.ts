@@ -1,7 +1,7 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { getCore, isCoreError } from '../core/core.js';
 import { PostboxError } from '../errors.js';
-import type { TxEnqueue } from '../outbox.js';
+import type { TxEnqueue, TxEnqueueMany } from '../outbox.js';
 import type { EnqueueOptions, JobDefinition, Queryable } from '../types.js';
 
 /** A recurring job: one occurrence per matching cron tick. */
@@ -21,8 +21,12 @@ export type ScheduleSpec<P> =
       cron: string;
       /** Required for `run` schedules. */
       name: string;
-      /** Fans out: everything it enqueues commits together. */
-      run: (tick: { scheduledAt: Date; tx: Queryable; enqueue: TxEnqueue<any> }) => Promise<void>;
+      /**
+       * Fans out: everything it enqueues commits together. `enqueueMany` writes a whole list in
+       * one statement; give each item a dedupe key derived from the tick, so a tick delivered
+       * twice enqueues nothing new.
+       */
+      run: (tick: { scheduledAt: Date; tx: Queryable; enqueue: TxEnqueue<any>; enqueueMany: TxEnqueueMany<any> }) => Promise<void>;
     };
 
 /** A validated schedule. */

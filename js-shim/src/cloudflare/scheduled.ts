@@ -43,9 +43,9 @@ export function createScheduledHandler<Env>(outboxFor: OutboxFactory<Env>, optio
       try {
         await engine.withSession((session) =>
           session.exclusive((q) =>
-            outbox.transaction(q, async (tx, enqueue) => {
+            outbox.transaction(q, async (tx, enqueue, enqueueMany) => {
               if ('run' in schedule) {
-                await schedule.run({ scheduledAt, tx, enqueue });
+                await schedule.run({ scheduledAt, tx, enqueue, enqueueMany });
                 return;
               }
               const result = await enqueue(schedule.job, {

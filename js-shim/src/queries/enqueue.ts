@@ -1,11 +1,12 @@
 import { ts } from './time.js';
 
 /**
- * JobInsert: one statement per enqueue. Inserts, or finds the job that already holds the
- * dedupe key in the same tenant scope. Returns no row only when a concurrent transaction
- * inserted the key after this statement's snapshot; then `JobFindByDedupe` finds it.
+ * JobInsertOne: a list of one, in a statement far cheaper to plan than JobInsertMany's (about
+ * half the time of a local round trip). Inserts, or finds the job that already holds the
+ * dedupe key in the same tenant scope; returns no row only when a concurrent transaction
+ * inserted the key after this statement's snapshot (then JobFindByDedupeMany finds it).
  */
-export const JOB_INSERT = `
+export const JOB_INSERT_ONE = `
 WITH ins AS (
   INSERT INTO outbox.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                           due_at, created_at, updated_at, version_ts)
@@ -19,7 +20,51 @@ SELECT id, kind, false AS created FROM outbox.job
  WHERE $6::text IS NOT NULL AND dedupe_key = $6 AND tenant_scope = COALESCE('t:' || $5::text, 'n')
    AND NOT EXISTS (SELECT 1 FROM ins)`;
 
-/** JobFindByDedupe: the job holding a dedupe key in a tenant scope. */
-export const JOB_FIND_BY_DEDUPE = `
-SELECT id, kind, false AS created FROM outbox.job
- WHERE dedupe_key = $1 AND tenant_scope = COALESCE('t:' || $2::text, 'n')`;
+/** The INSERT of JobInsertMany's items that pass `filter`. */
+const insertItems = (filter: string) => `
+  INSERT INTO outbox.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
+                          due_at, created_at, updated_at, version_ts)
+  SELECT id, $8, $9, 'pending', payload, tenant_key, dedupe_key, correlation_id, NULLIF(metadata, 'null'::jsonb),
+         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11
+    FROM item WHERE ${filter}`;
+
+/**
+ * JobInsertMany: one statement for a whole list of jobs of one kind (one job is a list of one).
+ * The per-item columns come as JSON arrays, parallel by position: `$1` ids, `$2` payloads,
+ * `$3` tenant keys, `$4` dedupe keys, `$5` correlation ids, `$6` metadata, `$7` due times
+ * (epoch ms); then `$8` kind, `$9` lane, `$10` now, `$11` version timestamp. (A JSON array
+ * costs the client one JSON.stringify, where node-postgres' array literals cost far more.)
+ *
+ * Items without a dedupe key go in with a plain INSERT (cheaper than ON CONFLICT's speculative
+ * insertion). Items with one go in in list order, so among items sharing a key in one tenant
+ * scope the first is inserted and the later ones skip against it (ON CONFLICT sees this
+ * statement's own rows). Returns a row only for each item NOT inserted (`ord` from 1): the job
+ * holding its key, inserted here by an earlier item or already committed. `id` is null only
+ * when a concurrent transaction inserted the key after this statement's snapshot; then
+ * JobFindByDedupeMany finds it.
+ */
+export const JOB_INSERT_MANY = `
+WITH item AS (
+  SELECT t.id::uuid AS id, t.payload, t.tenant_key, t.dedupe_key, t.correlation_id, t.metadata, t.due_ms::bigint AS due_ms,
+         t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope
+    FROM ROWS FROM (jsonb_array_elements_text($1::jsonb), jsonb_array_elements($2::jsonb), jsonb_array_elements_text($3::jsonb),
+                    jsonb_array_elements_text($4::jsonb), jsonb_array_elements_text($5::jsonb), jsonb_array_elements($6::jsonb),
+                    jsonb_array_elements_text($7::jsonb))
+         WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, ord)
+), plain AS (${insertItems('dedupe_key IS NULL')}
+), keyed AS (${insertItems('dedupe_key IS NOT NULL ORDER BY ord')}
+  ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
+  RETURNING id, kind, tenant_scope, dedupe_key
+)
+SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind
+  FROM item i
+  LEFT JOIN keyed f ON f.dedupe_key = i.dedupe_key AND f.tenant_scope = i.tenant_scope
+  LEFT JOIN outbox.job h ON f.id IS NULL AND h.dedupe_key IS NOT NULL
+                        AND h.dedupe_key = i.dedupe_key AND h.tenant_scope = i.tenant_scope
+ WHERE i.dedupe_key IS NOT NULL AND f.id IS DISTINCT FROM i.id`;
+
+/** JobFindByDedupeMany: the jobs holding dedupe keys[] ($1) in tenant scopes (keys[] $2), by `ord`. */
+export const JOB_FIND_BY_DEDUPE_MANY = `
+SELECT t.ord, j.id, j.kind
+  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(dedupe_key, tenant_key, ord)
+  JOIN outbox.job j ON j.dedupe_key = t.dedupe_key AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;

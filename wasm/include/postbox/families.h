@@ -11,8 +11,15 @@ namespace postbox {
 // Writes {"error":{"code":…,"message":…}}: the whole result, or one item of a batch.
 void write_error(JsonWriter& out, const Error& error);
 
+// Reads a string field wherever it sits in the object (a field the rest of the reading depends
+// on), then rewinds the object. A missing field reads as `absent`, or is an error when that is
+// empty. Out of line: simdjson's unordered lookup is large.
+Result<std::string_view> read_string_anywhere(input::od::object& root, const input::Where& where, std::string_view name,
+                                              uint32_t max_bytes, std::string_view absent = {});
+
 // Reads a family's "op" field, wherever it sits, and rewinds the object for the operation.
-Result<std::string_view> read_op(input::od::object& root, const input::Where& where);
+// A family whose first form had no "op" names that form `absent`.
+Result<std::string_view> read_op(input::od::object& root, const input::Where& where, std::string_view absent = {});
 Error unknown_op(const input::Where& where, std::string_view op);
 
 // One operation of a family with several ("op": "plan", "admit", …).
@@ -22,17 +29,14 @@ struct Operation {
 };
 
 // Reads the root object and its "op", then runs the named operation (or says it is unknown).
+// Out of line, so the families share one copy of it in the binary.
+Status dispatch_ops(input::od::document& doc, JsonWriter& out, std::string_view family, const Operation* ops,
+                    size_t count, std::string_view absent);
+
 template <size_t N>
-Status dispatch_op(input::od::document& doc, JsonWriter& out, std::string_view family, const Operation (&ops)[N]) {
-  const input::Where where{family, "", ErrorCode::invalid_input};
-  Result<input::od::object> root = input::root_object(doc, where);
-  if (!root) return root.take_error();
-  Result<std::string_view> op = read_op(root.value(), where);
-  if (!op) return op.take_error();
-  for (const Operation& candidate : ops) {
-    if (candidate.name == op.value()) return candidate.run(root.value(), where, out);
-  }
-  return unknown_op(where, op.value());
+Status dispatch_op(input::od::document& doc, JsonWriter& out, std::string_view family, const Operation (&ops)[N],
+                   std::string_view absent = {}) {
+  return dispatch_ops(doc, out, family, ops, N, absent);
 }
 
 Status run_policy(input::od::document& doc, JsonWriter& out);

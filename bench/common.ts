@@ -1,0 +1,68 @@
+// What the benchmarks share: options, round-trip counting, peers' versions, the results file.
+import { readFileSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+/** `--name value` or `--name=value` from the command line. */
+export function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i >= 0) return process.argv[i + 1];
+  return process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+}
+
+export const flag = (name: string) => process.argv.includes(`--${name}`);
+
+// Round trips: every query any pg.Client sends, by database. All systems use the same
+// (deduplicated) `pg` package, so one patch sees them all.
+// With --profile, each named statement's round-trip times too (client-side).
+const queriesByDb = new Map<string, number>();
+const PROFILE = flag('profile');
+const statementMs = new Map<string, number[]>();
+const originalQuery = pg.Client.prototype.query;
+(pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
+  const db = (this as any).connectionParameters?.database ?? '?';
+  queriesByDb.set(db, (queriesByDb.get(db) ?? 0) + 1);
+  const result = (originalQuery as any).apply(this, args);
+  const name = (args[0] as { name?: string } | null)?.name;
+  if (PROFILE && name && result && typeof result.then === 'function') {
+    const t0 = performance.now();
+    result.then(() => statementMs.set(name, [...(statementMs.get(name) ?? []), performance.now() - t0]), () => undefined);
+  }
+  return result;
+};
+
+/** With --profile: each named statement's count and median time since the last call; else null. */
+export function takeProfile(): string | null {
+  if (!PROFILE) return null;
+  const parts = [...statementMs].map(([name, times]) => {
+    times.sort((a, b) => a - b);
+    return `${name.replace(/^postbox_/, '')} ×${times.length} median ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms`;
+  });
+  statementMs.clear();
+  return parts.join('; ') || 'none named';
+}
+
+/** Queries sent so far to the database named `db` (one node-postgres query = one round trip). */
+export const queriesOn = (db: string) => queriesByDb.get(db) ?? 0;
+
+/** The installed version of a package, from node_modules. */
+export function pkgVersion(name: string): string {
+  try {
+    return JSON.parse(readFileSync(path.join(here, '..', 'node_modules', name, 'package.json'), 'utf8')).version;
+  } catch {
+    return '?';
+  }
+}
+
+/** Writes `results/<name>-<date>[-rtt<N>ms].md` and says so on stderr. */
+export async function writeResults(name: string, rttMs: number, report: string): Promise<void> {
+  const dir = path.join(here, 'results');
+  await mkdir(dir, { recursive: true });
+  const file = path.join(dir, `${name}-${new Date().toISOString().slice(0, 10)}${rttMs > 0 ? `-rtt${rttMs}ms` : ''}.md`);
+  await writeFile(file, report);
+  process.stderr.write(`wrote ${path.relative(process.cwd(), file)}\n`);
+}
