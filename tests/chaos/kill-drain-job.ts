@@ -23,6 +23,11 @@ export const RUNS_TABLE = `CREATE TABLE public.runs (
 
 /** One job in fifty is slow, so kills and clock jumps also catch long attempts mid-run. */
 export const isSlow = (i: number): boolean => i % 50 === 0;
+/**
+ * One job in five hundred gets stuck in a query past its timeout on its first attempt: the lane
+ * session is replaced while the other handlers' queries wait behind it (they time out too).
+ */
+export const isStuck = (i: number): boolean => i % 500 === 7;
 
 export const chaosJob = defineJob({
   kind: KIND,
@@ -41,6 +46,7 @@ export const chaosJob = defineJob({
     // The side effect first, then the work: a kill during the sleep leaves a recorded run whose
     // attempt never settles, the duplicate that at-least-once allows.
     await ctx.db.query('INSERT INTO public.runs (job_id, attempt, pid) VALUES ($1, $2, $3)', [ctx.jobId, ctx.attempt, process.pid]);
+    if (isStuck(i) && ctx.attempt === 1) await ctx.db.query('SELECT pg_sleep(2.5)');
     await sleep(isSlow(i) ? 200 : 1 + Math.floor(Math.random() * 20));
     return ok();
   },

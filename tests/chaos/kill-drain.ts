@@ -193,10 +193,11 @@ async function main(): Promise<number> {
     for (let i = 0; i < WORKERS; i++) spawnWorker(dbUrl);
     const fired = await unleash(server, dbUrl, monitor);
     const stopTimeouts = await settleAndStop(monitor);
+    const lostByLiveWorkers = await openSinceLastEvent(dbUrl);
     const recovery = await recoverInParent(dbUrl);
     const result = await verify(dbUrl);
 
-    const problems = [...stopTimeouts, ...unexpectedExits(), ...result.violations];
+    const problems = [...stopTimeouts, ...unexpectedExits(), ...lostByLiveWorkers, ...result.violations];
     const summary = {
       ok: problems.length === 0,
       jobs: JOBS,
@@ -244,6 +245,8 @@ async function setUp(dbUrl: string): Promise<void> {
 
 let jumps = 0;
 let midRunRecovered = 0;
+/** The workers' clock when the last event had done its damage (worker kills and restarts only). */
+let lastEventAt = 0;
 
 /** Fires the kills and restarts at random points of progress. */
 async function unleash(server: PgServer, dbUrl: string, monitor: Monitor): Promise<Fired[]> {
@@ -268,12 +271,14 @@ async function unleash(server: PgServer, dbUrl: string, monitor: Monitor): Promi
       const replacement = spawnWorker(dbUrl);
       log(`killed worker ${victim.id} at ${status.succeeded}/${JOBS} succeeded (${status.running} running); worker ${replacement.id} replaces it`);
       fired.push({ type: 'kill', at: event.at, succeeded: status.succeeded, running: status.running, worker: victim.id });
+      lastEventAt = Date.now() + offsetMs;
     } else {
       const t0 = performance.now();
       await server.restart();
       const ms = Math.round(performance.now() - t0);
       log(`restarted PostgreSQL in ${ms} ms at ${status.succeeded}/${JOBS} succeeded (${status.running} running)`);
       fired.push({ type: 'restart', at: event.at, succeeded: status.succeeded, running: status.running, ms });
+      lastEventAt = Date.now() + offsetMs;
     }
     // The last event's stranded attempts are left to the recovery in this process.
     if (i < events.length - 1) {
@@ -291,12 +296,16 @@ async function unleash(server: PgServer, dbUrl: string, monitor: Monitor): Promi
   return fired;
 }
 
-/** Waits until `succeeded` reaches `target`, or progress stalls for 3 s. */
+/**
+ * Waits until `succeeded` reaches `target` and some attempt is in flight (right after a burst of
+ * kills every worker may still be booting: an event then would hit no work), or until progress
+ * stalls for 3 s.
+ */
 async function progressTo(monitor: Monitor, target: number): Promise<Status> {
   let status = await monitor.read();
   let seen = status.succeeded;
   let since = performance.now();
-  while (status.succeeded < target) {
+  while (status.succeeded < target || (status.running === 0 && status.succeeded < JOBS)) {
     if (performance.now() - since > 3_000) {
       log(`progress stalled at ${status.succeeded}/${JOBS}; firing the next event anyway`);
       break;
@@ -338,7 +347,7 @@ async function settleAndStop(monitor: Monitor): Promise<string[]> {
       tell(w, { type: 'stop' });
       const timer = sleep(STOP_TIMEOUT_MS).then(() => 'timeout' as const);
       if ((await Promise.race([w.exited, timer])) === 'timeout') {
-        problems.push(`worker ${w.id} did not stop within ${STOP_TIMEOUT_MS / 1000} s`);
+        problems.push(`worker ${w.id} did not stop within ${STOP_TIMEOUT_MS / 1000} s: ${w.output.trim().split('\n').slice(-3).join(' | ')}`);
         w.killed = true;
         w.child.kill('SIGKILL');
         await w.exited;
@@ -348,11 +357,35 @@ async function settleAndStop(monitor: Monitor): Promise<string[]> {
   return problems;
 }
 
-/** Workers that died on their own (not by our SIGKILL) or exited non-zero. */
+/**
+ * Attempts left open by workers that were stopped, not killed. After the last event no clock
+ * moves and no worker dies, so an attempt claimed after it must have been settled by the time
+ * its worker stopped: one still open was lost by a live drain (and would only have come back
+ * through the lease's expiry).
+ */
+async function openSinceLastEvent(dbUrl: string): Promise<string[]> {
+  return withClient(dbUrl, async (c) => {
+    const { rows } = await c.query(
+      `SELECT job_id, seq, (extract(epoch from started_at) * 1000)::bigint AS started_ms,
+              (extract(epoch from started_at) * 1000)::bigint > $1 AS after_last
+         FROM outbox.attempt WHERE outcome IS NULL ORDER BY started_at`,
+      [lastEventAt],
+    );
+    const after = (rows as { job_id: string; seq: number; started_ms: string; after_last: boolean }[]).filter((r) => r.after_last);
+    log(`after the workers stopped: ${rows.length} attempts open (stranded by the last event), ${after.length} of them claimed after it`);
+    return after.map((r) => `job ${r.job_id}: attempt ${r.seq}, claimed ${Number(r.started_ms) - lastEventAt} ms after the last event by a live worker, was never settled`);
+  });
+}
+
+/** Workers that died on their own (not by our SIGKILL) or exited non-zero, or kept database sockets open after their last session closed. */
 function unexpectedExits(): string[] {
-  return workers
+  const exits = workers
     .filter((w) => !w.killed && w.child.exitCode !== 0)
     .map((w) => `worker ${w.id} exited ${w.child.exitCode ?? w.child.signalCode}: ${w.output.trim().split('\n').slice(-5).join(' | ')}`);
+  const leaks = workers
+    .filter((w) => (w.counts['leak.sockets'] ?? 0) > 0)
+    .map((w) => `worker ${w.id} still had ${w.counts['leak.sockets']} database socket(s) open after its last session closed (a leaked connection)`);
+  return [...exits, ...leaks];
 }
 
 function workerTotals(): Record<string, number> {
