@@ -10,7 +10,8 @@
 #      inputs to every entry of the three builds, byte for byte)
 #   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
 #   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15
-#   e. end to end: tests/e2e/*.test.ts
+#   e. end to end: tests/e2e/*.test.ts, then tests/chaos/*.test.ts (workers killed mid-drain, a
+#      database restart: no job lost, no stale settle applied)
 #   f. fuzz: scripts/fuzz.sh (only when CI=true)
 #
 # The first failing stage stops the run (set -e). POSTBOX_TEST_ONLY=d (or "c d") runs only
@@ -89,9 +90,10 @@ if wanted c; then
   npm run -w postbox build
   npx --no-install tsc -p worker/tsconfig.json --noEmit
   npx --no-install tsc -p tests/types/tsconfig.json
+  npx --no-install tsc -p tests/chaos/tsconfig.json
   npx --no-install tsc -p examples/tsconfig.json
   node scripts/check-package.mjs
-  echo "typecheck: js-shim, worker, examples and type tests ok"
+  echo "typecheck: js-shim, worker, examples, type tests and chaos run ok"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.
@@ -110,9 +112,9 @@ if wanted d; then
 fi
 
 # e. ------------------------------------------------------------------------------------------
-e2e_tests=(tests/e2e/*.test.ts)
+e2e_tests=(tests/e2e/*.test.ts tests/chaos/*.test.ts)
 if wanted e; then
-  stage e "end to end (tests/e2e)"
+  stage e "end to end (tests/e2e, tests/chaos)"
   if [ ${#e2e_tests[@]} -gt 0 ]; then
     node_tests "${e2e_tests[@]}"
     done_stage

@@ -10,21 +10,35 @@ export class LaneSession {
   #connect: Connector;
   #conn: LaneConnection | null = null;
   #tail: Promise<unknown> = Promise.resolve();
+  /** Connections opened by callers that raced another connect after a replace(); ended on close(). */
+  #strays = new Set<LaneConnection>();
+  #closed = false;
 
   constructor(connect: Connector) {
     this.#connect = connect;
   }
 
   async #acquire(): Promise<LaneConnection> {
+    // replace() restarts the queue, so callers queued before it still run after it, possibly
+    // after close(): nothing may open a connection that no close() will end.
+    if (this.#closed) throw closedError();
     if (this.#conn?.isBroken?.()) await this.replace();
-    if (!this.#conn) {
-      try {
-        this.#conn = await this.#connect();
-      } catch (error) {
-        throw new PostboxError('connection_failed', `could not open an outbox connection: ${errorMessage(error)}`, { cause: error });
-      }
+    if (this.#conn) return this.#conn;
+    let conn: LaneConnection;
+    try {
+      conn = await this.#connect();
+    } catch (error) {
+      throw new PostboxError('connection_failed', `could not open an outbox connection: ${errorMessage(error)}`, { cause: error });
     }
-    return this.#conn;
+    if (this.#closed) {
+      void conn.destroy().catch(() => undefined);
+      throw closedError();
+    }
+    // A caller queued before a replace() and one queued after it may connect at once: the
+    // first connection becomes the session's, the other serves its caller and ends on close().
+    if (this.#conn) this.#strays.add(conn);
+    else this.#conn = conn;
+    return conn;
   }
 
   /** Whether the current connection reported itself closed or errored. */
@@ -67,14 +81,21 @@ export class LaneSession {
 
   /** Ends the session: returns a healthy connection, discards a broken one. */
   async close(): Promise<void> {
+    this.#closed = true;
     const conn = this.#conn;
     this.#conn = null;
+    // A stray's caller came from before a replace(): it may still be stuck, so do not wait.
+    for (const stray of this.#strays) void stray.destroy().catch(() => undefined);
+    this.#strays.clear();
     if (!conn) return;
     await this.#tail;
     if (conn.isBroken?.()) await conn.destroy().catch(() => undefined);
     else await conn.close().catch(() => undefined);
   }
 }
+
+const closedError = (): PostboxError =>
+  new PostboxError('session_closed', 'the outbox session has ended (a query queued before its connection was replaced ran too late)');
 
 export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;

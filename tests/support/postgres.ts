@@ -40,6 +40,11 @@ export interface PgServer {
   serverVersion: string;
   /** Creates a database (from template1) and returns its connection URL. */
   createDatabase(name: string): Promise<string>;
+  /**
+   * Stops the server (fast shutdown: sessions are terminated, committed work is kept) and
+   * starts it again on the same data directory and port, as a database restart looks to clients.
+   */
+  restart(): Promise<void>;
   /** Stops the server and deletes its temporary directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -161,6 +166,7 @@ async function finish(
   dir: string,
   stopServer: () => Promise<void>,
   stopSync: () => void,
+  restart: () => Promise<void>,
 ): Promise<PgServer> {
   const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
   let stopped: Promise<void> | undefined;
@@ -191,6 +197,7 @@ async function finish(
       await withClient(url, (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
       return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${encodeURIComponent(name)}`;
     },
+    restart,
     stop,
   };
 }
@@ -258,15 +265,34 @@ async function startEmbedded(port: number): Promise<PgServer> {
   liveStops.add(stopSync);
   // A server a test forgot to stop must not keep the test process alive (the exit hook kills
   // it); re-referenced while stop() waits for it to exit.
-  const child = (server as unknown as { process?: ChildProcess }).process;
+  const internals = server as unknown as { process?: ChildProcess };
   const setRef = (on: boolean): void => {
+    const child = internals.process;
     for (const h of [child, child?.stdout, child?.stderr] as ({ ref?(): void; unref?(): void } | null | undefined)[]) {
       if (on) h?.ref?.();
       else h?.unref?.();
     }
   };
   setRef(false);
-  return finish('embedded', port, dir, () => (setRef(true), server.stop()), stopSync);
+  const restart = async (): Promise<void> => {
+    // server.stop() would delete the data directory (persistent: false): stop the postmaster
+    // the way it does (SIGINT, a fast shutdown) and keep the data.
+    const child = internals.process;
+    if (child && child.exitCode === null && child.signalCode === null) {
+      setRef(true);
+      await new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGINT');
+      });
+    }
+    try {
+      await server.start();
+    } catch (err) {
+      throw failure('restart', err);
+    }
+    setRef(false);
+  };
+  return finish('embedded', port, dir, () => (setRef(true), server.stop()), stopSync, restart);
 }
 
 /** Synchronous immediate shutdown (SIGQUIT) for the process-exit hook. */
@@ -326,7 +352,12 @@ async function startDebian15(port: number): Promise<PgServer> {
     execFileSync(pgCtl, ['stop', '-m', 'immediate', '-D', data], { ...spawnOpts, stdio: 'ignore' });
   };
   liveStops.add(stopSync);
-  return finish('debian15', port, dir, () => run(pgCtl, ['stop', '-m', 'fast', '-w', '-D', data], spawnOpts).then(() => undefined), stopSync);
+  const stopFast = (): Promise<void> => run(pgCtl, ['stop', '-m', 'fast', '-w', '-D', data], spawnOpts).then(() => undefined);
+  const restart = async (): Promise<void> => {
+    await stopFast();
+    await run(pgCtl, ['start', '-w', '-t', '60', '-D', data, '-l', logFile, '-o', postgresOpts], spawnOpts);
+  };
+  return finish('debian15', port, dir, stopFast, stopSync, restart);
 }
 
 /** `['-c','a=b','-c','x=y']` → `['-c a=b', '-c x=y']` (pg_ctl -o takes one shell-ish string). */

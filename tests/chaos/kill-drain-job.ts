@@ -1,0 +1,76 @@
+/**
+ * What the kill-drain run's parent and its workers share: the job, the table its handler
+ * writes, and the slice of the outbox engine they drive (the one `postbox/testing` drives).
+ */
+import { defineJob, ok, type Outbox, type RunReport } from 'postbox';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+
+export const KIND = 'chaos.work';
+export const LANE = 'default';
+export const CONCURRENCY = 8;
+
+/**
+ * Every run of the handler, written through `ctx.db` before the handler returns: the run's
+ * side effect, counted against the job's attempts afterwards. `pid` tells which process ran it.
+ */
+export const RUNS_TABLE = `CREATE TABLE public.runs (
+  job_id  uuid        NOT NULL,
+  attempt integer     NOT NULL,
+  pid     integer     NOT NULL,
+  at      timestamptz NOT NULL DEFAULT clock_timestamp()
+)`;
+
+/** One job in fifty is slow, so kills and clock jumps also catch long attempts mid-run. */
+export const isSlow = (i: number): boolean => i % 50 === 0;
+/**
+ * One job in five hundred gets stuck in a query past its timeout on its first attempt: the lane
+ * session is replaced while the other handlers' queries wait behind it (they time out too).
+ */
+export const isStuck = (i: number): boolean => i % 500 === 7;
+
+export const chaosJob = defineJob({
+  kind: KIND,
+  payload: z.object({ i: z.number().int().nonnegative() }),
+  // Short, so the lease (timeout + 30 s) is short too: recovery moves the clock past it.
+  timeoutMs: 2_000,
+  retry: {
+    // A job is crashed at most once per clock jump (and once more by the final recovery), far
+    // fewer than 100: a dead(crash_loop) here means attempts were lost, not a policy at work.
+    maxCrashes: 100,
+    maxAttempts: 100,
+    // Recovered and retried jobs come back within half a second of real time, not 30 s.
+    backoff: { baseMs: 50, maxMs: 500 },
+  },
+  async handle({ i }, ctx) {
+    // The side effect first, then the work: a kill during the sleep leaves a recorded run whose
+    // attempt never settles, the duplicate that at-least-once allows.
+    await ctx.db.query('INSERT INTO public.runs (job_id, attempt, pid) VALUES ($1, $2, $3)', [ctx.jobId, ctx.attempt, process.pid]);
+    if (isStuck(i) && ctx.attempt === 1) await ctx.db.query('SELECT pg_sleep(2.5)');
+    await sleep(isSlow(i) ? 200 : 1 + Math.floor(Math.random() * 20));
+    return ok();
+  },
+});
+
+export const LEASE_MS = chaosJob.policy.leaseMs;
+
+/** Sweep options for every sweep of the run: retention must not delete what is verified. */
+export const SWEEP_OPTIONS = { retention: { succeededRetentionMs: 30 * 86_400_000, deadRetentionMs: 30 * 86_400_000 } };
+
+/** What the run drives of `outbox[Symbol.for('postbox.run')]` (as `postbox/testing` does). */
+export interface Engine {
+  runtime: { core: { call<T>(family: string, input: unknown): T } };
+  drain(opts: { lane: string; deadlineAt: number }): Promise<RunReport>;
+  sweep(startedAt: number, opts: typeof SWEEP_OPTIONS & { invocationBudgetMs?: number }): Promise<RunReport & { failedSteps: string[] }>;
+}
+
+export const engineOf = (outbox: Outbox): Engine => (outbox as unknown as Record<symbol, Engine>)[Symbol.for('postbox.run')]!;
+
+/** The invocation deadline the core gives a drain started now (840 s: Cloudflare's cron budget). */
+export const deadlineFrom = (engine: Engine, now: number): number =>
+  engine.runtime.core.call<{ deadlineAt: number }>('claim', { op: 'deadline', startedAt: now }).deadlineAt;
+
+/** Parent → worker. */
+export type ToWorker = { type: 'clock'; offsetMs: number } | { type: 'stop' };
+/** Worker → parent: `counts` are the worker's totals so far (events by type, drain reports). */
+export type FromWorker = { type: 'ready' } | { type: 'counts'; counts: Record<string, number> };
