@@ -10,8 +10,8 @@ export class LaneSession {
   #connect: Connector;
   #conn: LaneConnection | null = null;
   #tail: Promise<unknown> = Promise.resolve();
-  /** Connections opened by callers that raced another connect after a replace(); ended on close(). */
-  #strays = new Set<LaneConnection>();
+  /** Bumped by replace(): callers queued before it must not share the next connection with those after. */
+  #generation = 0;
   #closed = false;
 
   constructor(connect: Connector) {
@@ -19,26 +19,18 @@ export class LaneSession {
   }
 
   async #acquire(): Promise<LaneConnection> {
-    // replace() restarts the queue, so callers queued before it still run after it, possibly
-    // after close(): nothing may open a connection that no close() will end.
+    // A caller requeued after a replace() may reach here after close(): it must not open a
+    // connection that no close() would end.
     if (this.#closed) throw closedError();
-    if (this.#conn?.isBroken?.()) await this.replace();
-    if (this.#conn) return this.#conn;
-    let conn: LaneConnection;
-    try {
-      conn = await this.#connect();
-    } catch (error) {
-      throw new PostboxError('connection_failed', `could not open an outbox connection: ${errorMessage(error)}`, { cause: error });
+    if (this.#conn?.isBroken?.()) this.#discard();
+    if (!this.#conn) {
+      try {
+        this.#conn = await this.#connect();
+      } catch (error) {
+        throw new PostboxError('connection_failed', `could not open an outbox connection: ${errorMessage(error)}`, { cause: error });
+      }
     }
-    if (this.#closed) {
-      void conn.destroy().catch(() => undefined);
-      throw closedError();
-    }
-    // A caller queued before a replace() and one queued after it may connect at once: the
-    // first connection becomes the session's, the other serves its caller and ends on close().
-    if (this.#conn) this.#strays.add(conn);
-    else this.#conn = conn;
-    return conn;
+    return this.#conn;
   }
 
   /** Whether the current connection reported itself closed or errored. */
@@ -48,7 +40,13 @@ export class LaneSession {
 
   /** Runs `fn` with the session to itself. */
   exclusive<T>(fn: (q: LaneDb) => Promise<T>): Promise<T> {
-    const run = this.#tail.then(async () => fn((await this.#acquire()).db));
+    const generation = this.#generation;
+    const run = this.#tail.then(async (): Promise<T> => {
+      // Queued before a replace(): the queue it waited in belongs to the old connection. Take a
+      // place behind the new connection's callers rather than run alongside them.
+      if (generation !== this.#generation) return this.exclusive(fn);
+      return fn((await this.#acquire()).db);
+    });
     this.#tail = run.catch(() => undefined);
     return run;
   }
@@ -69,13 +67,19 @@ export class LaneSession {
   }
 
   /**
-   * Discards the connection (it may be stuck behind a runaway query); the next use reconnects.
-   * `destroy()` is called first but not awaited: a dead session may never finish closing.
+   * Discards the connection (it may be stuck behind a runaway query) and starts a new queue:
+   * the next use reconnects, and callers that waited behind the stuck one follow in order.
    */
   async replace(): Promise<void> {
+    this.#generation++;
+    this.#tail = Promise.resolve();
+    this.#discard();
+  }
+
+  /** `destroy()` is called but not awaited: a dead session may never finish closing. */
+  #discard(): void {
     const old = this.#conn;
     this.#conn = null;
-    this.#tail = Promise.resolve();
     if (old) void old.destroy().catch(() => undefined);
   }
 
@@ -84,9 +88,6 @@ export class LaneSession {
     this.#closed = true;
     const conn = this.#conn;
     this.#conn = null;
-    // A stray's caller came from before a replace(): it may still be stuck, so do not wait.
-    for (const stray of this.#strays) void stray.destroy().catch(() => undefined);
-    this.#strays.clear();
     if (!conn) return;
     await this.#tail;
     if (conn.isBroken?.()) await conn.destroy().catch(() => undefined);
@@ -95,7 +96,7 @@ export class LaneSession {
 }
 
 const closedError = (): PostboxError =>
-  new PostboxError('session_closed', 'the outbox session has ended (a query queued before its connection was replaced ran too late)');
+  new PostboxError('session_closed', 'the outbox session has ended (a query queued before its connection was replaced ran after the end)');
 
 export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;

@@ -67,3 +67,34 @@ test('a handler stuck in a query past its timeout leaves no connection open once
   assert.ok(connector.opened() >= 2, `the session was replaced (${connector.opened()} connections)`);
   assert.equal(connector.ended(), connector.opened(), `${connector.opened()} connections opened, ${connector.ended()} ended`);
 });
+
+test('a caller queued before replace() never runs inside a newer caller\'s transaction', async () => {
+  const { LaneSession } = await import('../../js-shim/src/session.ts');
+  await withClient(url, (c) => c.query('CREATE TABLE IF NOT EXISTS public.order_check (note text)'));
+  const session = new LaneSession(createPgConnector(url));
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  // The first caller holds the session (stuck, say, in a handler past its timeout)...
+  const stuck = session.exclusive(() => sleep(400));
+  // ...the second waits behind it on the same connection...
+  const queued = session.exclusive((q) => q.query(`INSERT INTO public.order_check VALUES ('queued')`));
+  // ...the drain gives up on that connection and a newer caller opens a transaction on the next.
+  await session.replace();
+  let inTx!: () => void;
+  const started = new Promise<void>((r) => (inTx = r));
+  const rolledBack = session
+    .transaction(async (q) => {
+      await q.query(`INSERT INTO public.order_check VALUES ('in_tx')`);
+      inTx();
+      await sleep(800); // the stuck caller ends, and the queued one comes up, meanwhile
+      throw new Error('rolled back on purpose');
+    })
+    .catch((e: Error) => e.message);
+  await started;
+  await stuck;
+  assert.equal(await rolledBack, 'rolled back on purpose');
+  await queued;
+  await session.close();
+  // The queued insert ran after the transaction, not inside it: its row survived the rollback.
+  const notes = await withClient(url, async (c) => (await c.query('SELECT note FROM public.order_check')).rows.map((r) => r.note));
+  assert.deepEqual(notes, ['queued']);
+});
