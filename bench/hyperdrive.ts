@@ -14,7 +14,7 @@
  * 1. writes: `n` × `SELECT $1::int` through tests/support/wire-proxy.ts (between the path and
  *    PostgreSQL), which counts the chunks each statement arrived in;
  * 2. latency: `SELECT 1` and `SELECT $1::int`, `n` sequential on one session, timed in the Worker;
- * 3. drain: `--jobs` jobs (2 ms handler) at concurrency 1 and 8, enqueued from Node (not timed),
+ * 3. drain: `--jobs` jobs (2 ms handler) at concurrency 1, 8 and 32, enqueued from Node (not timed),
  *    drained in the Worker with `runUntilIdle` (timed from Node around the request).
  *
  * Nothing is asserted about time. See bench/README.md.
@@ -123,14 +123,16 @@ async function measureDrains(server: PgServer): Promise<DrainRow[]> {
   const outbox = createOutbox({ jobs: [job], connect: () => Promise.reject(new Error('not used')) });
   const rows: DrainRow[] = [];
   let seq = 0;
-  for (const concurrency of [1, 8]) {
+  for (const concurrency of [1, 8, 32]) {
     for (const connector of CONNECTORS) {
       for (const via of VIAS) {
         const url = await server.createDatabase(`bench_drain_${++seq}`);
         await withClient(url, async (c) => {
           await migrate(c);
           await c.query('BEGIN');
-          for (let i = 0; i < JOBS; i++) await outbox.enqueue(c, job, { payload: { i } });
+          for (let i = 0; i < JOBS; i += 5000) {
+            await outbox.enqueueMany(c, job, Array.from({ length: Math.min(5000, JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
+          }
           await c.query('COMMIT');
         });
         const worker = await workerFor(url);

@@ -93,19 +93,17 @@ class LanePump {
 
   async run(): Promise<RunReport> {
     for (;;) {
-      const claimPlan = this.#failure === undefined && !this.#exhausted ? this.#plan() : null;
-      const remaining = this.targets ? this.targets.length : this.opts.maxJobs === undefined ? null : this.opts.maxJobs - this.report.claimed;
-      const step = this.rt.core.call<PumpStep>('claim', {
-        op: 'pump',
-        concurrency: this.rt.concurrency,
-        running: this.#running,
-        buffered: this.#buffer.length,
-        settles: this.#finished.length,
-        mayClaim: claimPlan !== null && claimPlan.kinds.length > 0,
-        remaining,
-        slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
-        oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
-      });
+      let step = this.#pump(this.#failure === undefined && !this.#exhausted);
+      // The plan (which kinds still fit the deadline) is only needed for a claim.
+      let claimPlan: ClaimPlan | null = null;
+      if (step.action === 'claim') {
+        claimPlan = this.#plan();
+        if (claimPlan.kinds.length === 0) {
+          // No kind fits any more, and time only moves on: claims are over.
+          this.#exhausted = true;
+          step = this.#pump(false);
+        }
+      }
       if (step.action === 'done') break;
       if (step.action === 'wait') await this.#waitForHandler(step.waitMs);
       else await this.#statement(step.action === 'claim' ? step.claim : 0, claimPlan);
@@ -113,6 +111,22 @@ class LanePump {
     await Promise.all(this.#hooked);
     if (this.#failure !== undefined) throw this.#failure;
     return this.report;
+  }
+
+  /** The core's next step for the lane, from its counts. */
+  #pump(mayClaim: boolean): PumpStep {
+    const remaining = this.targets ? this.targets.length : this.opts.maxJobs === undefined ? null : this.opts.maxJobs - this.report.claimed;
+    return this.rt.core.call<PumpStep>('claim', {
+      op: 'pump',
+      concurrency: this.rt.concurrency,
+      running: this.#running,
+      buffered: this.#buffer.length,
+      settles: this.#finished.length,
+      mayClaim,
+      remaining,
+      slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
+      oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
+    });
   }
 
   /** Until a handler ends, or `ms` pass. */

@@ -128,3 +128,17 @@ TEST_CASE("pump: a settlement waits at most 20 ms for company, whatever else run
   in.oldest_settle_age_ms.reset();
   CHECK(!decide_pump(in).wait_ms.has_value());
 }
+
+TEST_CASE("pump: while claims go on, settlements wait (up to 20 ms) to ride on the next claim") {
+  PumpInput in = lane(8, 8, 10, 8, true);  // room 6: below a batch, no claim yet
+  in.oldest_settle_age_ms = 5;
+  auto step = decide_pump(in);
+  CHECK(step.action == PumpAction::wait);
+  CHECK(step.wait_ms == std::optional<int64_t>(15));
+  in.oldest_settle_age_ms = 20;
+  CHECK(decide_pump(in).action == PumpAction::settle);
+  // Claims over: a batch of settlements goes at once.
+  in.may_claim = false;
+  in.oldest_settle_age_ms = 1;
+  CHECK(decide_pump(in).action == PumpAction::settle);
+}

@@ -11,8 +11,10 @@
 //   claim when   claiming is allowed and (room ≥ concurrency × ⌈batches / 2⌉, or a slot is idle
 //                with nothing buffered): claims stay large, and the next arrives before the
 //                buffer runs dry
-//   settle when  not claiming but `concurrency` settlements wait, the oldest has waited
-//                kSettleFlushMs (20 ms), or the lane is idle
+//   settle when  not claiming, and: claims are over and `concurrency` settlements wait, the
+//                oldest has waited kSettleFlushMs (20 ms), or the lane is idle. While claims
+//                go on, settlements ride on the next claim (within those 20 ms) rather than
+//                cost a statement of their own
 //   done when    nothing runs, nothing is buffered, nothing waits to be settled
 //   otherwise    wait for a handler to finish, or until the oldest settlement is due to go
 //
@@ -53,7 +55,8 @@ PumpStep decide_pump(const PumpInput& in) {
   }
   const bool lane_idle = in.running == 0 && in.buffered == 0;
   const int64_t age = in.oldest_settle_age_ms.value_or(0);
-  if (in.settles > 0 && (in.settles >= in.concurrency || lane_idle || age >= kSettleFlushMs)) {
+  const bool batch_done = !in.may_claim && in.settles >= in.concurrency;
+  if (in.settles > 0 && (batch_done || lane_idle || age >= kSettleFlushMs)) {
     step.action = PumpAction::settle;
   } else if (lane_idle) {
     step.action = PumpAction::done;
