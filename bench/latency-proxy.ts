@@ -12,15 +12,10 @@
  * `rttMs / 2` rounded up to the timer tick (measure it: see `measureRoundTrip` in throughput.ts).
  */
 import net from 'node:net';
+import { listenLocal, type ListeningProxy } from '../tests/support/local-proxy.ts';
 
-export interface LatencyProxy {
-  /** The port the proxy listens on (127.0.0.1). */
-  port: number;
-  /** The same connection URL with its host and port pointed at the proxy. */
-  url(u: string): string;
-  /** Stops listening and destroys every open connection. */
-  close(): Promise<void>;
-}
+/** The proxy: its port on 127.0.0.1, URLs aimed at it, and close. */
+export type LatencyProxy = ListeningProxy;
 
 export interface LatencyProxyOptions {
   targetPort: number;
@@ -87,26 +82,5 @@ export async function startLatencyProxy(opts: LatencyProxyOptions): Promise<Late
     delayedPipe(upstream, client, oneWay);
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as net.AddressInfo).port;
-
-  return {
-    port,
-    url(u: string) {
-      const parsed = new URL(u);
-      parsed.hostname = '127.0.0.1';
-      parsed.port = String(port);
-      return parsed.toString();
-    },
-    close() {
-      for (const s of sockets) s.destroy();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+  return listenLocal(server, sockets);
 }

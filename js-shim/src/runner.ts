@@ -233,7 +233,13 @@ class LanePump {
   }
 
   #settleWithHooks(f: Finished): void {
-    const settled = settleHooked(this.rt, this.session, [f], this.report).finally(() => this.#hooked.delete(settled));
+    // A throw here (the core refusing the settlement) fails the drain once all else is settled,
+    // like a failed statement, instead of rejecting unobserved.
+    const settled: Promise<void> = settleHooked(this.rt, this.session, [f], this.report)
+      .catch((error: unknown) => {
+        this.#failure ??= error;
+      })
+      .finally(() => this.#hooked.delete(settled));
     this.#hooked.add(settled);
   }
 

@@ -13,6 +13,7 @@
  * `chunks` never over-counts writes, but may under-count them.
  */
 import net from 'node:net';
+import { listenLocal } from './local-proxy.ts';
 
 export interface WireStatement {
   /** Connection number, from 1, in accept order. */
@@ -108,33 +109,15 @@ export async function startWireProxy(opts: { targetPort: number; targetHost?: st
     upstream.pipe(client);
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as net.AddressInfo).port;
-
+  const listening = await listenLocal(server, sockets);
   return {
-    port,
-    url(u) {
-      const parsed = new URL(u);
-      parsed.hostname = '127.0.0.1';
-      parsed.port = String(port);
-      return parsed.toString();
-    },
+    ...listening,
     statements: () => [...seen],
     reset() {
       seen = [];
     },
     cut() {
       for (const s of sockets) s.destroy();
-    },
-    close() {
-      for (const s of sockets) s.destroy();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
 }
