@@ -6,6 +6,7 @@
 export { defineJob, defineJobFor, ok, retry, fail, cancel, defaultClassify, type JobSpec } from './jobs.js';
 export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type TxEnqueueMany, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
 export type { OutboxOptions, TransitionInfo } from './config.js';
+export { operateMatching, type OperatorAction, type OperateMatchingOptions, type OperateMatchingReport } from './operate.js';
 export { PostboxError, EnqueueRefusedError } from './errors.js';
 export type { TransactionalDb } from './db.js';
 export type * from './types.js';

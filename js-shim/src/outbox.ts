@@ -54,6 +54,7 @@ export interface Outbox<R = EnqueueResult> {
   replayMany(ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
   /** Makes a pending or retrying job due now, and nudges it. */
   retryNow(id: string, scope?: TenantScope): Promise<OperateResult>;
+  retryNowMany(ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
   /** Deletes every job (and attempt) of one tenant. Returns how many jobs. */
   eraseTenant(tenantKey: string): Promise<number>;
   /** @internal Runs one lane: nudged targets, or a bounded drain. */
@@ -220,6 +221,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     replay: async (id, scope) => (await operate('replay', [id], scope, null))[0]!,
     replayMany: (ids, scope) => operate('replay', ids, scope, null),
     retryNow: async (id, scope) => (await operate('retryNow', [id], scope, null))[0]!,
+    retryNowMany: (ids, scope) => operate('retryNow', ids, scope, null),
     async eraseTenant(tenantKey) {
       if (typeof tenantKey !== 'string' || tenantKey.length === 0) throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a non-empty string');
       return withSession(async (session) => (await session.exclusive((q) => q.query(JOB_ERASE_TENANT, [tenantKey]))).rowCount ?? 0);
