@@ -74,16 +74,29 @@ export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefi
   const ids = writes.map(() => env.generateId());
   const rows = await insert(env, q, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => (decisions[i] as { dueAt: number }).dueAt));
   const nudges: PendingNudge[] = [];
+  const held: number[] = [];
   writes.forEach((i, w) => {
     const row = rows[w]!;
-    if (row.kind !== job.kind) {
-      results[i] = { status: 'dedupe_conflict', reason: 'kind', existingKind: row.kind };
+    if (!row.created) {
+      held.push(w);
       return;
     }
-    results[i] = { status: row.created ? 'created' : 'exists', id: row.id, kind: row.kind };
+    results[i] = { status: 'created', id: row.id, kind: row.kind };
     const d = decisions[i] as Extract<EnqueueDecision, { ok: true }>;
-    if (row.created && d.nudge) nudges.push({ id: row.id, kind: row.kind, lane: job.lane, delaySeconds: d.delaySeconds ?? 0 });
+    if (d.nudge) nudges.push({ id: row.id, kind: row.kind, lane: job.lane, delaySeconds: d.delaySeconds ?? 0 });
   });
+  // A key already held: the core says whether this is the same request again or a conflict.
+  if (held.length > 0) {
+    const verdicts = dedupeVerdicts(env, held.map((w) => ({ sameKind: rows[w]!.kind === job.kind, samePayload: rows[w]!.samePayload })), api);
+    held.forEach((w, n) => {
+      const row = rows[w]!;
+      const v = verdicts[n]!;
+      results[writes[w]!] =
+        v.status === 'exists' ? { status: 'exists', id: row.id, kind: row.kind }
+        : v.reason === 'kind' ? { status: 'dedupe_conflict', reason: 'kind', existingKind: row.kind }
+        : { status: 'dedupe_conflict', reason: 'payload', id: row.id };
+    });
+  }
   if (env.strict) throwFirstRefusal(results, api);
   return { results: results as EnqueueResult[], nudges };
 }
@@ -144,10 +157,20 @@ function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): Enque
   return out.results;
 }
 
+/** The core's verdicts on items whose dedupe key was already held, in order. */
+function dedupeVerdicts(env: EnqueueEnv, items: { sameKind: boolean; samePayload: boolean }[], api: Api) {
+  type Verdict = { status: 'exists' } | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' };
+  const input = `{"op":"dedupe","items":[${items.map((i) => `{"sameKind":${i.sameKind},"samePayload":${i.samePayload}}`).join(',')}]}`;
+  const out = env.core.callText('enqueue', input) as { results: Verdict[] } | { error: { code: string; message: string } };
+  if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
+  return out.results;
+}
+
 interface InsertRow {
   id: string;
   kind: string;
   created: boolean;
+  samePayload: boolean;
 }
 
 /** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see below). */
@@ -155,6 +178,7 @@ interface NotInserted {
   ord: string | number;
   id: string | null;
   kind: string | null;
+  same_payload: boolean | null;
 }
 
 /** The one INSERT for the list; a second statement only when a concurrent commit raced a key. */
@@ -165,8 +189,8 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
     const { rows } = await q.query(JOB_INSERT_ONE, [
       ids[0], job.kind, job.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, dueAts[0], env.now, env.versionTs,
     ]);
-    const row = rows[0] as InsertRow | undefined;
-    notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null }];
+    const row = rows[0] as { id: string; kind: string; created: boolean; same_payload: boolean } | undefined;
+    notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null, same_payload: row?.same_payload ?? null }];
   } else {
     const column = <T>(pick: (p: Prepared) => T) => JSON.stringify(writes.map(pick));
     notInserted = (
@@ -186,17 +210,19 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
     ).rows;
   }
   // Every item went in under its own id, except those the statement names.
-  const out: InsertRow[] = ids.map((id) => ({ id, kind: job.kind, created: true }));
+  const out: InsertRow[] = ids.map((id) => ({ id, kind: job.kind, created: true, samePayload: true }));
   const raced: number[] = [];
   for (const r of notInserted) {
     const i = Number(r.ord) - 1;
     if (r.id === null) raced.push(i);
-    else out[i] = { id: r.id, kind: r.kind!, created: false };
+    else out[i] = { id: r.id, kind: r.kind!, created: false, samePayload: r.same_payload === true };
   }
   if (raced.length > 0) {
-    const found = await q.query(JOB_FIND_BY_DEDUPE_MANY, [raced.map((i) => writes[i]!.dedupeKey), raced.map((i) => writes[i]!.tenantKey)]);
+    const found = await q.query(JOB_FIND_BY_DEDUPE_MANY, [
+      raced.map((i) => writes[i]!.dedupeKey), raced.map((i) => writes[i]!.tenantKey), raced.map((i) => writes[i]!.payloadJson),
+    ]);
     if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${job.kind} job`);
-    for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false };
+    for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true };
   }
   return out;
 }

@@ -134,7 +134,10 @@ export interface JobRef {
 
 export type EnqueueAccepted = { status: 'created' | 'exists'; id: string; kind: string };
 export type EnqueueRefusal =
+  /** The dedupe key is held by a job of another kind. */
   | { status: 'dedupe_conflict'; reason: 'kind'; existingKind: string }
+  /** The dedupe key is held by a job of this kind with another payload (`id` is that job). */
+  | { status: 'dedupe_conflict'; reason: 'payload'; id: string }
   | { status: 'invalid_payload'; issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
 /** What `enqueue` returns: a result, never a throw (unless `strictEnqueue`). */
 export type EnqueueResult = EnqueueAccepted | EnqueueRefusal;

@@ -77,3 +77,16 @@ TEST_CASE("enqueue batch: more than 5000 items, or more than 16 MiB of payloads 
         R"({"error":{"code":"too_large","message":"enqueue: field 'items' must hold at most 16777216 bytes of payloads"}})");
   CHECK(error_code_of(batch(full + R"(,{"payloadBytes":1})")) == "too_large");
 }
+
+TEST_CASE("enqueue dedupe: the same request again exists; another kind or another payload conflicts") {
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true},{"sameKind":true,"samePayload":false},)"
+                         R"({"sameKind":false,"samePayload":true},{"samePayload":false,"sameKind":false}]})").out ==
+        R"({"results":[{"status":"exists"},{"status":"dedupe_conflict","reason":"payload"},)"
+        R"({"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"kind"}]})");
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[]})").out == R"({"results":[]})");
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].samePayload' is required"}})");
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":1,"samePayload":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameKind' must be a boolean"}})");
+  CHECK(call(pb_enqueue, R"({"op":"dedupe"})").out == R"({"error":{"code":"invalid_input","message":"enqueue: field 'items' is required"}})");
+}

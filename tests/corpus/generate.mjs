@@ -617,6 +617,16 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('batch items not an array', batch({}), isError('invalid_input', 'items'));
   e('batch items missing', (({ items, ...r }) => r)(batch([])), isError('invalid_input', 'items'));
   e('batch now missing', (({ now, ...r }) => r)(batch([])), isError('invalid_input', 'now'));
+  // Dedupe: what an item whose key was already held becomes.
+  const dd = (items) => ({ op: 'dedupe', items });
+  e('dedupe same request exists', dd([{ sameKind: true, samePayload: true }]), exactText('{"results":[{"status":"exists"}]}'));
+  e('dedupe other payload conflicts', dd([{ sameKind: true, samePayload: false }]), exactText('{"results":[{"status":"dedupe_conflict","reason":"payload"}]}'));
+  e('dedupe other kind conflicts', dd([{ sameKind: false, samePayload: true }, { sameKind: false, samePayload: false }]),
+    exactText('{"results":[{"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"kind"}]}'));
+  e('dedupe empty', dd([]), exactText('{"results":[]}'));
+  e('dedupe flag missing', dd([{ sameKind: true }]), isError('invalid_input', 'items[0].samePayload'));
+  e('dedupe flag not boolean', dd([{ sameKind: 'yes', samePayload: true }]), isError('invalid_input', 'items[0].sameKind'));
+  e('dedupe items missing', { op: 'dedupe' }, isError('invalid_input', 'items'));
   e('batch 5001 items', fill(`{"op":"batch","now":${NOW},"items":[`, '{"payloadBytes":1},', 5000, '{"payloadBytes":1}]}'), isError('too_large', '5000'));
   const full = Array.from({ length: 64 }, () => ({ payloadBytes: 262144 }));
   e('batch 16 MiB of payloads', batch([...full, { payloadBytes: 300000 }]), decides([...full, { payloadBytes: 300000 }]));

@@ -291,10 +291,11 @@ describe('enqueueMany on every handle', () => {
     await client.end();
   });
 
-  test('dedupe: the first of a repeated key wins; keys are per tenant; a key of another kind conflicts', async () => {
+  test('dedupe: the first of a repeated key wins; keys are per tenant; another kind or another payload conflicts', async () => {
     const [held] = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyOther, [{ payload: { body: 'o' }, dedupeKey: 'other' }]));
     const results = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) =>
       enqueueMany(manyNote, [
+        { payload: { body: 'a' }, dedupeKey: 'k' },
         { payload: { body: 'a' }, dedupeKey: 'k' },
         { payload: { body: 'b' }, dedupeKey: 'k' },
         { payload: { body: 'c' }, dedupeKey: 'k', tenantKey: 't' },
@@ -302,12 +303,24 @@ describe('enqueueMany on every handle', () => {
       ]),
     );
     assert.equal(held!.status, 'created');
-    assert.deepEqual(results.map((r) => r.status), ['created', 'exists', 'created', 'dedupe_conflict']);
-    assert.equal((results[1] as { id: string }).id, (results[0] as { id: string }).id);
-    assert.deepEqual(results[3], { status: 'dedupe_conflict', reason: 'kind', existingKind: 'many.other' });
-    const again = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(manyNote, [{ payload: { body: 'x' }, dedupeKey: 'k' }]));
-    assert.deepEqual(again[0], { status: 'exists', id: (results[0] as { id: string }).id, kind: 'many.note' });
+    assert.deepEqual(results.map((r) => r.status), ['created', 'exists', 'dedupe_conflict', 'created', 'dedupe_conflict']);
+    const first = (results[0] as { id: string }).id;
+    assert.equal((results[1] as { id: string }).id, first);
+    assert.deepEqual(results[2], { status: 'dedupe_conflict', reason: 'payload', id: first });
+    assert.deepEqual(results[4], { status: 'dedupe_conflict', reason: 'kind', existingKind: 'many.other' });
+    // Against a committed job: the same request is `exists`, another payload a conflict, one at a time or in a list.
+    const same = await manyOutbox().transaction(pool, (_tx, enqueue) => enqueue(manyNote, { payload: { body: 'a' }, dedupeKey: 'k' }));
+    assert.deepEqual(same, { status: 'exists', id: first, kind: 'many.note' });
+    const other = await manyOutbox().transaction(pool, (_tx, enqueue) => enqueue(manyNote, { payload: { body: 'x' }, dedupeKey: 'k' }));
+    assert.deepEqual(other, { status: 'dedupe_conflict', reason: 'payload', id: first });
+    const again = await manyOutbox().transaction(pool, (_tx, _enqueue, enqueueMany) =>
+      enqueueMany(manyNote, [{ payload: { body: 'x' }, dedupeKey: 'k' }, { payload: { body: 'a' }, dedupeKey: 'k' }]));
+    assert.deepEqual(again, [{ status: 'dedupe_conflict', reason: 'payload', id: first }, { status: 'exists', id: first, kind: 'many.note' }]);
     assert.deepEqual((await pool.query(`SELECT payload FROM outbox.job WHERE dedupe_key = 'k' AND tenant_key IS NULL`)).rows, [{ payload: { body: 'a' } }]);
+    await assert.rejects(
+      manyOutbox({ strictEnqueue: true }).transaction(pool, (_tx, enqueue) => enqueue(manyNote, { payload: { body: 'y' }, dedupeKey: 'k' })),
+      (e: unknown) => e instanceof EnqueueRefusedError && e.result.status === 'dedupe_conflict' && e.result.reason === 'payload',
+    );
   });
 
   test('a key a concurrent transaction commits meanwhile is found with one more statement', async () => {
@@ -318,13 +331,16 @@ describe('enqueueMany on every handle', () => {
     const [mine] = await manyOutbox().enqueueMany(first, manyNote, [{ payload: { body: 'first' }, dedupeKey: 'race' }]);
     await second.query('BEGIN');
     // Blocks on the uncommitted key until `first` commits; its snapshot predates that commit.
-    const pending = manyOutbox().enqueueMany(second, manyNote, [{ payload: { body: 'second' }, dedupeKey: 'race' }, { payload: { body: 'free' } }]);
+    const pending = manyOutbox().enqueueMany(second, manyNote, [
+      { payload: { body: 'first' }, dedupeKey: 'race' }, { payload: { body: 'free' } }, { payload: { body: 'second' }, dedupeKey: 'race' },
+    ]);
     await new Promise((r) => setTimeout(r, 200));
     await first.query('COMMIT');
     const results = await pending;
     await second.query('COMMIT');
-    assert.deepEqual(results.map((r) => r.status), ['exists', 'created']);
+    assert.deepEqual(results.map((r) => r.status), ['exists', 'created', 'dedupe_conflict']);
     assert.equal((results[0] as { id: string }).id, (mine as { id: string }).id);
+    assert.deepEqual(results[2], { status: 'dedupe_conflict', reason: 'payload', id: (mine as { id: string }).id });
     assert.equal(seen.outbox, 2);
     await first.end();
     await second.end();

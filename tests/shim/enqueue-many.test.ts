@@ -21,18 +21,20 @@ describe('enqueueMany', () => {
     const res = await enqueueMany([
       ok('m0', { dedupeKey: 'd1', ...parked }),
       { payload: { key: 'm1', do: 'dance' } },
-      ok('m2', { dedupeKey: 'd1', ...parked }),
+      ok('m0', { dedupeKey: 'd1', ...parked }),
       ok('m3', { dedupeKey: 'taken', ...parked }),
       ok('m4', { dedupeKey: 'd1', tenantKey: 'org-a', ...parked }),
       { payload: { key: 'y'.repeat(300_000), do: 'ok' } },
       ok('m6', parked),
+      ok('m7', { dedupeKey: 'd1', ...parked }),
     ]);
     assert.equal(res.status, 200, JSON.stringify(res.body).slice(0, 500));
     const { results, statements } = res.body;
     assert.equal(statements, 1, 'one statement for the whole list');
-    assert.deepEqual(results.map((r: { status: string }) => r.status), ['created', 'invalid_payload', 'exists', 'dedupe_conflict', 'created', 'invalid_payload', 'created']);
+    assert.deepEqual(results.map((r: { status: string }) => r.status), ['created', 'invalid_payload', 'exists', 'dedupe_conflict', 'created', 'invalid_payload', 'created', 'dedupe_conflict']);
     assert.equal(results[2].id, results[0].id, 'a repeated key within the list is the first item\'s job');
     assert.deepEqual(results[3], { status: 'dedupe_conflict', reason: 'kind', existingKind: 'test.bulk' });
+    assert.deepEqual(results[7], { status: 'dedupe_conflict', reason: 'payload', id: results[0].id }, 'the same key with another payload');
     assert.notEqual(results[4].id, results[0].id, 'dedupe is per tenant');
     assert.match(results[5].issues[0].message, /262144/);
     assert.equal(await count(`kind = 'test.echo'`), 3);

@@ -48,7 +48,7 @@ describe('enqueue inside the transaction', () => {
     assert.deepEqual(await sinkFor('rb'), []);
   });
 
-  test('dedupe keys are per tenant; a key held by another kind is a conflict', async () => {
+  test('dedupe keys are per tenant; a key held by another kind, or with another payload, is a conflict', async () => {
     const first = await enqueueOne({ key: 'd1', do: 'ok' }, { dedupeKey: 'welcome:1' });
     const again = await enqueueOne({ key: 'd1', do: 'ok' }, { dedupeKey: 'welcome:1' });
     assert.equal(first.status, 'created');
@@ -58,6 +58,8 @@ describe('enqueue inside the transaction', () => {
     assert.notEqual(otherTenant.id, first.id);
     const conflict = await enqueue([{ kind: 'test.bulk', payload: { key: 'd1' }, dedupeKey: 'welcome:1' }]);
     assert.deepEqual(conflict.body[0], { status: 'dedupe_conflict', reason: 'kind', existingKind: 'test.echo' });
+    const changed = await enqueueOne({ key: 'd1', do: 'fail' }, { dedupeKey: 'welcome:1' });
+    assert.deepEqual(changed, { status: 'dedupe_conflict', reason: 'payload', id: first.id });
     assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 2);
   });
 

@@ -167,11 +167,64 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// What an item becomes when its dedupe key was already held (by a committed job, or by an
+// earlier item of the same list): the same request again is `exists`; the key held by another
+// kind, or the same kind with another payload, is a conflict, so a caller reusing a key for a
+// different request hears about it instead of silently getting the old job.
+// {"op":"dedupe","items":[{"sameKind":true,"samePayload":false},…]} → {"results":[…]}.
+Status enqueue_dedupe(od::object& root, const Where& where, JsonWriter& out) {
+  bool has_items = false;
+  out.begin_object();
+  out.key("results");
+  out.begin_array();
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "items") return ok_status();
+    has_items = true;
+    Result<od::array> list = input::read_array(field, where, key);
+    if (!list) return list.take_error();
+    Where capped = where;
+    capped.code = ErrorCode::too_large;
+    return input::for_each_element(list.value(), capped, key, kMaxBatchItems, [&](od::value& value, uint32_t index) -> Status {
+      const Where item_where = where.indexed("items", index);
+      od::object obj;
+      if (value.get_object().get(obj) != simdjson::SUCCESS) return input::family_error(item_where, ErrorCode::invalid_input, "must be an object");
+      int seen = 0;
+      bool same_kind = false, same_payload = false;
+      Status item = input::for_each_field(obj, item_where, [&](std::string_view name, od::value& flag) -> Status {
+        bool* target = name == "sameKind" ? &same_kind : name == "samePayload" ? &same_payload : nullptr;
+        if (target == nullptr) return ok_status();
+        Result<bool> b = input::read_bool(flag, item_where, name);
+        if (!b) return b.take_error();
+        *target = b.value();
+        seen |= target == &same_kind ? 1 : 2;
+        return ok_status();
+      });
+      if (!item) return item;
+      if ((seen & 1) == 0) return input::missing(item_where, "sameKind");
+      if ((seen & 2) == 0) return input::missing(item_where, "samePayload");
+      out.begin_object();
+      if (same_kind && same_payload) {
+        out.field("status", "exists");
+      } else {
+        out.field("status", "dedupe_conflict");
+        out.field("reason", same_kind ? "payload" : "kind");
+      }
+      out.end_object();
+      return ok_status();
+    });
+  });
+  if (!status) return status;
+  if (!has_items) return input::missing(where, "items");
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace
 
 Status run_enqueue(od::document& doc, JsonWriter& out) {
   // Without an "op" the document is the single form, as ABI 1 first shipped it.
-  static constexpr Operation kOps[] = {{"one", enqueue_one}, {"batch", enqueue_batch}};
+  static constexpr Operation kOps[] = {{"one", enqueue_one}, {"batch", enqueue_batch}, {"dedupe", enqueue_dedupe}};
   return dispatch_op(doc, out, "enqueue", kOps, "one");
 }
 

@@ -3,7 +3,7 @@ import { ts } from './time.js';
 /**
  * JobInsertOne: a list of one, in a statement far cheaper to plan than JobInsertMany's (about
  * half the time of a local round trip). Inserts, or finds the job that already holds the
- * dedupe key in the same tenant scope; returns no row only when a concurrent transaction
+ * dedupe key in the same tenant scope (and whether its payload is this one's); returns no row only when a concurrent transaction
  * inserted the key after this statement's snapshot (then JobFindByDedupeMany finds it).
  */
 export const JOB_INSERT_ONE = `
@@ -14,9 +14,9 @@ WITH ins AS (
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
-SELECT id, kind, true AS created FROM ins
+SELECT id, kind, true AS created, true AS same_payload FROM ins
 UNION ALL
-SELECT id, kind, false AS created FROM outbox.job
+SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload FROM outbox.job
  WHERE $6::text IS NOT NULL AND dedupe_key = $6 AND tenant_scope = COALESCE('t:' || $5::text, 'n')
    AND NOT EXISTS (SELECT 1 FROM ins)`;
 
@@ -39,7 +39,8 @@ const insertItems = (filter: string) => `
  * insertion). Items with one go in in list order, so among items sharing a key in one tenant
  * scope the first is inserted and the later ones skip against it (ON CONFLICT sees this
  * statement's own rows). Returns a row only for each item NOT inserted (`ord` from 1): the job
- * holding its key, inserted here by an earlier item or already committed. `id` is null only
+ * holding its key, inserted here by an earlier item or already committed, and whether its
+ * payload equals the item's (jsonb equality). `id` is null only
  * when a concurrent transaction inserted the key after this statement's snapshot; then
  * JobFindByDedupeMany finds it.
  */
@@ -54,17 +55,20 @@ WITH item AS (
 ), plain AS (${insertItems('dedupe_key IS NULL')}
 ), keyed AS (${insertItems('dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
-  RETURNING id, kind, tenant_scope, dedupe_key
+  RETURNING id, kind, tenant_scope, dedupe_key, payload
 )
-SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind
+SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COALESCE(f.payload, h.payload) = i.payload AS same_payload
   FROM item i
   LEFT JOIN keyed f ON f.dedupe_key = i.dedupe_key AND f.tenant_scope = i.tenant_scope
   LEFT JOIN outbox.job h ON f.id IS NULL AND h.dedupe_key IS NOT NULL
                         AND h.dedupe_key = i.dedupe_key AND h.tenant_scope = i.tenant_scope
  WHERE i.dedupe_key IS NOT NULL AND f.id IS DISTINCT FROM i.id`;
 
-/** JobFindByDedupeMany: the jobs holding dedupe keys[] ($1) in tenant scopes (keys[] $2), by `ord`. */
+/**
+ * JobFindByDedupeMany: the jobs holding dedupe keys[] ($1) in tenant scopes (keys[] $2), by
+ * `ord`, and whether each one's payload equals the item's (JSON texts[] $3).
+ */
 export const JOB_FIND_BY_DEDUPE_MANY = `
-SELECT t.ord, j.id, j.kind
-  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(dedupe_key, tenant_key, ord)
+SELECT t.ord, j.id, j.kind, j.payload = t.payload::jsonb AS same_payload
+  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(dedupe_key, tenant_key, payload, ord)
   JOIN outbox.job j ON j.dedupe_key = t.dedupe_key AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;
