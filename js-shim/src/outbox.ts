@@ -18,6 +18,11 @@ export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: Enqu
 /** The `enqueueMany` function `transaction` hands its callback: one statement for the list. */
 export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) => Promise<R[]>;
 
+/** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
+type OperateDecision =
+  | { ok: true; status: string; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null }
+  | { ok: false; reason: 'invalid_state' };
+
 /** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
 export interface TenantScope {
   tenantKey?: string | null;
@@ -158,27 +163,28 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
         const { rows } = await q.query(JOB_LOCK_FOR_OPERATE, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
         const found = new Map(rows.map((r: { id: string; status: string; kind: string; lane: string }) => [r.id, r]));
         const results: OperateResult[] = [];
-        const writes: { id: string; status: string; dueAt: number | null; reset: boolean }[] = [];
+        const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
         for (const id of ids) {
           const row = found.get(id);
           if (!row) {
             results.push({ id, status: 'not_found' });
             continue;
           }
-          const decision = runtime.core.call<{ ok: boolean; status?: string; dueAt?: number | null; reset?: boolean }>('operate', { action, now, job: { status: row.status } });
+          const decision = runtime.core.call<OperateDecision>('operate', { action, now, job: { status: row.status } });
           if (!decision.ok) {
             results.push({ id, status: 'invalid_state', jobStatus: row.status });
             continue;
           }
-          writes.push({ id, status: decision.status!, dueAt: decision.dueAt ?? null, reset: decision.reset ?? false });
-          results.push({ id, status: 'ok', jobStatus: decision.status! });
+          writes.push({ id, ...decision });
+          results.push({ id, status: 'ok', jobStatus: decision.status });
         }
         if (writes.length > 0) {
           await q.query(JOB_APPLY_OPERATE, [
             now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
+            writes.map((w) => w.closeAttempt),
           ]);
         }
-        const nudges: PendingNudge[] = action === 'cancel' ? [] : writes.map((w) => {
+        const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {
           const row = found.get(w.id)!;
           return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
         });

@@ -957,14 +957,15 @@ const T = (iso) => Date.parse(iso);
 {
   const STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
   const table = {
-    cancel: { from: ['pending', 'retrying', 'running'], to: () => 'cancelled', dueAt: null, reset: false },
-    replay: { from: ['dead', 'cancelled'], to: () => 'pending', dueAt: NOW, reset: true },
-    retryNow: { from: ['pending', 'retrying'], to: (s) => s, dueAt: NOW, reset: false },
+    cancel: { from: ['pending', 'retrying', 'running'], to: () => 'cancelled', dueAt: null, reset: false, nudge: false },
+    replay: { from: ['dead', 'cancelled'], to: () => 'pending', dueAt: NOW, reset: true, nudge: true },
+    retryNow: { from: ['pending', 'retrying'], to: (s) => s, dueAt: NOW, reset: false, nudge: true },
   };
   for (const [action, row] of Object.entries(table)) {
     for (const status of STATUSES) {
       const expected = row.from.includes(status)
-        ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, reset: row.reset })
+        ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, reset: row.reset, nudge: row.nudge,
+            closeAttempt: action === 'cancel' && status === 'running' ? 'cancel' : null })
         : '{"ok":false,"reason":"invalid_state"}';
       add('operate', `${action} ${status}`, { action, now: NOW, job: { status } }, exactText(expected));
     }

@@ -265,6 +265,9 @@ describe('recovery and fencing', () => {
     const job = await env.job(created.id);
     assert.equal(job.status, 'cancelled');
     assert.equal(job.last_error_code, 'operator');
+    // The cancel closed the running attempt; the late settle did not reopen or rewrite it.
+    const attempts = await env.sql('SELECT seq, outcome, error_code, finished_at IS NOT NULL AS finished FROM outbox.attempt WHERE job_id = $1', [created.id]);
+    assert.deepEqual(attempts, [{ seq: 1, outcome: 'cancel', error_code: 'operator', finished: true }]);
   });
 });
 

@@ -17,12 +17,13 @@ struct Action {
   std::string_view to;  // empty: the status stays as it is
   Due due;
   bool reset;
+  bool nudge;  // the job is due now: tell the queue rather than wait for a sweep
 };
 
 constexpr Action kActions[] = {
-    {"cancel", {"pending", "retrying", "running"}, "cancelled", Due::none, false},
-    {"replay", {"dead", "cancelled", {}}, "pending", Due::now, true},
-    {"retryNow", {"pending", "retrying", {}}, "", Due::now, false},
+    {"cancel", {"pending", "retrying", "running"}, "cancelled", Due::none, false, false},
+    {"replay", {"dead", "cancelled", {}}, "pending", Due::now, true, true},
+    {"retryNow", {"pending", "retrying", {}}, "", Due::now, false, true},
 };
 
 constexpr std::string_view kStatuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled"};
@@ -94,6 +95,11 @@ Status run_operate(od::document& doc, JsonWriter& out) {
     out.key("dueAt");
     if (action->due == Due::now) out.integer(now); else out.null();
     out.field_bool("reset", action->reset);
+    out.field_bool("nudge", action->nudge);
+    // A running job's attempt is still open; ending the job ends it too, so the attempt
+    // history never shows an attempt running on a finished job.
+    out.key("closeAttempt");
+    if (status == "running" && action->to == "cancelled") out.string("cancel"); else out.null();
   }
   out.end_object();
   return ok_status();

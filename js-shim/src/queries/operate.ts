@@ -10,11 +10,19 @@ SELECT id, kind, lane, status FROM outbox.job
  WHERE id = ANY($1::uuid[]) AND ${scoped('$2', '$3')}
  FOR UPDATE`;
 
-/** JobApplyOperate: writes operator decisions made by the core. */
+/**
+ * JobApplyOperate: writes operator decisions made by the core. `close` (the core's
+ * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement.
+ */
 export const JOB_APPLY_OPERATE = `
 WITH o AS (
-  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[])
-    AS o(id, status, due_ms, reset, reason)
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[], $7::text[])
+    AS o(id, status, due_ms, reset, reason, close)
+), closed AS (
+  UPDATE outbox.attempt a
+     SET finished_at = ${ts('$1')}, outcome = o.close, error_code = o.reason
+    FROM o JOIN outbox.job cj ON cj.id = o.id
+   WHERE o.close IS NOT NULL AND a.job_id = o.id AND a.seq = cj.attempt_seq AND a.finished_at IS NULL
 )
 UPDATE outbox.job j
    SET status = o.status,
