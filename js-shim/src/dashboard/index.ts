@@ -310,7 +310,9 @@ function notice(url: URL): Html | null {
 // ---- formatting --------------------------------------------------------------------------------
 
 const when = (d: Date | null) => (d ? d.toISOString().replace('T', ' ').slice(0, 19) : '');
-const duration = (ms: number | null) => (ms === null ? '' : ms < 1000 ? `${ms} ms` : ms < 120_000 ? `${(ms / 1000).toFixed(1)} s` : `${(ms / 60_000).toFixed(1)} min`);
+const short = (n: number) => (Number.isInteger(n) ? String(n) : n.toFixed(1));
+const duration = (ms: number | null) =>
+  ms === null ? '' : ms < 1000 ? `${ms} ms` : ms < 120_000 ? `${short(Math.round(ms / 100) / 10)} s` : ms < 7_200_000 ? `${short(Math.round(ms / 6_000) / 10)} min` : `${short(Math.round(ms / 360_000) / 10)} h`;
 const sev = (s: 'ok' | 'warn' | 'error') => html`<span class="sev-${s}">${s}</span>`;
 const statusCell = (s: string) => html`<span class="status-${s}">${s}</span>`;
 

@@ -136,7 +136,7 @@ export interface HealthWarning {
   detail: string;
 }
 
-const minutes = (ms: number) => (ms >= 3_600_000 ? `${(ms / 3_600_000).toFixed(1)} h` : `${Math.round(ms / 60_000)} min`);
+const minutes = (ms: number) => (ms >= 3_600_000 ? `${Number((ms / 3_600_000).toFixed(1))} h` : `${Math.round(ms / 60_000)} min`);
 
 /** Warnings for the table's health (none when it is fine). */
 export function gradeTableHealth(h: TableHealth): HealthWarning[] {
@@ -174,6 +174,6 @@ export function gradeDeadLetters(g: DeadLetterGrowth): HealthWarning[] {
   return [{
     severity: g.lastWindow >= DEAD_LETTER_ERROR ? 'error' : 'warn',
     title: 'Dead letters are growing',
-    detail: `${g.lastWindow} job(s) dead-lettered in the last ${minutes(DEAD_LETTER_WINDOW_MS)} (${g.previousWindow} in the hour before; ${g.total} dead in all).`,
+    detail: `${g.lastWindow} job(s) dead-lettered in the last ${minutes(DEAD_LETTER_WINDOW_MS)} (${g.previousWindow} in the window before; ${g.total} dead in all).`,
   }];
 }
