@@ -91,7 +91,7 @@ async function main() {
   if (verbose) dev.onOutput((chunk) => process.stdout.write(chunk));
   log(`wrangler dev starting on ${dev.url} (log: ${path.relative(process.cwd(), logFile)})`);
   const readyMs = await stack.waitForHealth(dev);
-  log(`/health answered after ${(readyMs / 1000).toFixed(1)} s`);
+  log(`/health answered after ${(readyMs / 1000).toFixed(1)} s; dashboard: ${dev.url}/dashboard`);
 
   const seen = await demo(dev.url);
   const ok = seen.succeeded && seen.retried && seen.dead;
@@ -105,7 +105,9 @@ async function main() {
     return;
   }
   console.log(`
-The reference Worker keeps running at ${dev.url} (PostgreSQL: ${db.url}). Try:
+The reference Worker keeps running at ${dev.url} (PostgreSQL: ${db.url}).
+Dashboard: ${dev.url}/dashboard   (backlog, jobs, one job's attempts; cancel, replay, retry now)
+Try:
   curl -s -XPOST ${dev.url}/signup -H 'content-type: application/json' -d '{"email":"you@example.com"}'
   curl -s ${dev.url}/jobs
   curl -s '${dev.url}/__scheduled?cron=*/5+*+*+*+*'     # run the sweep now (dev.mjs also does every ${Number(option('--sweep-every', '15'))} s)

@@ -64,7 +64,7 @@ class Session {
     if (token) this.token = token[1]!;
     return { res, body };
   }
-  async post(fields: [string, string][], opts: { token?: string | null; cookie?: string; origin?: string } = {}): Promise<{ res: Response; body: string }> {
+  async post(fields: [string, string][], opts: { token?: string | null; cookie?: string; site?: string } = {}): Promise<{ res: Response; body: string }> {
     const form = new URLSearchParams(fields);
     const token = opts.token === undefined ? this.token : opts.token;
     if (token !== null) form.set('csrf', token);
@@ -73,7 +73,7 @@ class Session {
       new Request(`${BASE}/dash/actions`, {
         method: 'POST',
         body: form,
-        headers: { 'x-role': this.role, ...(cookie ? { cookie } : {}), ...(opts.origin ? { origin: opts.origin } : {}) },
+        headers: { 'x-role': this.role, ...(cookie ? { cookie } : {}), ...(opts.site ? { 'sec-fetch-site': opts.site } : {}) },
         redirect: 'manual',
       }),
       {},
@@ -161,10 +161,11 @@ describe('CSRF', () => {
     const foreign = /name="csrf" value="([^"]*)"/.exec(await page.text())![1]!;
     assert.notEqual(foreign, s.token);
     assert.equal((await s.post(fields, { token: foreign })).res.status, 403, 'token of another secret');
-    assert.equal((await s.post(fields, { origin: 'https://evil.example' })).res.status, 403, 'cross-origin');
+    assert.equal((await s.post(fields, { site: 'cross-site' })).res.status, 403, 'cross-site');
+    assert.equal((await s.post(fields, { site: 'same-site' })).res.status, 403, 'a sibling site');
     assert.equal(await statusOf(id!), 'dead');
 
-    const okRes = await s.post(fields, { origin: BASE });
+    const okRes = await s.post(fields, { site: 'same-origin' });
     assert.equal(okRes.res.status, 303);
     assert.equal(okRes.res.headers.get('location'), '/dash/jobs?status=dead&done=replay&changed=1&refused=0&missing=0');
     assert.equal(await statusOf(id!), 'pending');

@@ -505,9 +505,11 @@ ${attempts.map((a) => html`<tr><td class="n">${a.attempt}</td><td>${a.outcome ??
 
 async function handleAction<Env>(r: Req<Env>, s: Settings, secret: string | undefined, cookieNonce: string | undefined): Promise<Response> {
   if (r.access.readOnly) return plain(403, 'Read-only: actions are disabled');
-  // Browsers send Origin on POST; one that is not ours is a cross-site form, whatever the token.
-  const origin = r.request.headers.get('origin');
-  if (origin !== null && origin !== r.url.origin) return plain(403, 'Cross-origin request refused');
+  // Browsers say where a request came from in Sec-Fetch-Site, which pages cannot forge; our
+  // own forms are same-origin. (The Origin header is not compared with the URL: proxies such as
+  // `wrangler dev` may rewrite the host the Worker sees.)
+  const site = r.request.headers.get('sec-fetch-site');
+  if (site !== null && site !== 'same-origin' && site !== 'none') return plain(403, 'Cross-site request refused');
   const type = r.request.headers.get('content-type') ?? '';
   if (!type.startsWith('application/x-www-form-urlencoded') && !type.startsWith('multipart/form-data')) return plain(415, 'Expected a form');
   const length = Number(r.request.headers.get('content-length') ?? '0');
