@@ -40,7 +40,9 @@ button.danger{border-color:#c53030;color:#c53030}
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;background:#fff;border:1px solid #e2e8f0;padding:8px;margin:0}
 dl.meta dt{color:#4a5568}dl.meta dd{margin:0}
 .charts{display:flex;gap:16px;flex-wrap:wrap}
-.chart{background:#fff;border:1px solid #e2e8f0}
+.chart{background:#fff;border:1px solid #e2e8f0;display:block}
+figure{margin:0}figcaption{font-size:12px;color:#4a5568;margin:0 0 2px}
+td.mono{white-space:nowrap}
 .muted{color:#718096}
 `;
 

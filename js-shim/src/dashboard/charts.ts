@@ -6,7 +6,7 @@
 import { html, type Html } from './html.js';
 import type { RateBucket } from './stats.js';
 
-const W = 600;
+const W = 560;
 const H = 140;
 const PAD_L = 40;
 const PAD_B = 18;
@@ -19,7 +19,7 @@ const clock = (ms: number) => new Date(ms).toISOString().slice(11, 16);
 function frame(title: string, yMax: string, buckets: readonly RateBucket[], bucketMs: number, body: Html): Html {
   const first = buckets[0]?.start ?? 0;
   const end = (buckets.at(-1)?.start ?? 0) + bucketMs;
-  return html`<svg class="chart" role="img" aria-label="${title}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg">
+  return html`<figure><figcaption>${title}</figcaption><svg class="chart" role="img" aria-label="${title}" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" xmlns="http://www.w3.org/2000/svg">
 <title>${title}</title>
 <line x1="${PAD_L}" y1="${PAD_T}" x2="${PAD_L}" y2="${H - PAD_B}" stroke="#999"/>
 <line x1="${PAD_L}" y1="${H - PAD_B}" x2="${W}" y2="${H - PAD_B}" stroke="#999"/>
@@ -28,7 +28,7 @@ function frame(title: string, yMax: string, buckets: readonly RateBucket[], buck
 <text x="${PAD_L}" y="${H - 4}" font-size="10" fill="#555">${clock(first)} UTC</text>
 <text x="${W}" y="${H - 4}" text-anchor="end" font-size="10" fill="#555">${clock(end)} UTC</text>
 ${body}
-</svg>`;
+</svg></figure>`;
 }
 
 /** Finished attempts per bucket, ok stacked under failed. */
