@@ -7,7 +7,8 @@
 //   3. starts `wrangler dev --test-scheduled` on 127.0.0.1:8787 (another port if busy);
 //   4. signs up a few users and triggers the cron sweep, printing the job table as it changes:
 //      welcome emails succeed, CRM syncs retry then succeed, one webhook dead-letters;
-//   5. keeps wrangler running (Ctrl-C stops everything), or with `--once` exits: 0 if it saw
+//   5. prints the operator dashboard's URL (<wrangler>/dashboard, postbox/dashboard) and
+//      keeps wrangler running (Ctrl-C stops everything), or with `--once` exits: 0 if it saw
 //      succeeded, retried and dead jobs, 1 otherwise.
 //
 // On a fresh machine (no node_modules, no toolchains) it first runs scripts/setup.sh.
