@@ -14,9 +14,10 @@ const promised = {
   './cloudflare': ['createQueueHandler', 'createScheduledHandler', 'createDlqHandler', 'defineSchedule'],
   './pg': ['createPgConnector', 'createPgPoolConnector'],
   './sql': ['OUTBOX_MIGRATIONS', 'migrate'],
-  './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog'],
+  './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog', 'listAttempts'],
   './testing': ['createTestClock', 'runUntilIdle'],
   './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'verifyOutboxSchema'],
+  './dashboard': ['createDashboard'],
 };
 const MAX_WASM_BYTES = 200 * 1024;
 

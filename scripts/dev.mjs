@@ -7,7 +7,8 @@
 //   3. starts `wrangler dev --test-scheduled` on 127.0.0.1:8787 (another port if busy);
 //   4. signs up a few users and triggers the cron sweep, printing the job table as it changes:
 //      welcome emails succeed, CRM syncs retry then succeed, one webhook dead-letters;
-//   5. keeps wrangler running (Ctrl-C stops everything), or with `--once` exits: 0 if it saw
+//   5. prints the operator dashboard's URL (<wrangler>/dashboard, postbox/dashboard) and
+//      keeps wrangler running (Ctrl-C stops everything), or with `--once` exits: 0 if it saw
 //      succeeded, retried and dead jobs, 1 otherwise.
 //
 // On a fresh machine (no node_modules, no toolchains) it first runs scripts/setup.sh.
@@ -91,7 +92,7 @@ async function main() {
   if (verbose) dev.onOutput((chunk) => process.stdout.write(chunk));
   log(`wrangler dev starting on ${dev.url} (log: ${path.relative(process.cwd(), logFile)})`);
   const readyMs = await stack.waitForHealth(dev);
-  log(`/health answered after ${(readyMs / 1000).toFixed(1)} s`);
+  log(`/health answered after ${(readyMs / 1000).toFixed(1)} s; dashboard: ${dev.url}/dashboard`);
 
   const seen = await demo(dev.url);
   const ok = seen.succeeded && seen.retried && seen.dead;
@@ -105,7 +106,9 @@ async function main() {
     return;
   }
   console.log(`
-The reference Worker keeps running at ${dev.url} (PostgreSQL: ${db.url}). Try:
+The reference Worker keeps running at ${dev.url} (PostgreSQL: ${db.url}).
+Dashboard: ${dev.url}/dashboard   (backlog, jobs, one job's attempts; cancel, replay, retry now)
+Try:
   curl -s -XPOST ${dev.url}/signup -H 'content-type: application/json' -d '{"email":"you@example.com"}'
   curl -s ${dev.url}/jobs
   curl -s '${dev.url}/__scheduled?cron=*/5+*+*+*+*'     # run the sweep now (dev.mjs also does every ${Number(option('--sweep-every', '15'))} s)

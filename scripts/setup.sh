@@ -3,7 +3,8 @@
 # installs nothing and only re-checks. Run as root, or as a user with sudo.
 #
 #   1. Debian packages: the C++/wasm toolchains (clang 19 + llvm 19 + wasi-libc + libc++ for wasm32,
-#      Emscripten, binaryen, wabt), doctest, cmake, g++/clang 14, PostgreSQL 15.
+#      Emscripten, binaryen, wabt), doctest, cmake, g++/clang 14, PostgreSQL 15, Chromium (the
+#      dashboard's browser test drives it with playwright-core, which downloads no browser).
 #      `apt-get update` only runs when something is missing.
 #   2. Stops and disables any PostgreSQL cluster Debian auto-started: tests start their own.
 #   3. `npm ci` at the repository root, then checks that the install scripts we rely on ran
@@ -32,6 +33,7 @@ packages=(
   postgresql-15
   libclang-rt-14-dev cmake g++ clang-14
   libclang-rt-19-dev make gcc postgresql-common mawk passwd apt
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -4,11 +4,13 @@
 //   POST /signup {email, badWebhook?}  → 201 {user, jobs}; 409 on a duplicate email (nothing enqueued)
 //   GET  /jobs?limit=N                 → recent rows of outbox.job
 //   GET  /health                       → 200 once the database answers
+//   /dashboard/…                       → the operator dashboard (postbox/dashboard)
 //
 // Queue `postbox` delivers nudges to the runner; `postbox-dlq` only reports. The cron sweep
 // runs due retries and recovers crashed attempts.
 import { createOutbox, type OutboxEvent } from 'postbox';
 import { createDlqHandler, createQueueHandler, createScheduledHandler } from 'postbox/cloudflare';
+import { createDashboard } from 'postbox/dashboard';
 import { createPgConnector } from 'postbox/pg';
 import pg from 'pg';
 import { crmSync, jobs, webhookDeliver, welcomeEmail } from './jobs.js';
@@ -17,6 +19,8 @@ export interface Env {
   OUTBOX_DB: Hyperdrive;
   OUTBOX_QUEUE: Queue;
   CF_VERSION_METADATA?: WorkerVersionMetadata;
+  /** Signs the dashboard's CSRF tokens when set (e.g. in .dev.vars or as a secret). */
+  DASHBOARD_CSRF_SECRET?: string;
 }
 
 /** Structured events go to the log as one JSON line each (Workers Logs indexes them). */
@@ -36,6 +40,18 @@ export const outboxFor = (env: Env) =>
 const consume = createQueueHandler(outboxFor);
 const reportDeadLetters = createDlqHandler({ events: logEvent });
 const sweep = createScheduledHandler(outboxFor);
+
+/**
+ * The operator dashboard at /dashboard. This Worker only ever runs locally (`npm run dev`), so
+ * `authorize` lets every request in; a deployed Worker must check the caller here, e.g. the
+ * identity Cloudflare Access puts in front of it, and may return { tenantKey } or
+ * { readOnly: true } to narrow what it grants.
+ */
+const dashboard = createDashboard(outboxFor, {
+  basePath: '/dashboard',
+  authorize: () => true,
+  csrfSecret: (env) => env.DASHBOARD_CSRF_SECRET,
+});
 
 const json = (value: unknown, status = 200): Response =>
   new Response(JSON.stringify(value, null, 2), { status, headers: { 'content-type': 'application/json' } });
@@ -137,6 +153,7 @@ export default {
       if (url.pathname === '/signup' && request.method === 'POST') return await signup(request, env, ctx);
       if (url.pathname === '/jobs' && request.method === 'GET') return await listJobs(url, env, ctx);
       if (url.pathname === '/health' && request.method === 'GET') return await health(env, ctx);
+      if (url.pathname === '/dashboard' || url.pathname.startsWith('/dashboard/')) return await dashboard(request, env, ctx);
       return json({ error: 'not_found' }, 404);
     } catch (error) {
       console.error(JSON.stringify({ type: 'request_failed', path: url.pathname, error: String(error) }));

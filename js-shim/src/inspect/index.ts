@@ -4,10 +4,11 @@
  * @module
  */
 import { getCore } from '../core/core.js';
-import { runTransaction, type TransactionalDb } from '../db.js';
+import type { TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
 import { ms } from '../queries/time.js';
-import type { JobStatus, Queryable } from '../types.js';
+import type { JobStatus } from '../types.js';
+import { readOnly, tenantFilter, type ReadOptions } from './read.js';
 
 /** A job as operators see it. Times are `Date`s. */
 export interface JobView {
@@ -29,10 +30,6 @@ export interface JobView {
   finishedAt: Date | null;
 }
 
-interface ReadOptions {
-  statementTimeoutMs?: number;
-}
-
 const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
   last_error_code, last_error_message, ${ms('due_at')} AS due_ms, ${ms('created_at')} AS created_ms, ${ms('finished_at')} AS finished_ms`;
 
@@ -43,23 +40,6 @@ function toView(r: any): JobView {
     lastErrorCode: r.last_error_code, lastErrorMessage: r.last_error_message,
     dueAt: new Date(Number(r.due_ms)), createdAt: new Date(Number(r.created_ms)), finishedAt: r.finished_ms === null ? null : new Date(Number(r.finished_ms)),
   };
-}
-
-async function readOnly<T>(db: TransactionalDb, opts: ReadOptions, fn: (q: Queryable) => Promise<T>): Promise<T> {
-  const timeout = opts.statementTimeoutMs ?? 30_000;
-  if (!Number.isInteger(timeout) || timeout <= 0) throw new PostboxError('invalid_input', 'statementTimeoutMs must be a positive integer');
-  return runTransaction(db, async (q) => {
-    await q.query('SET TRANSACTION READ ONLY');
-    await q.query(`SET LOCAL statement_timeout = ${timeout}`);
-    return fn(q);
-  });
-}
-
-/** A tenant filter: omitted means any tenant, `null` only jobs without one. */
-function tenantFilter(tenantKey: string | null | undefined, params: unknown[]): string {
-  if (tenantKey === undefined) return 'TRUE';
-  params.push(tenantKey);
-  return `tenant_scope = COALESCE('t:' || $${params.length}::text, 'n')`;
 }
 
 /** One job by id, or `null` (also when it belongs to another tenant than `tenantKey`). */
@@ -144,25 +124,87 @@ export async function findJobsByCorrelationId(db: TransactionalDb, opts: { corre
   return (await listJobs(db, { ...opts, limit: opts.limit ?? 100 })).jobs;
 }
 
-/** Backlog per kind: pending and retrying jobs, and how many are due now or overdue by `agedMs`. */
-export async function countBacklog(db: TransactionalDb, opts: { now?: number; agedMs?: number } & ReadOptions = {}) {
+/** One row of `countBacklog`: a kind in one lane. `processing` counts running jobs. */
+export interface BacklogRow {
+  kind: string;
+  lane: string;
+  pending: number;
+  retrying: number;
+  due: number;
+  aged: number;
+  processing: number;
+  stuck: number;
+}
+
+/**
+ * Backlog per kind and lane: pending and retrying jobs, how many are due now or overdue by
+ * `agedMs`, and running jobs, of which `stuck` hold a lease past expiry. `tenantKey` narrows it
+ * to one tenant (`null`: jobs without one).
+ */
+export async function countBacklog(
+  db: TransactionalDb,
+  opts: { now?: number; agedMs?: number; tenantKey?: string | null } & ReadOptions = {},
+): Promise<BacklogRow[]> {
   const now = opts.now ?? Date.now();
   const agedMs = opts.agedMs ?? 300_000;
   return readOnly(db, opts, async (q) => {
+    const params: unknown[] = [now, agedMs];
     const { rows } = await q.query(
-      `SELECT kind,
+      `SELECT kind, lane,
               count(*) FILTER (WHERE status = 'pending')::int AS pending,
               count(*) FILTER (WHERE status = 'retrying')::int AS retrying,
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp($1::bigint / 1000.0))::int AS due,
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp(($1::bigint - $2::bigint) / 1000.0))::int AS aged,
               count(*) FILTER (WHERE status = 'running')::int AS processing,
               count(*) FILTER (WHERE status = 'running' AND lease_expires_at < to_timestamp($1::bigint / 1000.0))::int AS stuck
-         FROM outbox.job WHERE status IN ('pending', 'retrying', 'running') GROUP BY kind ORDER BY kind`,
-      [now, agedMs],
+         FROM outbox.job WHERE status IN ('pending', 'retrying', 'running') AND ${tenantFilter(opts.tenantKey, params)}
+        GROUP BY kind, lane ORDER BY kind, lane`,
+      params,
     );
-    return rows as { kind: string; pending: number; retrying: number; due: number; aged: number; processing: number; stuck: number }[];
+    return rows as BacklogRow[];
   });
 }
+
+/** One attempt of a job, as `listAttempts` returns it. */
+export interface AttemptView {
+  /** The attempt's number (every claim ever made, so it keeps counting across replays). */
+  attempt: number;
+  /** `null` while it runs; then ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed or invalid_payload. */
+  outcome: string | null;
+  code: string | null;
+  message?: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+  /** `finishedAt - startedAt`, or `null` while it runs. */
+  durationMs: number | null;
+}
+
+/** Every attempt of one job, in order (none for an unknown id). */
+export async function listAttempts(db: TransactionalDb, opts: { jobId: string } & ReadOptions): Promise<AttemptView[]> {
+  if (typeof opts?.jobId !== 'string' || !UUID.test(opts.jobId)) throw new PostboxError('invalid_input', 'listAttempts: jobId must be a job id (a UUID)');
+  return readOnly(db, opts, async (q) => {
+    const { rows } = await q.query(
+      `SELECT seq, outcome, error_code, error_message, ${ms('started_at')} AS started_ms, ${ms('finished_at')} AS finished_ms
+         FROM outbox.attempt WHERE job_id = $1 ORDER BY seq`,
+      [opts.jobId],
+    );
+    return rows.map((r: any): AttemptView => {
+      const startedAt = Number(r.started_ms);
+      const finishedAt = r.finished_ms === null ? null : Number(r.finished_ms);
+      return {
+        attempt: r.seq,
+        outcome: r.outcome,
+        code: r.error_code,
+        ...(r.error_message === null ? {} : { message: r.error_message }),
+        startedAt: new Date(startedAt),
+        finishedAt: finishedAt === null ? null : new Date(finishedAt),
+        durationMs: finishedAt === null ? null : finishedAt - startedAt,
+      };
+    });
+  });
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Thresholds per metric; a value at or above `warn` / `error` grades it. */
 export type BacklogThresholds = Partial<Record<'due' | 'aged' | 'stuck', { warn: number; error: number }>>;

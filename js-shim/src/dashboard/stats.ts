@@ -1,0 +1,179 @@
+/**
+ * The dashboard's own reads beyond `postbox/inspect`: attempt rates over time, dead-letter
+ * growth and the job table's health. All run on the inspection path (read-only transaction,
+ * statement timeout), in one transaction per page.
+ * @module
+ */
+import type { Queryable } from '../types.js';
+import { ts } from '../queries/time.js';
+import { tenantFilter } from '../inspect/read.js';
+
+/** Attempts that finished within one bucket of the chart's window. */
+export interface RateBucket {
+  /** Bucket start, epoch ms. */
+  start: number;
+  ok: number;
+  /** Every other outcome but `claim_late` (which charges nothing: the job was merely late). */
+  failed: number;
+}
+
+/** Finished attempts per bucket over `[since, since + buckets * bucketMs)`, oldest first. */
+export async function attemptRates(
+  q: Queryable,
+  opts: { since: number; bucketMs: number; buckets: number; tenantKey?: string | null },
+): Promise<RateBucket[]> {
+  const params: unknown[] = [opts.since, opts.bucketMs, opts.since + opts.bucketMs * opts.buckets];
+  const scoped = opts.tenantKey === undefined ? '' : `AND EXISTS (SELECT 1 FROM outbox.job j WHERE j.id = a.job_id AND ${tenantFilter(opts.tenantKey, params).replace('tenant_scope', 'j.tenant_scope')})`;
+  const { rows } = await q.query(
+    `SELECT floor((extract(epoch from a.finished_at) * 1000 - $1::bigint) / $2::bigint)::int AS bucket,
+            count(*) FILTER (WHERE a.outcome = 'ok')::int AS ok,
+            count(*) FILTER (WHERE a.outcome <> 'ok' AND a.outcome <> 'claim_late')::int AS failed
+       FROM outbox.attempt a
+      WHERE a.finished_at >= ${ts('$1')} AND a.finished_at < ${ts('$3')} ${scoped}
+      GROUP BY 1`,
+    params,
+  );
+  const out: RateBucket[] = Array.from({ length: opts.buckets }, (_, i) => ({ start: opts.since + i * opts.bucketMs, ok: 0, failed: 0 }));
+  for (const r of rows) {
+    const b = out[r.bucket];
+    if (b) {
+      b.ok = r.ok;
+      b.failed = r.failed;
+    }
+  }
+  return out;
+}
+
+/** Jobs that dead-lettered in the last window and in the one before it, and all dead jobs. */
+export interface DeadLetterGrowth {
+  lastWindow: number;
+  previousWindow: number;
+  total: number;
+}
+
+export async function deadLetterGrowth(q: Queryable, opts: { now: number; windowMs: number; tenantKey?: string | null }): Promise<DeadLetterGrowth> {
+  const params: unknown[] = [opts.now, opts.windowMs];
+  const { rows } = await q.query(
+    `SELECT count(*) FILTER (WHERE finished_at > ${ts('($1::bigint - $2::bigint)')})::int AS last_window,
+            count(*) FILTER (WHERE finished_at <= ${ts('($1::bigint - $2::bigint)')} AND finished_at > ${ts('($1::bigint - 2 * $2::bigint)')})::int AS previous_window,
+            count(*)::int AS total
+       FROM outbox.job WHERE status = 'dead' AND ${tenantFilter(opts.tenantKey, params)}`,
+    params,
+  );
+  return { lastWindow: rows[0].last_window, previousWindow: rows[0].previous_window, total: rows[0].total };
+}
+
+/** `outbox.job` as PostgreSQL's statistics see it. Ages are by the server's clock. */
+export interface TableHealth {
+  liveTuples: number;
+  deadTuples: number;
+  totalBytes: number;
+  /** Since the last autovacuum of the table; `null`: never (since statistics were reset). */
+  lastAutovacuumAgeMs: number | null;
+  lastVacuumAgeMs: number | null;
+  /**
+   * The session whose snapshot holds back cleanup the longest (its `backend_xmin` is the
+   * oldest), or `null` when no other session holds one. Without `pg_read_all_stats` (e.g. the
+   * `pg_monitor` role) PostgreSQL hides other roles' sessions' details, so this may miss them.
+   */
+  oldestXmin: { pid: number; xidAge: number; transactionAgeMs: number | null; state: string | null; applicationName: string | null } | null;
+}
+
+export async function tableHealth(q: Queryable): Promise<TableHealth | null> {
+  const table = await q.query(
+    `SELECT n_live_tup::bigint AS live, n_dead_tup::bigint AS dead, pg_total_relation_size(relid)::bigint AS bytes,
+            round(extract(epoch from now() - last_autovacuum) * 1000)::bigint AS autovacuum_ms,
+            round(extract(epoch from now() - last_vacuum) * 1000)::bigint AS vacuum_ms
+       FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname = 'job'`,
+  );
+  const t = table.rows[0];
+  if (!t) return null;
+  const holder = await q.query(
+    `SELECT pid, age(backend_xmin)::int AS xid_age, state, application_name,
+            round(extract(epoch from now() - xact_start) * 1000)::bigint AS xact_ms
+       FROM pg_stat_activity
+      WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+      ORDER BY age(backend_xmin) DESC LIMIT 1`,
+  );
+  const h = holder.rows[0];
+  const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+  return {
+    liveTuples: Number(t.live),
+    deadTuples: Number(t.dead),
+    totalBytes: Number(t.bytes),
+    lastAutovacuumAgeMs: num(t.autovacuum_ms),
+    lastVacuumAgeMs: num(t.vacuum_ms),
+    oldestXmin: h
+      ? { pid: h.pid, xidAge: h.xid_age, transactionAgeMs: num(h.xact_ms), state: h.state ?? null, applicationName: h.application_name || null }
+      : null,
+  };
+}
+
+// Table-health thresholds. The core grades the backlog (`evaluateBacklog`); these grade what
+// only PostgreSQL knows, so they live here rather than grow the core.
+
+/** Below this many dead tuples the table is too small for bloat to matter. */
+export const DEAD_TUPLES_FLOOR = 1_000;
+/** dead / live at which autovacuum is lagging: its default scale factor (0.2) should have fired by now. */
+export const DEAD_RATIO_WARN = 0.2;
+/** More dead than live tuples: the table is mostly bloat and every claim's index scan wades through it. */
+export const DEAD_RATIO_ERROR = 1;
+/** With dead tuples past the floor, an autovacuum older than this (or none) means it is not keeping up. */
+export const AUTOVACUUM_STALE_MS = 60 * 60_000;
+/** A snapshot older than this keeps every job row version updated since: jobs churn in seconds. */
+export const XMIN_HOLD_WARN_MS = 5 * 60_000;
+/** An hour of held-back cleanup: bloat grows with every job in that hour. */
+export const XMIN_HOLD_ERROR_MS = 60 * 60_000;
+/** Dead letters are counted per window of this length (and compared with the window before). */
+export const DEAD_LETTER_WINDOW_MS = 60 * 60_000;
+/** Dead letters in one window at which the growth is an error rather than a warning. */
+export const DEAD_LETTER_ERROR = 100;
+
+/** A health warning the dashboard shows. */
+export interface HealthWarning {
+  severity: 'warn' | 'error';
+  title: string;
+  detail: string;
+}
+
+const minutes = (ms: number) => (ms >= 3_600_000 ? `${Number((ms / 3_600_000).toFixed(1))} h` : `${Math.round(ms / 60_000)} min`);
+
+/** Warnings for the table's health (none when it is fine). */
+export function gradeTableHealth(h: TableHealth): HealthWarning[] {
+  const out: HealthWarning[] = [];
+  const ratio = h.deadTuples / Math.max(h.liveTuples, 1);
+  if (h.deadTuples >= DEAD_TUPLES_FLOOR && ratio >= DEAD_RATIO_WARN) {
+    out.push({
+      severity: ratio >= DEAD_RATIO_ERROR ? 'error' : 'warn',
+      title: 'Dead tuples in outbox.job',
+      detail: `${h.deadTuples} dead against ${h.liveTuples} live tuples (${(ratio * 100).toFixed(0)}%).`,
+    });
+    const lastVacuum = h.lastAutovacuumAgeMs;
+    if (lastVacuum === null || lastVacuum > AUTOVACUUM_STALE_MS) {
+      out.push({
+        severity: 'warn',
+        title: 'Autovacuum is lagging',
+        detail: lastVacuum === null ? 'outbox.job has not been autovacuumed since statistics were reset.' : `The last autovacuum of outbox.job was ${minutes(lastVacuum)} ago.`,
+      });
+    }
+  }
+  const x = h.oldestXmin;
+  if (x && x.transactionAgeMs !== null && x.transactionAgeMs >= XMIN_HOLD_WARN_MS) {
+    out.push({
+      severity: x.transactionAgeMs >= XMIN_HOLD_ERROR_MS ? 'error' : 'warn',
+      title: 'A transaction holds back cleanup',
+      detail: `Session ${x.pid}${x.applicationName ? ` (${x.applicationName})` : ''}, ${x.state ?? 'state unknown'}, has held its snapshot for ${minutes(x.transactionAgeMs)} (${x.xidAge} transactions old): no dead row newer than it can be vacuumed.`,
+    });
+  }
+  return out;
+}
+
+/** A warning when jobs dead-lettered in the last window. */
+export function gradeDeadLetters(g: DeadLetterGrowth): HealthWarning[] {
+  if (g.lastWindow === 0) return [];
+  return [{
+    severity: g.lastWindow >= DEAD_LETTER_ERROR ? 'error' : 'warn',
+    title: 'Dead letters are growing',
+    detail: `${g.lastWindow} job(s) dead-lettered in the last ${minutes(DEAD_LETTER_WINDOW_MS)} (${g.previousWindow} in the window before; ${g.total} dead in all).`,
+  }];
+}

@@ -1,0 +1,33 @@
+/**
+ * The inspection path every operator read takes: a read-only transaction bounded by a
+ * statement timeout. Internal: shared by `postbox/inspect` and `postbox/dashboard`.
+ * @module
+ */
+import { runTransaction, type TransactionalDb } from '../db.js';
+import { PostboxError } from '../errors.js';
+import type { Queryable } from '../types.js';
+
+/** Options every read takes. */
+export interface ReadOptions {
+  /** Bound on each statement, ms. Default 30 s. */
+  statementTimeoutMs?: number;
+}
+
+/** Runs `fn` in a read-only transaction whose statements time out after `statementTimeoutMs`. */
+export async function readOnly<T>(db: TransactionalDb, opts: ReadOptions, fn: (q: Queryable) => Promise<T>): Promise<T> {
+  const timeout = opts.statementTimeoutMs ?? 30_000;
+  if (!Number.isInteger(timeout) || timeout <= 0) throw new PostboxError('invalid_input', 'statementTimeoutMs must be a positive integer');
+  return runTransaction(db, async (q) => {
+    await q.query('SET TRANSACTION READ ONLY');
+    await q.query(`SET LOCAL statement_timeout = ${timeout}`);
+    return fn(q);
+  });
+}
+
+/** A tenant filter: omitted means any tenant, `null` only jobs without one. */
+export function tenantFilter(tenantKey: string | null | undefined, params: unknown[]): string {
+  if (tenantKey === undefined) return 'TRUE';
+  params.push(tenantKey);
+  return `tenant_scope = COALESCE('t:' || $${params.length}::text, 'n')`;
+}
+

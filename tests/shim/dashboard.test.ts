@@ -1,0 +1,393 @@
+// The dashboard's fetch handler in Node against a real PostgreSQL: authorization, read-only
+// mode, CSRF, escaping of hostile data, filters and cursor paging, actions on a selection and
+// on a filter, tenant scope, and the overview's backlog, charts and health warnings.
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import pg from 'pg';
+import { z } from 'zod';
+import { createOutbox, defineJob, ok } from 'postbox';
+import { createDashboard, type DashboardAccess } from 'postbox/dashboard';
+import { listAttempts } from 'postbox/inspect';
+import { createPgConnector } from 'postbox/pg';
+import { migrate } from 'postbox/sql';
+import { startPostgres, type PgServer } from '../support/postgres.ts';
+
+let server: PgServer;
+let pool: pg.Pool;
+let url: string;
+
+before(async () => {
+  server = await startPostgres();
+  url = await server.createDatabase('dashboard');
+  pool = new pg.Pool({ connectionString: url, max: 3 });
+  const client = await pool.connect();
+  await migrate(client);
+  client.release();
+});
+after(async () => {
+  await pool?.end();
+  await server?.stop();
+});
+beforeEach(async () => {
+  await pool.query('DELETE FROM outbox.job');
+});
+
+const HOSTILE = '<img src=x onerror=alert(1)>';
+const note = defineJob({ kind: 'dash.note', payload: z.object({ text: z.string() }), timeoutMs: 5_000, handle: async () => ok() });
+const other = defineJob({ kind: 'dash.other', lane: 'slow', payload: z.object({ n: z.number() }), timeoutMs: 5_000, handle: async () => ok() });
+const outbox = () => createOutbox({ jobs: [note, other], connect: createPgConnector(url) });
+
+/** Roles by header, so one handler serves every case. */
+function authorize(request: Request): boolean | DashboardAccess {
+  const role = request.headers.get('x-role') ?? 'admin';
+  if (role === 'deny') return false;
+  if (role === 'throw') throw new Error('identity provider down');
+  if (role === 'ro') return { readOnly: true };
+  if (role.startsWith('tenant:')) return { tenantKey: role.slice(7) };
+  return true;
+}
+const SECRET = 'dashboard-test-secret';
+const dashboard = createDashboard(() => outbox(), { authorize, basePath: '/dash', csrfSecret: SECRET, pageSize: 3 });
+const BASE = 'http://dash.test';
+
+/** A browser-like session: keeps the CSRF cookie, reads the token from the last page. */
+class Session {
+  cookie = '';
+  token = '';
+  constructor(readonly role = 'admin') {}
+  async get(path: string): Promise<{ res: Response; body: string }> {
+    const res = await dashboard(new Request(BASE + path, { headers: { 'x-role': this.role, ...(this.cookie ? { cookie: this.cookie } : {}) } }), {});
+    const set = res.headers.get('set-cookie');
+    if (set) this.cookie = set.split(';')[0]!;
+    const body = await res.text();
+    const token = /name="csrf" value="([^"]*)"/.exec(body);
+    if (token) this.token = token[1]!;
+    return { res, body };
+  }
+  async post(fields: [string, string][], opts: { token?: string | null; cookie?: string; site?: string } = {}): Promise<{ res: Response; body: string }> {
+    const form = new URLSearchParams(fields);
+    const token = opts.token === undefined ? this.token : opts.token;
+    if (token !== null) form.set('csrf', token);
+    const cookie = opts.cookie ?? this.cookie;
+    const res = await dashboard(
+      new Request(`${BASE}/dash/actions`, {
+        method: 'POST',
+        body: form,
+        headers: { 'x-role': this.role, ...(cookie ? { cookie } : {}), ...(opts.site ? { 'sec-fetch-site': opts.site } : {}) },
+        redirect: 'manual',
+      }),
+      {},
+    );
+    return { res, body: await res.text() };
+  }
+}
+
+async function seed(job: typeof note | typeof other, items: { payload: any; tenantKey?: string; correlationId?: string }[]): Promise<string[]> {
+  const results = await outbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job as typeof note, items));
+  return results.map((r) => (r as { id: string }).id);
+}
+const kill = (ids: string[]) => pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), attempts = 3, last_error_code = 'boom' WHERE id = ANY($1::uuid[])`, [ids]);
+const statusOf = async (id: string) => (await pool.query('SELECT status FROM outbox.job WHERE id = $1', [id])).rows[0]?.status;
+const rowIds = (body: string) => [...body.matchAll(/name="id" value="([0-9a-f-]{36})"/g)].map((m) => m[1]!);
+const listedIds = (body: string) => [...body.matchAll(/href="\/dash\/jobs\/([0-9a-f-]{36})"/g)].map((m) => m[1]!);
+
+describe('access', () => {
+  test('authorize denies with 403 on every path; a throwing authorize is a 500; other paths are 404', async () => {
+    for (const path of ['/dash', '/dash/', '/dash/jobs', '/dash/assets/app.css']) {
+      const res = await dashboard(new Request(BASE + path, { headers: { 'x-role': 'deny' } }), {});
+      assert.equal(res.status, 403, path);
+    }
+    const post = await dashboard(new Request(`${BASE}/dash/actions`, { method: 'POST', headers: { 'x-role': 'deny' }, body: new URLSearchParams({ op: 'cancel:filter' }) }), {});
+    assert.equal(post.status, 403);
+    const thrown = await dashboard(new Request(`${BASE}/dash/jobs`, { headers: { 'x-role': 'throw' } }), {});
+    assert.equal(thrown.status, 500);
+    assert.doesNotMatch(await thrown.text(), /identity provider/);
+    assert.equal((await dashboard(new Request(`${BASE}/elsewhere`), {})).status, 404);
+    assert.equal((await dashboard(new Request(`${BASE}/dash/nope`), {})).status, 404);
+  });
+
+  test('pages carry security headers and a strict, HttpOnly CSRF cookie', async () => {
+    const s = new Session();
+    const { res } = await s.get('/dash/');
+    assert.equal(res.status, 200);
+    const csp = res.headers.get('content-security-policy')!;
+    assert.match(csp, /script-src 'self'/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    assert.doesNotMatch(csp, /unsafe-inline/);
+    assert.equal(res.headers.get('x-frame-options'), 'DENY');
+    assert.equal(res.headers.get('cache-control'), 'no-store');
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    assert.match(res.headers.get('set-cookie')!, /^postbox_dashboard_csrf=[\w-]{43}; Path=\/dash; HttpOnly; SameSite=Strict$/);
+    // The cookie is issued once: a second page with it sets none.
+    assert.equal((await s.get('/dash/jobs')).res.headers.get('set-cookie'), null);
+  });
+
+  test('read-only mode shows no actions and refuses POSTs', async () => {
+    const [id] = await seed(note, [{ payload: { text: 'a' } }]);
+    await kill([id!]);
+    const admin = new Session();
+    await admin.get('/dash/jobs');
+    const ro = new Session('ro');
+    const list = await ro.get('/dash/jobs');
+    assert.equal(list.res.status, 200);
+    assert.ok(listedIds(list.body).includes(id!));
+    assert.doesNotMatch(list.body, /name="op"|name="csrf"|type="checkbox"/);
+    assert.doesNotMatch((await ro.get(`/dash/jobs/${id}`)).body, /name="op"/);
+    // Even with a valid cookie and token from an operator who may act.
+    const res = await new Session('ro').post([['op', 'replay:selected'], ['id', id!]], { token: admin.token, cookie: admin.cookie });
+    assert.equal(res.res.status, 403);
+    assert.equal(await statusOf(id!), 'dead');
+  });
+});
+
+describe('CSRF', () => {
+  test('a POST without, with a bad, or with another session\'s token is 403; a valid one acts', async () => {
+    const [id] = await seed(note, [{ payload: { text: 'a' } }]);
+    await kill([id!]);
+    const s = new Session();
+    await s.get('/dash/jobs');
+    assert.ok(s.token && s.cookie);
+    const fields: [string, string][] = [['op', 'replay:selected'], ['id', id!], ['return', '/dash/jobs?status=dead']];
+    assert.equal((await s.post(fields, { token: null })).res.status, 403, 'no token');
+    assert.equal((await s.post(fields, { token: 'x'.repeat(43) })).res.status, 403, 'bad token');
+    assert.equal((await s.post(fields, { token: s.token.slice(0, -2) + (s.token.endsWith('AA') ? 'BB' : 'AA') })).res.status, 403, 'altered token');
+    assert.equal((await s.post(fields, { cookie: '' })).res.status, 403, 'no cookie');
+    const other = new Session();
+    await other.get('/dash/jobs');
+    assert.equal((await s.post(fields, { cookie: other.cookie })).res.status, 403, "another session's cookie");
+    // A token signed with another secret does not verify here.
+    const elsewhere = createDashboard(() => outbox(), { authorize, basePath: '/dash', csrfSecret: 'other-secret' });
+    const page = await elsewhere(new Request(`${BASE}/dash/jobs`, { headers: { cookie: s.cookie } }), {});
+    const foreign = /name="csrf" value="([^"]*)"/.exec(await page.text())![1]!;
+    assert.notEqual(foreign, s.token);
+    assert.equal((await s.post(fields, { token: foreign })).res.status, 403, 'token of another secret');
+    assert.equal((await s.post(fields, { site: 'cross-site' })).res.status, 403, 'cross-site');
+    assert.equal((await s.post(fields, { site: 'same-site' })).res.status, 403, 'a sibling site');
+    assert.equal(await statusOf(id!), 'dead');
+
+    const okRes = await s.post(fields, { site: 'same-origin' });
+    assert.equal(okRes.res.status, 303);
+    assert.equal(okRes.res.headers.get('location'), '/dash/jobs?status=dead&done=replay&changed=1&refused=0&missing=0');
+    assert.equal(await statusOf(id!), 'pending');
+    const after = await s.get(okRes.res.headers.get('location')!);
+    assert.match(after.body, /Replay: 1 job\(s\) changed/);
+  });
+
+  test('the return address cannot leave the dashboard', async () => {
+    const [id] = await seed(note, [{ payload: { text: 'a' } }]);
+    const s = new Session();
+    await s.get('/dash/jobs');
+    for (const ret of ['https://evil.example/x', '//evil.example/x', '/elsewhere', '/\\evil.example']) {
+      const res = await s.post([['op', 'retryNow:selected'], ['id', id!], ['return', ret]]);
+      assert.equal(res.res.status, 303);
+      assert.match(res.res.headers.get('location')!, /^\/dash\/jobs\?done=retryNow/, ret);
+    }
+  });
+});
+
+describe('rendering', () => {
+  test('a hostile payload, error message, attempt message and tenant render as text', async () => {
+    const [id] = await seed(note, [{ payload: { text: HOSTILE }, tenantKey: '<b>t</b>', correlationId: '"><script>alert(2)</script>' }]);
+    await pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), last_error_code = 'x', last_error_message = $2 WHERE id = $1`, [id, `<script>alert(3)</script>${HOSTILE}`]);
+    await pool.query(
+      `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code, error_message)
+       VALUES ($1, 1, 'dash.note', now() - interval '2 seconds', now() + interval '30 seconds', now(), 'fail', 'x', $2)`,
+      [id, HOSTILE],
+    );
+    const s = new Session();
+    const job = await s.get(`/dash/jobs/${id}`);
+    assert.equal(job.res.status, 200);
+    assert.doesNotMatch(job.body, /<img|<script>|<b>t/);
+    assert.ok(job.body.includes('&lt;img src=x onerror=alert(1)&gt;'));
+    assert.ok(job.body.includes('&lt;script&gt;alert(3)&lt;/script&gt;'));
+    assert.ok(job.body.includes('&lt;b&gt;t&lt;/b&gt;'));
+    assert.ok(job.body.includes('&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;'));
+    // The attempt: outcome, code, message (escaped) and duration.
+    assert.match(job.body, /<td class="n">1<\/td><td>fail<\/td><td>x<\/td><td>&lt;img src=x onerror=alert\(1\)&gt;<\/td>/);
+    const list = await s.get('/dash/jobs');
+    assert.doesNotMatch(list.body, /<img|<script>|<b>t/);
+    // The list never shows payloads.
+    assert.doesNotMatch(list.body, /onerror/);
+  });
+
+  test('listAttempts returns every attempt with outcome, code, message and duration', async () => {
+    const [id] = await seed(note, [{ payload: { text: 'a' } }]);
+    await pool.query(
+      `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code, error_message) VALUES
+       ($1, 1, 'dash.note', '2026-01-01T00:00:00Z', '2026-01-01T00:01:00Z', '2026-01-01T00:00:01.5Z', 'retry', 'rate_limited', 'slow down'),
+       ($1, 2, 'dash.note', '2026-01-01T00:05:00Z', '2026-01-01T00:06:00Z', NULL, NULL, NULL, NULL)`,
+      [id],
+    );
+    const attempts = await listAttempts(pool, { jobId: id! });
+    assert.deepEqual(attempts, [
+      { attempt: 1, outcome: 'retry', code: 'rate_limited', message: 'slow down', startedAt: new Date('2026-01-01T00:00:00Z'), finishedAt: new Date('2026-01-01T00:00:01.5Z'), durationMs: 1500 },
+      { attempt: 2, outcome: null, code: null, startedAt: new Date('2026-01-01T00:05:00Z'), finishedAt: null, durationMs: null },
+    ]);
+    await assert.rejects(listAttempts(pool, { jobId: 'nope' }), /jobId must be a job id/);
+  });
+});
+
+describe('jobs list', () => {
+  test('filters by kind, status, tenant, correlation id and created time; pages by cursor', async () => {
+    const a = await seed(note, Array.from({ length: 7 }, (_, n) => ({ payload: { text: `a${n}` }, tenantKey: 'acme', correlationId: n < 2 ? 'order-1' : 'order-2' })));
+    const b = await seed(other, Array.from({ length: 3 }, (_, n) => ({ payload: { n }, tenantKey: 'globex' })));
+    const s = new Session();
+    // Cursor paging over kind = dash.note, three a page, newest first.
+    const seen: string[] = [];
+    let path: string | null = '/dash/jobs?kind=dash.note';
+    let pages = 0;
+    while (path) {
+      const page = await s.get(path);
+      assert.equal(page.res.status, 200);
+      const ids = listedIds(page.body);
+      assert.ok(ids.length <= 3);
+      seen.push(...ids);
+      const next = /rel="next" href="([^"]+)"/.exec(page.body);
+      path = next ? next[1]!.replaceAll('&amp;', '&') : null;
+      pages++;
+    }
+    assert.equal(pages, 3);
+    assert.deepEqual(seen, [...a].reverse());
+    // Oldest first.
+    assert.deepEqual(listedIds((await s.get('/dash/jobs?kind=dash.note&order=asc')).body), a.slice(0, 3));
+    assert.deepEqual(new Set(listedIds((await s.get('/dash/jobs?tenant=globex')).body)), new Set(b));
+    assert.deepEqual(new Set(listedIds((await s.get('/dash/jobs?correlation=order-1')).body)), new Set(a.slice(0, 2)));
+    await kill([b[0]!]);
+    const dead = await s.get('/dash/jobs?status=dead');
+    assert.deepEqual(listedIds(dead.body), [b[0]]);
+    assert.match(dead.body, /dead <b>1<\/b>/);
+    // Created time range (UTC, as a datetime-local field sends it).
+    await pool.query(`UPDATE outbox.job SET created_at = '2026-03-01T10:00:00Z' WHERE id = $1`, [a[3]]);
+    assert.deepEqual(listedIds((await s.get('/dash/jobs?from=2026-03-01T09:00&to=2026-03-01T11:00')).body), [a[3]]);
+    assert.deepEqual(listedIds((await s.get('/dash/jobs?to=2026-03-01T09:59:59')).body), []);
+    // Bad filters are 400s with the reason.
+    const badStatus = await s.get('/dash/jobs?status=bogus');
+    assert.equal(badStatus.res.status, 400);
+    assert.match(badStatus.body, /status must be one of/);
+    assert.equal((await s.get('/dash/jobs?cursor=garbage')).res.status, 400);
+    assert.equal((await s.get('/dash/jobs?from=yesterday')).res.status, 400);
+    assert.equal((await s.get('/dash/jobs/not-a-uuid')).res.status, 404);
+    assert.equal((await s.get('/dash/jobs/00000000-0000-7000-8000-000000000000')).res.status, 404);
+  });
+});
+
+describe('actions', () => {
+  test('on a selection: replay dead jobs; the core refuses the ones whose status does not allow it', async () => {
+    const ids = await seed(note, Array.from({ length: 4 }, (_, n) => ({ payload: { text: `s${n}` } })));
+    await kill(ids.slice(0, 3));
+    await pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = now() WHERE id = $1`, [ids[3]]);
+    const s = new Session();
+    const page = await s.get('/dash/jobs?status=dead');
+    assert.deepEqual(new Set(rowIds(page.body)), new Set(ids.slice(0, 3)));
+    const res = await s.post([['op', 'replay:selected'], ['id', ids[0]!], ['id', ids[1]!], ['id', ids[3]!], ['return', '/dash/jobs?status=dead']]);
+    assert.equal(res.res.status, 303);
+    assert.match(res.res.headers.get('location')!, /done=replay&changed=2&refused=1&missing=0$/);
+    assert.deepEqual([await statusOf(ids[0]!), await statusOf(ids[1]!), await statusOf(ids[2]!), await statusOf(ids[3]!)], ['pending', 'pending', 'dead', 'succeeded']);
+    // Cancel one, then retry now on a pending one; a selection of nothing is a 400.
+    assert.match((await s.post([['op', 'cancel:selected'], ['id', ids[0]!]])).res.headers.get('location')!, /done=cancel&changed=1/);
+    assert.equal(await statusOf(ids[0]!), 'cancelled');
+    assert.match((await s.post([['op', 'retryNow:selected'], ['id', ids[1]!]])).res.headers.get('location')!, /done=retryNow&changed=1/);
+    assert.equal((await s.post([['op', 'replay:selected']])).res.status, 400);
+    assert.equal((await s.post([['op', 'explode:selected'], ['id', ids[0]!]])).res.status, 400);
+    assert.equal((await s.post([['op', 'replay:selected'], ['id', 'nope']])).res.status, 400);
+  });
+
+  test('on a filter: a confirmation page first (nothing changes), then every match across pages', async () => {
+    await seed(note, Array.from({ length: 5 }, (_, n) => ({ payload: { text: `k${n}` } })));
+    const others = await seed(other, Array.from({ length: 2 }, (_, n) => ({ payload: { n } })));
+    const s = new Session();
+    await s.get('/dash/jobs?kind=dash.note');
+    const filter: [string, string][] = [['f_kind', 'dash.note'], ['f_status', 'pending'], ['op', 'cancel:filter'], ['return', '/dash/jobs?kind=dash.note']];
+    const confirm = await s.post(filter);
+    assert.equal(confirm.res.status, 200);
+    assert.match(confirm.body, /Cancel 5 job\(s\)\?/);
+    assert.match(confirm.body, /name="confirm" value="1"/);
+    assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'cancelled'`)).rows[0].n, 0);
+    const done = await s.post([...filter, ['confirm', '1']]);
+    assert.equal(done.res.status, 303);
+    assert.match(done.res.headers.get('location')!, /done=cancel&changed=5&refused=0/);
+    const { rows } = await pool.query(`SELECT kind, status, count(*)::int AS n FROM outbox.job GROUP BY 1, 2 ORDER BY 1`);
+    assert.deepEqual(rows, [{ kind: 'dash.note', status: 'cancelled', n: 5 }, { kind: 'dash.other', status: 'pending', n: 2 }]);
+    // Replay everything cancelled (no other filter): only those five.
+    const replay = await s.post([['f_status', 'cancelled'], ['op', 'replay:filter'], ['confirm', '1']]);
+    assert.match(replay.res.headers.get('location')!, /done=replay&changed=5/);
+    assert.equal(await statusOf(others[0]!), 'pending');
+  });
+});
+
+describe('tenant scope', () => {
+  test('a scoped operator sees and acts on its tenant only, whatever the form says', async () => {
+    const acme = await seed(note, [{ payload: { text: 'a1' }, tenantKey: 'acme' }, { payload: { text: 'a2' }, tenantKey: 'acme' }]);
+    const globex = await seed(note, [{ payload: { text: 'g1' }, tenantKey: 'globex' }]);
+    await kill([...acme, ...globex]);
+    const s = new Session('tenant:acme');
+    const list = await s.get('/dash/jobs?tenant=globex');
+    assert.deepEqual(new Set(listedIds(list.body)), new Set(acme));
+    assert.doesNotMatch(list.body, /name="tenant"/);
+    assert.equal((await s.get(`/dash/jobs/${globex[0]}`)).res.status, 404);
+    assert.equal((await s.get(`/dash/jobs/${acme[0]}`)).res.status, 200);
+    const bySelection = await s.post([['op', 'replay:selected'], ['id', globex[0]!], ['id', acme[0]!]]);
+    assert.match(bySelection.res.headers.get('location')!, /changed=1&refused=0&missing=1/);
+    assert.equal(await statusOf(globex[0]!), 'dead');
+    const byFilter = await s.post([['f_tenant', 'globex'], ['f_status', 'dead'], ['op', 'replay:filter'], ['confirm', '1']]);
+    assert.match(byFilter.res.headers.get('location')!, /changed=1&refused=0&missing=0/);
+    assert.equal(await statusOf(acme[1]!), 'pending');
+    assert.equal(await statusOf(globex[0]!), 'dead');
+    // The overview counts the tenant's jobs only and leaves out the shared table's health.
+    const overview = await s.get('/dash/');
+    assert.match(overview.body, /dead <b>0<\/b>/);
+    assert.match(overview.body, /tenant acme/);
+    assert.doesNotMatch(overview.body, /outbox\.job table/);
+  });
+});
+
+describe('overview', () => {
+  test('backlog per kind and lane graded by the core, health warnings, charts and the table health', async () => {
+    const notes = await seed(note, Array.from({ length: 3 }, (_, n) => ({ payload: { text: `o${n}` } })));
+    const slow = await seed(other, [{ payload: { n: 1 } }, { payload: { n: 2 } }]);
+    // One aged (due 10 minutes ago), one stuck (running, lease expired), one dead just now.
+    await pool.query(`UPDATE outbox.job SET due_at = now() - interval '10 minutes' WHERE id = $1`, [notes[0]]);
+    await pool.query(`UPDATE outbox.job SET status = 'running', lease_expires_at = now() - interval '1 minute' WHERE id = $1`, [slow[0]]);
+    await kill([notes[2]!]);
+    await pool.query(
+      `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code) VALUES
+       ($1, 1, 'dash.note', now() - interval '3 minutes', now(), now() - interval '2 minutes', 'retry', 'x'),
+       ($1, 2, 'dash.note', now() - interval '1 minute', now(), now() - interval '50 seconds', 'ok', NULL)`,
+      [notes[1]],
+    );
+    // A session holding a snapshot: the table health names it.
+    const holder = new pg.Client({ connectionString: url, application_name: 'snapshot-holder' });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT count(*) FROM outbox.job');
+      const { rows } = await holder.query('SELECT pg_backend_pid() AS pid');
+      const s = new Session();
+      const { res, body } = await s.get('/dash');
+      assert.equal(res.status, 200);
+      assert.match(body, /<tr><td>dash\.note<\/td><td>default<\/td><td class="n">2<\/td><td class="n">2<\/td><td class="n">0<\/td><td class="n">0<\/td><td class="n">1<\/td><td class="n">0<\/td><td><span class="sev-warn">warn<\/span><\/td><\/tr>/);
+      assert.match(body, /<tr><td>dash\.other<\/td><td>slow<\/td><td class="n">1<\/td><td class="n">1<\/td><td class="n">1<\/td><td class="n">0<\/td><td class="n">0<\/td><td class="n">1<\/td><td><span class="sev-warn">warn<\/span><\/td><\/tr>/);
+      assert.match(body, /The backlog is ageing<\/strong> \(warn\)\. 1 job\(s\)/);
+      assert.match(body, /Leases stuck past expiry<\/strong> \(warn\)/);
+      assert.match(body, /Dead letters are growing<\/strong> \(warn\)\. 1 job\(s\) dead-lettered/);
+      assert.equal((body.match(/<svg class="chart"/g) ?? []).length, 2);
+      const bars = [...body.matchAll(/<title>\d\d:\d\d: (\d+) ok, (\d+) failed<\/title>/g)];
+      assert.equal(bars.length, 30);
+      assert.deepEqual([bars.reduce((n, m) => n + Number(m[1]), 0), bars.reduce((n, m) => n + Number(m[2]), 0)], [1, 1]);
+      assert.match(body, new RegExp(`session ${rows[0].pid} \\(snapshot-holder\\)`));
+      assert.ok(Buffer.byteLength(body) < 50_000, `overview is ${Buffer.byteLength(body)} bytes`);
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+  });
+
+  test('reads through a handle the caller owns when `db` is given, and never closes it', async () => {
+    await seed(note, [{ payload: { text: 'p' } }]);
+    const viaPool = createDashboard(() => outbox(), { authorize: () => true, db: () => pool });
+    const res = await viaPool(new Request(`${BASE}/jobs`), {});
+    assert.equal(res.status, 200);
+    assert.equal(listedIds((await res.text()).replaceAll('href="/jobs/', 'href="/dash/jobs/')).length, 1);
+    assert.equal((await pool.query('SELECT 1 AS one')).rows[0].one, 1);
+  });
+});
