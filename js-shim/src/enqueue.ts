@@ -71,7 +71,7 @@ export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefi
   if (env.strict) throwFirstRefusal(results, api);
   if (writes.length === 0) return { results: results as EnqueueResult[], nudges: [] };
 
-  const ids = writes.map(() => env.generateId());
+  const ids = writes.map(() => checkedId(env.generateId(), api));
   const rows = await insert(env, q, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => (decisions[i] as { dueAt: number }).dueAt));
   const nudges: PendingNudge[] = [];
   const held: number[] = [];
@@ -225,6 +225,16 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
     for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true };
   }
   return out;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A custom `generateId` must give UUIDs (the id column's type): caught here, named, before any write. */
+function checkedId(id: unknown, api: Api): string {
+  if (typeof id !== 'string' || !UUID.test(id)) {
+    throw new PostboxError('invalid_id', `${api}: generateId returned ${JSON.stringify(id) ?? String(id)}, which is not a UUID`);
+  }
+  return id;
 }
 
 function throwFirstRefusal(results: readonly (EnqueueResult | undefined)[], api: Api): void {

@@ -117,6 +117,9 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   if (!Number.isInteger(lanes) || lanes < 1 || lanes > 5) {
     throw new PostboxError('invalid_config', 'createOutbox: lanes must be an integer in 1..5');
   }
+  if (options.generateId !== undefined && typeof options.generateId !== 'function') {
+    throw new PostboxError('invalid_config', 'createOutbox: generateId must be a function returning a UUID');
+  }
   const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
   const runtime: OutboxRuntime = {
     core: getCore(),

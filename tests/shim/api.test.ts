@@ -122,6 +122,23 @@ describe('outbox.transaction accepts the handles Workers users hold', () => {
     assert.equal((await pool.query('SELECT count(*)::int AS n FROM public.note')).rows[0].n, 0);
   });
 
+  test('a generateId that does not give UUIDs is a typed error before anything is written', async () => {
+    const bad = (generateId: () => string) => createOutbox({ jobs: [note], connect: createPgConnector(url), generateId });
+    await assert.rejects(
+      bad(() => 'job-1').transaction(pool, async (tx, enqueue) => {
+        await tx.query(`INSERT INTO public.note (body) VALUES ('business')`);
+        await enqueue(note, { payload: { body: 'x' } });
+      }),
+      (e: unknown) => e instanceof PostboxError && e.code === 'invalid_id' && /"job-1".*not a UUID/.test(e.message),
+    );
+    assert.equal((await pool.query('SELECT count(*)::int AS n FROM public.note')).rows[0].n, 0, 'the business write rolled back');
+    assert.equal((await pool.query('SELECT count(*)::int AS n FROM outbox.job')).rows[0].n, 0);
+    rejects(() => createOutbox({ jobs: [note], connect: createPgConnector(url), generateId: 'uuid' as never }), 'invalid_config', /generateId/);
+    const fixed = '01890a5d-ac96-774b-bcce-b302099a8057';
+    const [made] = await bad(() => fixed).transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(note, [{ payload: { body: 'y' } }]));
+    assert.deepEqual(made, { status: 'created', id: fixed, kind: 'api.note' });
+  });
+
   test('bad enqueue options are typed errors, not silent changes', async () => {
     await assert.rejects(outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, delayMs: -5 })), (e: unknown) => e instanceof PostboxError && /delayMs/.test(e.message));
     await assert.rejects(outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, dedupeKey: '' })), (e: unknown) => e instanceof PostboxError && /dedupeKey/.test(e.message));
