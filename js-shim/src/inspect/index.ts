@@ -60,6 +60,10 @@ export interface JobFilter {
   createdAtOrAfter?: Date;
   createdAfter?: Date;
   createdBefore?: Date;
+  /** Finished (succeeded, dead or cancelled) strictly after this time. */
+  finishedAfter?: Date;
+  /** Finished strictly before this time. */
+  finishedBefore?: Date;
 }
 
 function where(filter: JobFilter, params: unknown[]): string {
@@ -74,6 +78,8 @@ function where(filter: JobFilter, params: unknown[]): string {
   if (filter.createdAtOrAfter) add('created_at >= ?', filter.createdAtOrAfter.toISOString());
   if (filter.createdAfter) add('created_at > ?', filter.createdAfter.toISOString());
   if (filter.createdBefore) add('created_at < ?', filter.createdBefore.toISOString());
+  if (filter.finishedAfter) add('finished_at > ?', filter.finishedAfter.toISOString());
+  if (filter.finishedBefore) add('finished_at < ?', filter.finishedBefore.toISOString());
   return parts.join(' AND ');
 }
 
@@ -132,6 +138,8 @@ export interface BacklogRow {
   retrying: number;
   due: number;
   aged: number;
+  /** Pending or retrying, due later than `now` (delayed jobs and retries waiting out a backoff). */
+  scheduled: number;
   processing: number;
   stuck: number;
 }
@@ -155,6 +163,7 @@ export async function countBacklog(
               count(*) FILTER (WHERE status = 'retrying')::int AS retrying,
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp($1::bigint / 1000.0))::int AS due,
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp(($1::bigint - $2::bigint) / 1000.0))::int AS aged,
+              count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at > to_timestamp($1::bigint / 1000.0))::int AS scheduled,
               count(*) FILTER (WHERE status = 'running')::int AS processing,
               count(*) FILTER (WHERE status = 'running' AND lease_expires_at < to_timestamp($1::bigint / 1000.0))::int AS stuck
          FROM outbox.job WHERE status IN ('pending', 'retrying', 'running') AND ${tenantFilter(opts.tenantKey, params)}
@@ -162,6 +171,58 @@ export async function countBacklog(
       params,
     );
     return rows as BacklogRow[];
+  });
+}
+
+/** One row of `aggregateAttemptOutcomes`: attempts of one kind that ended with one outcome. */
+export interface AttemptOutcomeRow {
+  kind: string;
+  /** `ok`, `retry`, `fail`, `cancel`, `timeout`, `crash`, `claim_late`, `hook_failed` or `invalid_payload`. */
+  outcome: string;
+  count: number;
+  /** Duration percentiles (ms, from start to settle) of those attempts. */
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/**
+ * Attempts that finished in `[since, until)` (default until now), counted per kind and outcome,
+ * with duration percentiles: the numbers behind throughput, failure-rate and latency panels.
+ * `kind` and `tenantKey` narrow it.
+ */
+export async function aggregateAttemptOutcomes(
+  db: TransactionalDb,
+  opts: { since: Date; until?: Date; kind?: string; tenantKey?: string | null } & ReadOptions,
+): Promise<AttemptOutcomeRow[]> {
+  if (!(opts?.since instanceof Date) || Number.isNaN(opts.since.getTime())) throw new PostboxError('invalid_input', 'aggregateAttemptOutcomes: since must be a valid Date');
+  if (opts.until !== undefined && (!(opts.until instanceof Date) || Number.isNaN(opts.until.getTime()))) {
+    throw new PostboxError('invalid_input', 'aggregateAttemptOutcomes: until must be a valid Date');
+  }
+  return readOnly(db, opts, async (q) => {
+    const params: unknown[] = [opts.since.toISOString(), (opts.until ?? new Date()).toISOString()];
+    let filter = '';
+    if (opts.kind !== undefined) {
+      params.push(opts.kind);
+      filter += ` AND a.kind = $${params.length}`;
+    }
+    if (opts.tenantKey !== undefined) {
+      filter += ` AND a.job_id IN (SELECT id FROM outbox.job WHERE ${tenantFilter(opts.tenantKey, params)})`;
+    }
+    const { rows } = await q.query(
+      `SELECT a.kind, a.outcome, count(*)::int AS count,
+              percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY d.ms) AS pct, max(d.ms) AS max_ms
+         FROM outbox.attempt a
+         CROSS JOIN LATERAL (SELECT extract(epoch FROM a.finished_at - a.started_at) * 1000 AS ms) d
+        WHERE a.finished_at >= $1::timestamptz AND a.finished_at < $2::timestamptz${filter}
+        GROUP BY a.kind, a.outcome ORDER BY a.kind, a.outcome`,
+      params,
+    );
+    return rows.map((r: any) => ({
+      kind: r.kind, outcome: r.outcome, count: r.count,
+      p50Ms: Math.round(Number(r.pct[0])), p95Ms: Math.round(Number(r.pct[1])), p99Ms: Math.round(Number(r.pct[2])), maxMs: Math.round(Number(r.max_ms)),
+    }));
   });
 }
 
