@@ -30,7 +30,7 @@ fi
 packages=(
   clang-19 lld-19 llvm-19 wasi-libc libc++-19-dev-wasm32 libc++abi-19-dev-wasm32 libclang-rt-19-dev-wasm32
   emscripten binaryen wabt doctest-dev
-  postgresql-15
+  postgresql-15 postgresql-client-15 postgresql-client-common
   libclang-rt-14-dev cmake g++ clang-14
   libclang-rt-19-dev make gcc postgresql-common mawk passwd apt
   chromium

@@ -1,0 +1,48 @@
+-- Roles and guardrails for Postbox. Run as the owner of the outbox schema, after the
+-- migrations (psql -v worker=… -v app=… -f examples/roles/roles.sql, or edit the two names).
+--
+-- postbox_worker: the role the queue consumer and the cron sweep connect as. It runs every
+-- outbox statement, and also your handlers' ctx.db writes, ok({ commit }) and onTransition
+-- hooks, so grant it what those touch too (see the end).
+-- postbox_app: the role your fetch handlers connect as. It enqueues and may read jobs; it
+-- cannot change or delete them, so only the outbox decides a job's fate.
+--
+-- No password is set here (none lands in shell history or logs): set one with \password in
+-- psql or in your provider's console before the role can log in.
+\if :{?worker}
+\else
+  \set worker postbox_worker
+\endif
+\if :{?app}
+\else
+  \set app postbox_app
+\endif
+
+SELECT format('CREATE ROLE %I LOGIN', :'worker') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'worker') \gexec
+SELECT format('CREATE ROLE %I LOGIN', :'app') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'app') \gexec
+
+GRANT USAGE ON SCHEMA outbox TO :"worker", :"app";
+GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.job, outbox.attempt TO :"worker";
+-- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
+GRANT SELECT, INSERT ON outbox.job TO :"app";
+GRANT SELECT ON outbox.attempt TO :"app";
+-- Tables a later migration adds get the same grants without re-running this file.
+ALTER DEFAULT PRIVILEGES IN SCHEMA outbox GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"worker";
+ALTER DEFAULT PRIVILEGES IN SCHEMA outbox GRANT SELECT ON TABLES TO :"app";
+
+-- Settings live on the role, not in a SET: behind a transaction-pooling proxy (Hyperdrive) a
+-- session SET would leak to the next client. They apply to new sessions.
+-- Required: a transaction orphaned by a dead isolate must not hold its row locks for ever.
+ALTER ROLE :"worker" SET idle_in_transaction_session_timeout = '60s';
+-- A statement waiting on a lock fails rather than queueing behind it (the sweep retries).
+ALTER ROLE :"worker" SET lock_timeout = '5s';
+-- No single statement outlives a Worker invocation's 15 minutes.
+ALTER ROLE :"worker" SET statement_timeout = '14min';
+-- The app's own transactions get the same protection against orphaned locks.
+ALTER ROLE :"app" SET idle_in_transaction_session_timeout = '60s';
+-- PostgreSQL 17 adds transaction_timeout: no transaction outlives an invocation.
+SELECT format('ALTER ROLE %I SET transaction_timeout = %L', :'worker', '15min')
+ WHERE current_setting('server_version_num')::int >= 170000 \gexec
+
+-- Then grant the worker what your handlers touch, e.g.:
+-- GRANT SELECT, UPDATE ON public.users TO postbox_worker;

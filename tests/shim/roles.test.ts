@@ -1,0 +1,110 @@
+// examples/roles/roles.sql applied with psql to a real PostgreSQL: the application role can
+// enqueue and read but not change or delete jobs; the worker role runs the outbox; each role
+// carries its guardrail settings.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { z } from 'zod';
+import { createOutbox, defineJob, ok } from 'postbox';
+import { listJobs } from 'postbox/inspect';
+import { createPgConnector } from 'postbox/pg';
+import { migrate } from 'postbox/sql';
+import { runUntilIdle } from 'postbox/testing';
+import { startPostgres, type PgServer } from '../support/postgres.ts';
+
+const rolesSql = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../examples/roles/roles.sql');
+let server: PgServer;
+let ownerUrl: string;
+const as = (user: string) => {
+  const u = new URL(ownerUrl);
+  u.username = user;
+  u.password = 'secret';
+  return u.toString();
+};
+
+const note = defineJob({
+  kind: 'roles.note',
+  payload: z.object({ body: z.string() }),
+  timeoutMs: 5_000,
+  handle: async ({ body }, ctx) => {
+    await ctx.db.query('INSERT INTO public.note (body) VALUES ($1)', [body]);
+    return ok();
+  },
+});
+
+before(async () => {
+  server = await startPostgres();
+  ownerUrl = await server.createDatabase('roles');
+  const owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  await migrate(owner);
+  await owner.query('CREATE TABLE public.note (id serial PRIMARY KEY, body text NOT NULL)');
+  await owner.end();
+  // Custom names through psql variables, as the file's header shows.
+  await promisify(execFile)('psql', ['-X', '-v', 'ON_ERROR_STOP=1', '-v', 'worker=pb_worker', '-v', 'app=pb_app', '-f', rolesSql, ownerUrl]);
+  const admin = new pg.Client({ connectionString: ownerUrl });
+  await admin.connect();
+  await admin.query(`ALTER ROLE pb_worker PASSWORD 'secret'; ALTER ROLE pb_app PASSWORD 'secret'`);
+  await admin.query('GRANT INSERT ON public.note TO pb_worker; GRANT USAGE ON SEQUENCE public.note_id_seq TO pb_worker');
+  await admin.end();
+});
+after(async () => {
+  await server?.stop();
+});
+
+test('the roles file runs twice without error (it creates roles only when missing)', async () => {
+  await promisify(execFile)('psql', ['-X', '-v', 'ON_ERROR_STOP=1', '-v', 'worker=pb_worker', '-v', 'app=pb_app', '-f', rolesSql, ownerUrl]);
+});
+
+test('the application role enqueues and reads, and cannot update or delete jobs', async () => {
+  const app = new pg.Client({ connectionString: as('pb_app') });
+  await app.connect();
+  try {
+    const outbox = createOutbox({ jobs: [note], connect: createPgConnector(as('pb_app')) });
+    const first = await outbox.transaction(app, (_tx, enqueue) => enqueue(note, { payload: { body: 'hello' }, dedupeKey: 'k1' }));
+    assert.equal(first.status, 'created');
+    const again = await outbox.transaction(app, (_tx, enqueue) => enqueue(note, { payload: { body: 'hello' }, dedupeKey: 'k1' }));
+    assert.equal(again.status, 'exists', 'the dedupe re-read works with SELECT alone');
+    assert.equal((await listJobs(app, {})).jobs.length, 1);
+    await assert.rejects(app.query(`UPDATE outbox.job SET status = 'succeeded'`), /permission denied/);
+    await assert.rejects(app.query('DELETE FROM outbox.job'), /permission denied/);
+    await assert.rejects(app.query('DELETE FROM outbox.attempt'), /permission denied/);
+    assert.equal((await app.query('SHOW idle_in_transaction_session_timeout')).rows[0].idle_in_transaction_session_timeout, '1min');
+  } finally {
+    await app.end();
+  }
+});
+
+test('the worker role runs the outbox under its guardrails', async () => {
+  const outbox = createOutbox({ jobs: [note], connect: createPgConnector(as('pb_worker')) });
+  await runUntilIdle(outbox);
+  const owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  try {
+    assert.deepEqual((await owner.query('SELECT status, attempts FROM outbox.job')).rows, [{ status: 'succeeded', attempts: 1 }]);
+    assert.deepEqual((await owner.query('SELECT body FROM public.note')).rows, [{ body: 'hello' }]);
+  } finally {
+    await owner.end();
+  }
+  const worker = new pg.Client({ connectionString: as('pb_worker') });
+  await worker.connect();
+  try {
+    const show = async (name: string) => (await worker.query(`SELECT current_setting($1) AS v`, [name])).rows[0].v;
+    assert.equal(await show('idle_in_transaction_session_timeout'), '1min');
+    assert.equal(await show('lock_timeout'), '5s');
+    assert.equal(await show('statement_timeout'), '14min');
+    if (Number(await show('server_version_num')) >= 170000) assert.equal(await show('transaction_timeout'), '15min');
+    // The default privileges reach a table a later migration would add.
+    const owner2 = new pg.Client({ connectionString: ownerUrl });
+    await owner2.connect();
+    await owner2.query('CREATE TABLE outbox.later (id int)');
+    await owner2.end();
+    await worker.query('INSERT INTO outbox.later VALUES (1)');
+  } finally {
+    await worker.end();
+  }
+});
