@@ -9,7 +9,8 @@
 #      SIMDJSON_FORCE_IMPLEMENTATION set), then tests/corpus/differential.mjs (100,000 generated
 #      inputs to every entry of the three builds, byte for byte)
 #   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
-#   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15
+#   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15,
+#      then 14
 #   e. end to end: tests/e2e/*.test.ts, then tests/chaos/*.test.ts (workers killed mid-drain, a
 #      database restart: no job lost, no stale settle applied)
 #   f. fuzz: scripts/fuzz.sh (only when CI=true)
@@ -104,7 +105,7 @@ fi
 shim_tests=(tests/shim/*.test.ts)
 if wanted d; then
   if [ ${#shim_tests[@]} -eq 0 ]; then echo "no tests/shim/*.test.ts" >&2; exit 1; fi
-  for flavor in "embedded:PostgreSQL 17 (embedded-postgres)" "debian15:PostgreSQL 15 (Debian)"; do
+  for flavor in "embedded:PostgreSQL 17 (embedded-postgres)" "debian15:PostgreSQL 15 (Debian)" "embedded14:PostgreSQL 14 (embedded-postgres, the oldest supported)"; do
     stage d "integration on ${flavor#*:}"
     POSTBOX_PG="${flavor%%:*}" node_tests "${shim_tests[@]}"
     done_stage

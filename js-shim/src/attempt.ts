@@ -15,6 +15,8 @@ export interface ClaimedRow {
   crashes: number;
   streak_code: string | null;
   streak: number;
+  /** The job's own retry budget, or null for its kind's. */
+  max_attempts: number | null;
   last_error_code: string | null;
   last_error_message: string | null;
   lease_expires_ms: string | number;

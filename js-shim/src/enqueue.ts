@@ -41,6 +41,7 @@ interface Prepared {
   dedupeKey: string | null;
   correlationId: string | null;
   metadataJson: string | null;
+  maxAttempts: number | null;
 }
 
 /**
@@ -108,6 +109,10 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
   if (typeof delayMs !== 'number' || !Number.isSafeInteger(delayMs)) {
     throw new PostboxError('invalid_input', `${where(api, index)}: delayMs must be an integer, got ${String(delayMs)}`);
   }
+  // Only the type here (the JSON sent to the core must be a number); its range is the core's.
+  if (opts.maxAttempts !== undefined && (typeof opts.maxAttempts !== 'number' || !Number.isSafeInteger(opts.maxAttempts))) {
+    throw new PostboxError('invalid_input', `${where(api, index)}: maxAttempts must be an integer, got ${String(opts.maxAttempts)}`);
+  }
   checkOptionalText(api, index, 'dedupeKey', opts.dedupeKey);
   checkOptionalText(api, index, 'tenantKey', opts.tenantKey);
   checkOptionalText(api, index, 'correlationId', opts.correlationId);
@@ -120,6 +125,7 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
     dedupeKey: opts.dedupeKey ?? null,
     correlationId: opts.correlationId ?? null,
     metadataJson: opts.metadata === undefined ? null : JSON.stringify(opts.metadata),
+    maxAttempts: opts.maxAttempts ?? null,
   };
   const validated = job.payload['~standard'].validate(opts.payload);
   // Validators may answer synchronously: a long list then pays no microtask per item.
@@ -150,7 +156,10 @@ function serialise(p: Prepared, validated: StandardSchemaV1.Result<unknown>): Pr
 /** One core call for the whole list: each item's delay and payload size. */
 function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): EnqueueDecision[] {
   let items = '';
-  for (let i = 0; i < prepared.length; i++) items += `${i ? ',' : ''}{"delayMs":${prepared[i]!.delayMs},"payloadBytes":${prepared[i]!.payloadBytes}}`;
+  for (let i = 0; i < prepared.length; i++) {
+    const p = prepared[i]!;
+    items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}}`;
+  }
   const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":86400000,"hasQueue":${env.hasQueue},"items":[${items}]}`;
   const out = env.core.callText('enqueue', input) as { results: EnqueueDecision[] } | { error: { code: string; message: string } };
   if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
@@ -188,6 +197,7 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
     const w = writes[0]!;
     const { rows } = await q.query(JOB_INSERT_ONE, [
       ids[0], job.kind, job.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, dueAts[0], env.now, env.versionTs,
+      w.maxAttempts,
     ]);
     const row = rows[0] as { id: string; kind: string; created: boolean; same_payload: boolean } | undefined;
     notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null, same_payload: row?.same_payload ?? null }];
@@ -206,6 +216,7 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
         job.lane,
         env.now,
         env.versionTs,
+        column((w) => w.maxAttempts),
       ])
     ).rows;
   }

@@ -73,7 +73,7 @@ export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): Se
       policy: withOutboxDefaults(rt, job),
       job: {
         status: 'running', attempts: f.row.attempts, crashes: f.row.crashes, streakCode: f.row.streak_code, streak: f.row.streak,
-        errorCode: f.row.last_error_code, errorMessage: f.row.last_error_message,
+        maxAttempts: f.row.max_attempts ?? null, errorCode: f.row.last_error_code, errorMessage: f.row.last_error_message,
       },
       outcome: f.outcome,
     };

@@ -123,6 +123,11 @@ export interface EnqueueOptions<Payload> {
   delayMs?: number;
   /** Passed to the handler as `ctx.metadata`. */
   metadata?: Record<string, unknown>;
+  /**
+   * This job's retry budget (1–1000), replacing its kind's `retry.maxAttempts`; a per-code
+   * budget still rules while that code is the failure. Kept across replays.
+   */
+  maxAttempts?: number;
 }
 
 /** A job reference, enough to nudge it. */

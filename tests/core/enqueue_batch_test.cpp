@@ -78,6 +78,16 @@ TEST_CASE("enqueue batch: more than 5000 items, or more than 16 MiB of payloads 
   CHECK(error_code_of(batch(full + R"(,{"payloadBytes":1})")) == "too_large");
 }
 
+TEST_CASE("enqueue: a job's own maxAttempts must be in a policy's range") {
+  CHECK(batch(R"({"payloadBytes":1,"maxAttempts":1},{"payloadBytes":1,"maxAttempts":1000})") ==
+        R"({"results":[{"ok":true,"payloadBytes":1,"dueAt":1000,"nudge":true,"delaySeconds":0},)"
+        R"({"ok":true,"payloadBytes":1,"dueAt":1000,"nudge":true,"delaySeconds":0}]})");
+  CHECK(batch(R"({"payloadBytes":1,"maxAttempts":0})") ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].maxAttempts' must be an integer in [1, 1000]"}})");
+  CHECK(call(pb_enqueue, R"({"now":1,"payload":{},"maxAttempts":1001})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'maxAttempts' must be an integer in [1, 1000]"}})");
+}
+
 TEST_CASE("enqueue dedupe: the same request again exists; another kind or another payload conflicts") {
   CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true},{"sameKind":true,"samePayload":false},)"
                          R"({"sameKind":false,"samePayload":true},{"samePayload":false,"sameKind":false}]})").out ==

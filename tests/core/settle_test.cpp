@@ -105,6 +105,24 @@ TEST_CASE("settle: the attempt budget") {
             .find(R"("events":[{"type":"dead_letter","code":"rate_limited","reason":"attempts_exhausted"}])") != std::string::npos);
 }
 
+TEST_CASE("settle: a job's own maxAttempts replaces its kind's budget, not a code's") {
+  const std::string pol = policy(R"({"kind":"k","timeoutMs":1000,"retry":{"maxAttempts":3,"perCode":{"rate_limited":{"maxAttempts":50}}}})");
+  const auto status_of = [&](const std::string& job, const std::string& outcome) {
+    const std::string out = settle(pol, job, outcome);
+    return out.substr(0, out.find(','));
+  };
+  // The kind allows 3; this job allows 5, another only 1.
+  CHECK(status_of(R"({"status":"running","attempts":2,"maxAttempts":5})", R"({"type":"retry","code":"boom","after":1})") == R"({"status":"retrying")");
+  CHECK(status_of(R"({"status":"running","attempts":4,"maxAttempts":5})", R"({"type":"retry","code":"boom","after":1})") == R"({"status":"dead")");
+  CHECK(status_of(R"({"status":"running","attempts":0,"maxAttempts":1})", R"({"type":"timeout"})") == R"({"status":"dead")");
+  // null is the kind's budget.
+  CHECK(status_of(R"({"status":"running","attempts":2,"maxAttempts":null})", R"({"type":"retry","code":"boom","after":1})") == R"({"status":"dead")");
+  // A per-code budget still rules while that code is the failure.
+  CHECK(status_of(R"({"status":"running","attempts":10,"maxAttempts":2})", R"({"type":"retry","code":"rate_limited","after":1})") == R"({"status":"retrying")");
+  CHECK(call(pb_settle, input(pol, R"({"status":"running","attempts":0,"maxAttempts":0})", R"({"type":"ok"})")).out ==
+        R"({"error":{"code":"invalid_input","message":"settle: field 'job.maxAttempts' must be an integer in [1, 1000]"}})");
+}
+
 TEST_CASE("settle: default streak caps for timeout (5) and invalid_payload (3)") {
   const std::string pol = default_policy();
   CHECK(settle(pol, R"({"status":"running","attempts":4,"streakCode":"timeout","streak":3})", R"({"type":"timeout"})")

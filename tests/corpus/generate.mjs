@@ -258,6 +258,14 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     fields({ status: 'dead', events: [{ type: 'dead_letter', code: 'rate_limited', reason: 'attempts_exhausted' }] }));
   s('perCode budget below default', settle({ type: 'retry', code: 'soft' }, { attempts: 2 }, rl), fields({ status: 'dead', attempts: 3 }));
   s('other code uses default budget', settle({ type: 'retry', code: 'other', after: 1 }, { attempts: 2 }, rl), fields({ status: 'retrying' }));
+  // A job's own budget (set at enqueue) replaces its kind's, not a code's.
+  s('job maxAttempts above kind', settle({ type: 'retry', code: 'x', after: 1 }, { attempts: 25, maxAttempts: 30 }), fields({ status: 'retrying', attempts: 26 }));
+  s('job maxAttempts exhausted', settle({ type: 'retry', code: 'x' }, { attempts: 1, maxAttempts: 2 }),
+    fields({ status: 'dead', attempts: 2, events: [{ type: 'dead_letter', code: 'x', reason: 'attempts_exhausted' }] }));
+  s('job maxAttempts null is the kind', settle({ type: 'retry', code: 'x' }, { attempts: 19, maxAttempts: null }), fields({ status: 'dead', attempts: 20 }));
+  s('job maxAttempts under perCode', settle({ type: 'retry', code: 'rate_limited', after: 1 }, { attempts: 30, maxAttempts: 2 }, rl), fields({ status: 'retrying' }));
+  s('job maxAttempts 0', settle({ type: 'ok' }, { maxAttempts: 0 }), isError('invalid_input', 'job.maxAttempts'));
+  s('job maxAttempts string', settle({ type: 'ok' }, { maxAttempts: '3' }), isError('invalid_input', 'job.maxAttempts'));
   s('onExhaustion cancel by streak', settle({ type: 'retry', code: 'bounced' }, { attempts: 1, streakCode: 'bounced', streak: 1 }, rl),
     fields({ status: 'cancelled', streak: 2, finished: true, events: [{ type: 'cancelled', code: 'bounced', reason: 'streak_exhausted' }] }));
   s('onExhaustion cancel first bounce retries', settle({ type: 'retry', code: 'bounced', after: 10 }, {}, rl), fields({ status: 'retrying', streak: 1 }));
@@ -627,6 +635,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('dedupe flag missing', dd([{ sameKind: true }]), isError('invalid_input', 'items[0].samePayload'));
   e('dedupe flag not boolean', dd([{ sameKind: 'yes', samePayload: true }]), isError('invalid_input', 'items[0].sameKind'));
   e('dedupe items missing', { op: 'dedupe' }, isError('invalid_input', 'items'));
+  e('batch item maxAttempts in range', batch([{ payloadBytes: 1, maxAttempts: 1 }, { payloadBytes: 1, maxAttempts: 1000 }]), decides([{ payloadBytes: 1 }, { payloadBytes: 1 }]));
+  e('batch item maxAttempts 0', batch([{ payloadBytes: 1, maxAttempts: 0 }]), isError('invalid_input', 'items[0].maxAttempts'));
+  e('maxAttempts 1001', enq({ maxAttempts: 1001 }), isError('invalid_input', 'maxAttempts'));
   e('batch 5001 items', fill(`{"op":"batch","now":${NOW},"items":[`, '{"payloadBytes":1},', 5000, '{"payloadBytes":1}]}'), isError('too_large', '5000'));
   const full = Array.from({ length: 64 }, () => ({ payloadBytes: 262144 }));
   e('batch 16 MiB of payloads', batch([...full, { payloadBytes: 300000 }]), decides([...full, { payloadBytes: 300000 }]));

@@ -217,6 +217,33 @@ describe('test kit and inspection', () => {
     assert.deepEqual((await pool.query('SELECT body FROM public.note')).rows, [{ body: 'flaky' }]);
   });
 
+  test('a job\'s own maxAttempts replaces its kind\'s budget and survives a replay; a bad one is a typed error', async () => {
+    const stubborn = defineJob({
+      kind: 'api.stubborn', payload: z.object({ n: z.number() }), timeoutMs: 5_000,
+      retry: { maxAttempts: 4, backoff: { baseMs: 1_000, maxMs: 1_000 } },
+      handle: async () => retry({ code: 'nope' }),
+    });
+    const clock = createTestClock(Date.parse('2026-11-30T12:00:00.000Z'));
+    const outbox = createOutbox({ jobs: [stubborn], connect: createPgConnector(url), clock });
+    const [short, long, plain] = await outbox.transaction(pool, (_tx, _enqueue, enqueueMany) =>
+      enqueueMany(stubborn, [{ payload: { n: 1 }, maxAttempts: 2 }, { payload: { n: 2 }, maxAttempts: 7 }, { payload: { n: 3 } }]));
+    await runUntilIdle(outbox, { clock, db: pool });
+    const attemptsOf = async (r: unknown) => (await pool.query('SELECT status, attempts, max_attempts FROM outbox.job WHERE id = $1', [(r as { id: string }).id])).rows[0];
+    assert.deepEqual(await attemptsOf(short), { status: 'dead', attempts: 2, max_attempts: 2 });
+    assert.deepEqual(await attemptsOf(long), { status: 'dead', attempts: 7, max_attempts: 7 });
+    assert.deepEqual(await attemptsOf(plain), { status: 'dead', attempts: 4, max_attempts: null });
+    await outbox.replay((short as { id: string }).id);
+    await runUntilIdle(outbox, { clock, db: pool });
+    assert.deepEqual(await attemptsOf(short), { status: 'dead', attempts: 2, max_attempts: 2 }, 'a replay gives the same budget again');
+    const bad = (maxAttempts: number) => outbox.transaction(pool, (_tx, enqueue) => enqueue(stubborn, { payload: { n: 4 }, maxAttempts }));
+    await assert.rejects(bad(0), (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input' && /maxAttempts.*\[1, 1000\]/.test(e.message));
+    await assert.rejects(bad(1001), (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input');
+    await assert.rejects(bad(2.5), (e: unknown) => e instanceof PostboxError && /maxAttempts must be an integer/.test(e.message));
+    const [one] = await outbox.transaction(pool, (_tx, enqueue) => Promise.all([enqueue(stubborn, { payload: { n: 5 }, maxAttempts: 1 })]));
+    await runUntilIdle(outbox, { clock, db: pool });
+    assert.deepEqual(await attemptsOf(one), { status: 'dead', attempts: 1, max_attempts: 1 }, 'the single-item statement stores it too');
+  });
+
   test('getJob, listJobs pages, countJobs, countBacklog and evaluateBacklog', async () => {
     const outbox = createOutbox({ jobs: [note], connect: createPgConnector(url) });
     const ids: string[] = [];

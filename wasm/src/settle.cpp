@@ -118,7 +118,8 @@ void settle_retryable(const SettleInput& in, const Row& row, Settlement& s) {
   }
 
   const CodeRule* rule = policy.rule_for(code);
-  const int64_t budget = rule && rule->max_attempts ? *rule->max_attempts : policy.max_attempts;
+  // A code's own budget rules while it is the failure; else the job's (from enqueue); else the kind's.
+  const int64_t budget = rule && rule->max_attempts ? *rule->max_attempts : in.job.max_attempts.value_or(policy.max_attempts);
   std::string_view reason;
   if (s.attempts >= budget) {
     reason = "attempts_exhausted";
@@ -192,6 +193,13 @@ Status read_job(od::value& v, const Where& where, JobState& job) {
       if (!n) return n.take_error();
       (key == "attempts" ? job.attempts : key == "crashes" ? job.crashes : job.streak) = n.value();
       has_attempts = has_attempts || key == "attempts";
+    } else if (key == "maxAttempts") {
+      // null (no budget of its own) or the range a policy's maxAttempts has.
+      bool is_null = false;
+      if (field.is_null().get(is_null) == simdjson::SUCCESS && is_null) return ok_status();
+      Result<int64_t> n = input::read_int(field, inner, key, 1, 1000);
+      if (!n) return n.take_error();
+      job.max_attempts = n.value();
     } else if (key == "streakCode" || key == "errorCode") {
       Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, kMaxKindBytes);
       if (!s) return s.take_error();

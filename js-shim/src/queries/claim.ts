@@ -3,7 +3,7 @@ import { ms, ts } from './time.js';
 
 /** Columns a claimed or recovered job carries back to the shim. */
 const CLAIMED_COLUMNS = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, last_error_code, last_error_message, ${ms('lease_expires_at')} AS lease_expires_ms`;
+  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')} AS lease_expires_ms`;
 
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';

@@ -9,8 +9,8 @@ import { ts } from './time.js';
 export const JOB_INSERT_ONE = `
 WITH ins AS (
   INSERT INTO outbox.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                          due_at, created_at, updated_at, version_ts)
-  VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11)
+                          due_at, created_at, updated_at, version_ts, max_attempts)
+  VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11, $12::int)
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
@@ -23,16 +23,17 @@ SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload FROM outb
 /** The INSERT of JobInsertMany's items that pass `filter`. */
 const insertItems = (filter: string) => `
   INSERT INTO outbox.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                          due_at, created_at, updated_at, version_ts)
+                          due_at, created_at, updated_at, version_ts, max_attempts)
   SELECT id, $8, $9, 'pending', payload, tenant_key, dedupe_key, correlation_id, NULLIF(metadata, 'null'::jsonb),
-         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11
+         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts
     FROM item WHERE ${filter}`;
 
 /**
  * JobInsertMany: one statement for a whole list of jobs of one kind (one job is a list of one).
  * The per-item columns come as JSON arrays, parallel by position: `$1` ids, `$2` payloads,
  * `$3` tenant keys, `$4` dedupe keys, `$5` correlation ids, `$6` metadata, `$7` due times
- * (epoch ms); then `$8` kind, `$9` lane, `$10` now, `$11` version timestamp. (A JSON array
+ * (epoch ms); then `$8` kind, `$9` lane, `$10` now, `$11` version timestamp; `$12` the jobs' own
+ * retry budgets (null: the kind's). (A JSON array
  * costs the client one JSON.stringify, where node-postgres' array literals cost far more.)
  *
  * Items without a dedupe key go in with a plain INSERT (cheaper than ON CONFLICT's speculative
@@ -47,11 +48,11 @@ const insertItems = (filter: string) => `
 export const JOB_INSERT_MANY = `
 WITH item AS (
   SELECT t.id::uuid AS id, t.payload, t.tenant_key, t.dedupe_key, t.correlation_id, t.metadata, t.due_ms::bigint AS due_ms,
-         t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope
+         t.max_attempts::int AS max_attempts, t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope
     FROM ROWS FROM (jsonb_array_elements_text($1::jsonb), jsonb_array_elements($2::jsonb), jsonb_array_elements_text($3::jsonb),
                     jsonb_array_elements_text($4::jsonb), jsonb_array_elements_text($5::jsonb), jsonb_array_elements($6::jsonb),
-                    jsonb_array_elements_text($7::jsonb))
-         WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, ord)
+                    jsonb_array_elements_text($7::jsonb), jsonb_array_elements_text($12::jsonb))
+         WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, max_attempts, ord)
 ), plain AS (${insertItems('dedupe_key IS NULL')}
 ), keyed AS (${insertItems('dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING

@@ -23,6 +23,7 @@ struct JobState {
   int64_t crashes = 0;
   std::optional<std::string_view> streak_code;
   int64_t streak = 0;
+  std::optional<int64_t> max_attempts;  // the job's own budget, set at enqueue; else the kind's
   std::optional<std::string_view> error_code;     // only passed through by claim_late
   std::optional<std::string_view> error_message;
 };
