@@ -137,6 +137,36 @@ for (const hook of ['commit', 'onTransition'] as const) {
   });
 }
 
+test('a settle that keeps losing its connection gives up with settle_failed; the sweep recovers the job and nothing is lost', async () => {
+  const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'twice', do: 'commit_slow' } }] });
+  const id = res.body[0].id;
+  const killHook = () => until(async () => {
+    const rows = await env.sql(
+      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%in_commit_hook%'`,
+    );
+    return rows.length > 0 ? rows : undefined;
+  });
+  await killHook();
+  await killHook(); // the retry on a fresh session loses its connection too: the core says give up
+  const failed = await until(async () => (await env.events()).find((e) => e.type === 'settle_failed'));
+  assert.deepEqual(failed, { type: 'settle_failed', jobId: id, kind: 'test.echo', error: 'settlement could not be written; the lease will expire and the sweep recovers it' });
+  assert.equal((await env.job(id)).status, 'running', 'nothing was written: the lease still holds the job');
+  // Past the lease, the sweep recovers the crash (uncharged) and, once the backoff passed, runs it again.
+  await env.post('/clock', { offsetMs: 60_000 });
+  await env.post('/sweep', {});
+  assert.equal((await env.job(id)).status, 'retrying');
+  await env.post('/clock', { offsetMs: 600_000 });
+  await env.post('/sweep', {});
+  const job = await until(async () => {
+    const j = await env.job(id);
+    return j.status === 'succeeded' ? j : undefined;
+  });
+  assert.equal(job.crashes, 0);
+  assert.deepEqual(await env.sql('SELECT seq, outcome FROM outbox.attempt WHERE job_id = $1 ORDER BY seq', [id]), [{ seq: 1, outcome: 'crash' }, { seq: 2, outcome: 'ok' }]);
+  assert.deepEqual((await env.sql(`SELECT note FROM public.sink WHERE key = 'twice' ORDER BY id`)).map((r) => r.note), ['commit_slow', 'commit_slow', 'committed']);
+});
+
 describe('the sweep report', () => {
   const HOUR = 3_600_000;
   /** One job of each kind of sweep work: a crashed attempt, a due job, a long-lease job to hand off. */
@@ -155,12 +185,17 @@ describe('the sweep report', () => {
   }
   const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, handedOff: 0, deleted: 0 };
 
-  test('a healthy sweep reports exact counts, every field a number', async () => {
-    const { crashed, due } = await sweepWork();
+  test('a healthy sweep reports exact counts, every field a number, and hands long jobs to their queue', async () => {
+    const { crashed, due, long } = await sweepWork();
     const report = (await env.post('/sweep', {})).body;
     assert.deepEqual(report, { ...zero, claimed: 1, succeeded: 1, retrying: 1, recovered: 1, handedOff: 1, failedSteps: [], schedules: [] });
     assert.equal((await env.job(crashed)).status, 'retrying');
     assert.equal((await env.job(due)).status, 'succeeded');
+    const events = await env.events();
+    assert.deepEqual(events.filter((e) => e.type === 'recovered'), [{ type: 'recovered', jobs: 1 }]);
+    assert.deepEqual(events.filter((e) => e.type === 'handoff'), [{ type: 'handoff', lane: 'bulk', jobs: 1 }]);
+    // The handed-off job runs from its lane's queue (Miniflare's), not in the sweep.
+    await until(async () => (await env.job(long)).status === 'succeeded');
   });
 
   test('a recovery step that loses its connection is reported; drain, hand-off and retention still run', async () => {

@@ -64,6 +64,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await post('/hook', { mode: 'off' });
       await post('/version', { timestamp: null });
       await post('/break', { statement: null });
+      await post('/queue-down', { down: false });
       await worker.fetch('/events');
       await worker.fetch('/sent');
     },

@@ -77,9 +77,50 @@ describe('enqueue inside the transaction', () => {
 
   test('a delayed job is not run by an early nudge, and runs once due', async () => {
     const created = await enqueueOne({ key: 'late', do: 'ok' }, { delayMs: 3_600_000 });
-    await sleep(500);
-    assert.equal((await env.job(created.id)).status, 'pending');
+    // The enqueue's own nudge is delayed by the queue for the hour; deliver one now instead.
+    const sent = await env.sent();
+    assert.deepEqual(sent.flatMap((b) => b.messages.map((m) => m.delaySeconds)), [3600]);
+    const early = await env.worker.queue('postbox', [{ body: { v: 1, t: 'job', id: created.id, kind: 'test.echo', lane: 'default' } }]);
+    assert.equal(early.outcome, 'ok');
+    assert.equal((await env.job(created.id)).status, 'pending', 'the claim refuses a job that is not due');
+    assert.deepEqual(await sinkFor('late'), []);
     await sweepAt(3_600_001);
+    assert.equal((await env.job(created.id)).status, 'succeeded');
+  });
+
+  test('a job claimed ahead whose turn comes too late for its lease is claim_late: nothing charged, due again soon', async () => {
+    // Four slots busy for 1.5 s, and a fifth job claimed ahead of its slot in the same statement.
+    const res = await enqueue([
+      ...Array.from({ length: 4 }, (_, i) => ({ payload: { key: `busy${i}`, do: 'sleep', ms: 1_500 } })),
+      { payload: { key: 'ahead', do: 'ok' } },
+    ]);
+    const ahead = res.body[4].id;
+    await until(async () => (await env.job(ahead)).status === 'running');
+    // While it waits, 25 s pass on the outbox's clock: its lease (2 s timeout + 30 s) no longer
+    // leaves room for a whole attempt plus the settle reserve.
+    await env.post('/clock', { offsetMs: 25_000 });
+    const late = await until(async () => (await env.events()).find((e) => e.type === 'claim_late'));
+    assert.deepEqual(late, { type: 'claim_late', jobId: ahead, kind: 'test.echo' });
+    const job = await until(async () => {
+      const j = await env.job(ahead);
+      return j.status === 'pending' ? j : undefined;
+    });
+    assert.equal(job.attempts, 0, 'nothing charged');
+    assert.deepEqual(await sinkFor('ahead'), [], 'the handler never ran');
+    assert.deepEqual(await env.sql('SELECT outcome FROM outbox.attempt WHERE job_id = $1', [ahead]), [{ outcome: 'claim_late' }]);
+    await sweepAt(60_000);
+    await settledJob(ahead, 'succeeded');
+  });
+
+  test('a queue that refuses the nudge: nudge_failed, the job is committed anyway and the sweep runs it', async () => {
+    await env.post('/queue-down', { down: true });
+    const created = await enqueueOne({ key: 'qdown', do: 'ok' });
+    assert.equal(created.status, 'created');
+    const events = await env.events();
+    assert.deepEqual(events.filter((e) => e.type === 'nudge_failed'), [{ type: 'nudge_failed', jobs: 1, error: 'queue postbox is unavailable' }]);
+    assert.equal((await env.job(created.id)).status, 'pending');
+    await env.post('/queue-down', { down: false });
+    await sweepAt(0);
     assert.equal((await env.job(created.id)).status, 'succeeded');
   });
 });
@@ -342,8 +383,16 @@ describe('operators', () => {
     const job = await env.job(created.id);
     assert.equal(job.attempts, 0);
     assert.ok(job.replayed_at);
+    // The replay nudged it: it runs (and fails) again; retryNow then refuses a dead job.
+    await until(async () => (await env.sql('SELECT count(*)::int AS n FROM outbox.attempt WHERE job_id = $1 AND finished_at IS NOT NULL', [created.id]))[0].n === 2);
+    await settledJob(created.id, 'dead');
     const again = await env.post('/operate', { action: 'retryNow', ids: [created.id] });
-    assert.ok(['ok', 'invalid_state'].includes(again.body[0].status));
+    assert.deepEqual(again.body[0], { id: created.id, status: 'invalid_state', jobStatus: 'dead' });
+    // A job waiting an hour: retryNow makes it due and nudges it, so it runs without a sweep.
+    const later = await enqueueOne({ key: 'op-later', do: 'ok' }, { delayMs: 3_600_000 });
+    const now = await env.post('/operate', { action: 'retryNow', ids: [later.id] });
+    assert.deepEqual(now.body[0], { id: later.id, status: 'ok', jobStatus: 'pending' });
+    await settledJob(later.id, 'succeeded');
     const invalid = await env.post('/operate', { action: 'replay', ids: [crypto.randomUUID()] });
     assert.equal(invalid.body[0].status, 'not_found');
   });
