@@ -88,6 +88,10 @@ describe('reference Worker under wrangler dev', { timeout: HARD_TIMEOUT_MS - 30_
     );
     assert.equal(listed.attempts, 1);
     assert.equal(listed.last_error_code, null);
+    // Sent once: one attempt ever opened for the job (the table's unique key would hide a second
+    // run, so count the runs themselves).
+    const runs = await db!.sql('SELECT seq, outcome FROM outbox.attempt WHERE job_id = $1', [jobs.welcome.id]);
+    assert.deepEqual(runs, [{ seq: 1, outcome: 'ok' }]);
     const sent = await db!.sql('SELECT user_id, to_email, template, idempotency_key FROM public.sent_email WHERE user_id = $1', [user.id]);
     assert.equal(sent.length, 1);
     assert.equal(sent[0].to_email, 'ada@example.com');

@@ -48,7 +48,7 @@ test('cmake toolchains and presets: compilers, archivers and find_program names'
 test('node scripts: spawned names and binaries joined to a *_BIN directory; comments ignored', () => {
   // Built from pieces, so this file's own scan does not see a program here.
   const found = spawnedPrograms(`// ${'spawn'}('notme')
-execFileSync('wat2wasm', [a]);
+${'execFileSync'}('wat2wasm', [a]);
 const pgCtl = path.join(DEBIAN15_BIN, 'pg_ctl');
 spawnSync('sh', ['-c', 'command -v clang++-19 em++'])`);
   assert.deepEqual([...found].sort(), ['clang++-19', 'em++', 'pg_ctl', 'sh', 'wat2wasm']);
