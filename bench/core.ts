@@ -35,14 +35,15 @@ function admitInput() {
   const now = Date.now();
   return { op: 'admit', now, deadlineAt: now + 840_000, leaseExpiresAt: now + 90_000, timeoutMs: 60_000 };
 }
-function settleInput(batch: number) {
+/** A settle call as the runner makes it: the kind's policy once, each item naming it by index. */
+function settleInput(batch: number, inline = false) {
   const now = Date.now();
   const one = {
-    now, seed: 12345, policy,
+    now, seed: 12345, policy: inline ? policy : 0,
     job: { status: 'running', attempts: 0, crashes: 0, streakCode: null, streak: 0, errorCode: null, errorMessage: null },
     outcome: { type: 'ok' },
   };
-  return { batch: Array.from({ length: batch }, () => one) };
+  return inline ? { batch: Array.from({ length: batch }, () => one) } : { policies: [policy], batch: Array.from({ length: batch }, () => one) };
 }
 
 /** µs per call, median of 5 runs of ITER calls each (after a warm-up). */
@@ -60,6 +61,8 @@ function time(fn: () => void, iterations = ITER): number {
 const plan = (c: number) => time(() => core.call('claim', planInput(c)));
 const admit = time(() => core.call('claim', admitInput()));
 const settle = (b: number) => time(() => core.call('settle', settleInput(b)), Math.max(500, Math.floor(ITER / b)));
+/** The same batch with the policy inside every item (how the runner called it before shared policies). */
+const settleInline = (b: number) => time(() => core.call('settle', settleInput(b, true)), Math.max(500, Math.floor(ITER / b)));
 
 /** Per-job wall ms of Postbox rows in the newest (or given) throughput results file. */
 function postboxPerJobMs(): Map<number, number> {
@@ -97,6 +100,7 @@ const lines = [
   `| settle, batch of 1 | ${settle(1).toFixed(2)} |`,
   `| settle, batch of 8 | ${settle(8).toFixed(2)} |`,
   `| settle, batch of 32 | ${settle(32).toFixed(2)} |`,
+  `| settle, batch of 32, policy inline in each item | ${settleInline(32).toFixed(2)} |`,
   '',
   '| concurrency (batch) | core µs per job (plan/batch + admit + settle/batch) | Postbox wall ms per job (throughput run) | core share |',
   '|---:|---:|---:|---:|',

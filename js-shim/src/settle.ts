@@ -8,7 +8,7 @@ import { JOB_SETTLE_BATCH } from './queries/settle.js';
 import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
-import type { JobDefinition, LaneDb } from './types.js';
+import type { CorePolicy, JobDefinition, LaneDb } from './types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
 export interface SettleDecision {
@@ -64,13 +64,21 @@ export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlemen
 }
 
 export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): SettleDecision[] {
+  // Each kind's policy goes once per call; items name it by index (the core parses it once).
+  const policies: CorePolicy[] = [];
+  const indexOf = new Map<string, number>();
   const batch = finished.map((f) => {
-    const job = rt.registry.get(f.row.kind);
-    if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${f.row.kind}`);
+    let index = indexOf.get(f.row.kind);
+    if (index === undefined) {
+      const job = rt.registry.get(f.row.kind);
+      if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${f.row.kind}`);
+      index = policies.push(withOutboxDefaults(rt, job)) - 1;
+      indexOf.set(f.row.kind, index);
+    }
     return {
       now,
       seed: rt.seed(),
-      policy: withOutboxDefaults(rt, job),
+      policy: index,
       job: {
         status: 'running', attempts: f.row.attempts, crashes: f.row.crashes, streakCode: f.row.streak_code, streak: f.row.streak,
         maxAttempts: f.row.max_attempts ?? null, errorCode: f.row.last_error_code, errorMessage: f.row.last_error_message,
@@ -78,7 +86,7 @@ export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): Se
       outcome: f.outcome,
     };
   });
-  const out = rt.core.call<{ results: (SettleDecision | { error: { code: string; message: string } })[] }>('settle', { batch });
+  const out = rt.core.call<{ results: (SettleDecision | { error: { code: string; message: string } })[] }>('settle', { policies, batch });
   return out.results.map((r, i) => {
     if ('error' in r) throw new PostboxError(r.error.code, `settle ${finished[i]!.row.kind}: ${r.error.message}`);
     return r;

@@ -259,3 +259,29 @@ TEST_CASE("settle: batch form settles each item and reports errors per item") {
   CHECK(over.out == R"({"error":{"code":"invalid_input","message":"settle: field 'batch' must have at most 1000 items"}})");
   CHECK(call(pb_settle, R"({"batch":{}})").out == R"({"error":{"code":"invalid_input","message":"settle: field 'batch' must be an array"}})");
 }
+
+TEST_CASE("settle: a batch's shared policies, named by index, decide as the same policies inline") {
+  const std::string a = policy(R"({"kind":"a","timeoutMs":1000,"retry":{"maxAttempts":2}})");
+  const std::string b = policy(R"({"kind":"b","timeoutMs":1000,"retry":{"perCode":{"slow":{"maxDelayMs":5}}}})");
+  const auto item = [](const std::string& pol, const char* outcome) {
+    return input(pol, R"({"status":"running","attempts":1})", outcome);
+  };
+  const char* retry = R"({"type":"retry","code":"slow"})";
+  const std::string inline_form = R"({"batch":[)" + item(a, retry) + "," + item(b, retry) + "," + item(a, R"({"type":"ok"})") + "]}";
+  const std::string shared_form = R"({"policies":[)" + a + "," + b + R"(],"batch":[)" + item("0", retry) + "," + item("1", retry) + "," +
+                                  item("0", R"({"type":"ok"})") + "]}";
+  const auto inline_out = call(pb_settle, inline_form);
+  CHECK(inline_out.rc == 0);
+  CHECK(call(pb_settle, shared_form).out == inline_out.out);
+  // The policies may follow the batch; an item may still carry its own policy.
+  CHECK(call(pb_settle, R"({"batch":[)" + item("1", retry) + "," + item(a, retry) + R"(],"policies":[)" + a + "," + b + "]}").out ==
+        call(pb_settle, R"({"batch":[)" + item(b, retry) + "," + item(a, retry) + "]}").out);
+  // A bad index is that item's error; a bad shared policy fails the call.
+  CHECK(call(pb_settle, R"({"policies":[)" + a + R"(],"batch":[)" + item("1", retry) + "]}").out ==
+        R"({"results":[{"error":{"code":"invalid_input","message":"settle: field 'batch[0].policy' must be an integer in [0, 0]"}}]})");
+  CHECK(call(pb_settle, R"({"policies":[{"kind":"a"}],"batch":[]})").out ==
+        R"({"error":{"code":"invalid_policy","message":"settle: field 'policies[0].timeoutMs' is required"}})");
+  // Without shared policies a number is not a policy.
+  CHECK(call(pb_settle, R"({"batch":[)" + item("0", retry) + "]}").out ==
+        R"({"results":[{"error":{"code":"invalid_input","message":"settle: field 'batch[0].policy' must be an object"}}]})");
+}

@@ -103,7 +103,7 @@ void settle_finished(const SettleInput& in, const Row& row, Settlement& s) {
 }
 
 void settle_retryable(const SettleInput& in, const Row& row, Settlement& s) {
-  const Policy& policy = in.policy;
+  const Policy& policy = in.rules();
   const std::string_view code = in.outcome.code.value_or(row.default_code);
   s.attempts = in.job.attempts + 1;
   s.crashes = 0;
@@ -143,7 +143,7 @@ void settle_retryable(const SettleInput& in, const Row& row, Settlement& s) {
 }
 
 void settle_crash(const SettleInput& in, const Row& row, Settlement& s) {
-  const Policy& policy = in.policy;
+  const Policy& policy = in.rules();
   s.attempts = in.job.attempts;
   s.crashes = in.job.crashes + 1;
   s.streak_code = (in.job.streak_code);
@@ -253,7 +253,9 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   return ok_status();
 }
 
-Result<SettleInput> read_settle(od::object& obj, const Where& where) {
+// `shared`: the batch's policies, which an item may name by index instead of carrying its own
+// (a drain settles many jobs of few kinds; parsing each kind once keeps the call cheap).
+Result<SettleInput> read_settle(od::object& obj, const Where& where, const std::vector<Policy>* shared) {
   SettleInput in;
   bool has_now = false, has_seed = false, has_policy = false, has_job = false, has_outcome = false;
   Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
@@ -268,6 +270,14 @@ Result<SettleInput> read_settle(od::object& obj, const Where& where) {
       in.seed = static_cast<uint32_t>(n.value());
       has_seed = true;
     } else if (key == "policy") {
+      od::json_type type{};
+      if (shared != nullptr && field.type().get(type) == simdjson::SUCCESS && type == od::json_type::number) {
+        Result<int64_t> index = input::read_int(field, where, key, 0, static_cast<int64_t>(shared->size()) - 1);
+        if (!index) return index.take_error();
+        in.shared = &(*shared)[static_cast<size_t>(index.value())];
+        has_policy = true;
+        return ok_status();
+      }
       Result<od::object> p = input::read_object(field, where, key);
       if (!p) return p.take_error();
       Where pw = where.nested("policy");
@@ -294,8 +304,8 @@ Result<SettleInput> read_settle(od::object& obj, const Where& where) {
   return in;
 }
 
-void settle_one(od::object& obj, const Where& where, JsonWriter& out, Status* first_error) {
-  Result<SettleInput> in = read_settle(obj, where);
+void settle_one(od::object& obj, const Where& where, JsonWriter& out, Status* first_error, const std::vector<Policy>* shared) {
+  Result<SettleInput> in = read_settle(obj, where, shared);
   if (!in) {
     if (first_error) {
       *first_error = in.take_error();
@@ -389,6 +399,19 @@ Status run_settle(od::document& doc, JsonWriter& out) {
   if (root.value().reset().get(rewound) != simdjson::SUCCESS) {
     return input::family_error(where, ErrorCode::invalid_json, "malformed object");
   }
+  // The batch's shared policies, if any, are read first: items refer to them by index.
+  std::vector<Policy> shared;
+  od::value policies;
+  const bool has_policies = root.value().find_field_unordered("policies").get(policies) == simdjson::SUCCESS;
+  if (has_policies) {
+    Where pw = where;
+    pw.code = ErrorCode::invalid_policy;
+    Status read = read_policies(policies, pw, shared);
+    if (!read) return read;
+  }
+  if (root.value().reset().get(rewound) != simdjson::SUCCESS) {
+    return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  }
   od::value batch;
   const simdjson::error_code found = root.value().find_field_unordered("batch").get(batch);
   if (found == simdjson::SUCCESS) {
@@ -404,7 +427,7 @@ Status run_settle(od::document& doc, JsonWriter& out) {
       if (item.get_object().get(obj) != simdjson::SUCCESS) {
         write_error(out, input::family_error(item_where, ErrorCode::invalid_input, "must be an object"));
       } else {
-        settle_one(obj, item_where, out, nullptr);
+        settle_one(obj, item_where, out, nullptr, has_policies ? &shared : nullptr);
       }
       return ok_status();
     });
@@ -418,7 +441,7 @@ Status run_settle(od::document& doc, JsonWriter& out) {
     return input::family_error(where, ErrorCode::invalid_json, "malformed object");
   }
   Status first_error = ok_status();
-  settle_one(root.value(), where, out, &first_error);
+  settle_one(root.value(), where, out, &first_error, nullptr);
   return first_error;
 }
 

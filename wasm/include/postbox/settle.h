@@ -39,7 +39,9 @@ struct AttemptOutcome {
 struct SettleInput {
   int64_t now = 0;
   uint32_t seed = 0;
-  Policy policy;
+  Policy policy;                   // the item's own policy, unless it names a shared one
+  const Policy* shared = nullptr;  // one of the batch's policies (they outlive the item)
+  const Policy& rules() const { return shared != nullptr ? *shared : policy; }
   JobState job;
   AttemptOutcome outcome;
 };
