@@ -75,7 +75,7 @@ export async function actCommand(databaseUrl: string, command: ActionCommand, ra
         print('no jobs match: nothing to do');
         return EXIT.ok;
       }
-      if (!(await confirm(`${command} ${plural(preview.matched)}${preview.truncated ? ` (the first, by --max)` : ''}?`))) {
+      if (!(await confirm(`${command} ${plural(preview.matched)} matching the filter${preview.truncated ? ' (the first ones, by --max)' : ''}?`))) {
         note('aborted: nothing changed');
         return EXIT.failed;
       }

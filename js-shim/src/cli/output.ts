@@ -25,7 +25,7 @@ export type Cell = string | number | null | undefined;
 /** An aligned plain-text table: a header row, then one row per item. */
 export function table(headers: readonly string[], rows: readonly (readonly Cell[])[]): string {
   const text = rows.map((row) => row.map((cell) => (cell === null || cell === undefined || cell === '' ? '-' : String(cell).replace(/\s+/g, ' '))));
-  const numeric = headers.map((_, i) => rows.length > 0 && rows.every((row) => typeof row[i] === 'number' || row[i] === null || row[i] === undefined));
+  const numeric = headers.map((_, i) => rows.some((row) => typeof row[i] === 'number') && rows.every((row) => typeof row[i] === 'number' || row[i] === null || row[i] === undefined));
   const widths = headers.map((h, i) => Math.max(h.length, ...text.map((row) => row[i]!.length)));
   const line = (cells: readonly string[]) =>
     cells.map((c, i) => (numeric[i] ? c.padStart(widths[i]!) : i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();

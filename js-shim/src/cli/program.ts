@@ -28,6 +28,8 @@ function buildProgram(setExit: (code: number) => void): Command {
     .version(version)
     .addOption(new Option('--database-url <url>', 'PostgreSQL connection URL').env('DATABASE_URL'))
     .configureHelp({ showGlobalOptions: true })
+    // One prefix for every error, commander's own included, so scripts can grep for it.
+    .configureOutput({ outputError: (text, write) => write(`postbox: ${text.replace(/^error: /, '')}`) })
     .showHelpAfterError('(add --help for usage)')
     .addHelpText('after', EXIT_HELP)
     .exitOverride();
