@@ -351,12 +351,17 @@ describe('operator actions', () => {
     assert.match(run.stderr, /next cron sweep/);
     const rows = await rowsOf(`SELECT status, attempts, due_at <= now() AS due FROM outbox.job WHERE id = ANY($1::uuid[])`, [dead]);
     assert.deepEqual(rows, dead.map(() => ({ status: 'pending', attempts: 0, due: true })));
+    // No queue was nudged: an outbox that drains (as the cron sweep does) runs them.
+    const worker = createOutbox({ jobs: [mail], connect: createPgConnector(url) });
+    assert.equal((await runUntilIdle(worker)).succeeded, 6);
+    assert.deepEqual(await rowsOf(`SELECT DISTINCT status FROM outbox.job`), [{ status: 'succeeded' }]);
     // A filter that also matches jobs the action does not apply to: those are refused, exit 1.
     await setDead(dead.slice(0, 1));
     const mixed = await cli(['replay', '--kind', 'cli.mail', '--yes']);
     expectExit(mixed, 1);
     assert.match(mixed.stdout, /replayed: 1 of 6 jobs; refused: 5/);
-    assert.deepEqual(await rowsOf(`SELECT DISTINCT status FROM outbox.job WHERE id = ANY($1::uuid[])`, [live]), [{ status: 'pending' }]);
+    assert.match(mixed.stdout, new RegExp(`${live[0]}\\s+refused\\s+succeeded`));
+    assert.equal(await statusOf(dead[0]!), 'pending');
   });
 
   test('a bulk action asks on a terminal: "n" changes nothing (exit 1), "y" acts on what was counted', async () => {

@@ -109,7 +109,7 @@ export async function listCommand(
   return EXIT.ok;
 }
 
-const jobRow = (j: JobView) => [j.id, j.kind, j.status, j.tenantKey, j.attempts, time(j.dueAt), time(j.createdAt), clip(j.lastErrorCode && `${j.lastErrorCode}: ${j.lastErrorMessage ?? ''}`)];
+const jobRow = (j: JobView) => [j.id, j.kind, j.status, j.tenantKey, j.attempts, time(j.dueAt), time(j.createdAt), clip(j.lastErrorCode && `${j.lastErrorCode}${j.lastErrorMessage ? `: ${j.lastErrorMessage}` : ''}`)];
 
 export async function showCommand(databaseUrl: string, rawId: string, opts: JsonFlag & { tenant?: string | false }): Promise<number> {
   const id = checkUuid(rawId, 'job id');
