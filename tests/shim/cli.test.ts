@@ -97,9 +97,11 @@ async function seed(count: number, opts: { kind?: typeof note; tenantKey?: strin
   const ids = results.map((r) => (r as { id: string }).id);
   // Spread creation times apart so filters on them and the paging order are deterministic.
   const base = (await pool.query(`SELECT COALESCE(max(created_at), now()) AS t FROM outbox.job`)).rows[0].t as Date;
-  for (const [i, id] of ids.entries()) {
-    await pool.query(`UPDATE outbox.job SET created_at = $2::timestamptz + make_interval(secs => $3) WHERE id = $1`, [id, base, i + 1]);
-  }
+  await pool.query(
+    `UPDATE outbox.job j SET created_at = $2::timestamptz + make_interval(secs => s.n::int)
+       FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, n) WHERE j.id = s.id`,
+    [ids, base],
+  );
   return ids;
 }
 
@@ -256,6 +258,18 @@ describe('reading', () => {
     assert.ok(lines[1]!.startsWith(acme[0]!) && lines[2]!.startsWith(acme[1]!));
     assert.match(human.stdout, /more: --cursor \d+\.[0-9a-f-]{36}/);
     expectExit(await cli(['list', '--tenant', 'nobody']), 0);
+  });
+
+  test('a reader that closes the pipe early (postbox list | head) ends the command quietly', async () => {
+    await seed(1000);
+    const child = spawn(process.execPath, [BIN, 'list', '--limit', '1000'], { env: { ...process.env, DATABASE_URL: url } });
+    let stderr = '';
+    child.stderr.on('data', (c) => (stderr += c));
+    // Gone before the first line is written, as `head` is after its first.
+    child.stdout.destroy();
+    const code = await new Promise<number | null>((resolve) => child.on('close', (c) => resolve(c)));
+    assert.equal(code, 0, stderr);
+    assert.equal(stderr, '');
   });
 
   test('show: the job, its payload and every attempt; unknown or other-tenant ids exit 1', async () => {

@@ -60,6 +60,8 @@ export function note(text: string): void {
 // Errors of the network or the server, as node and node-postgres raise them.
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'ENOENT']);
 const SQLSTATE_RE = /^[0-9A-Z]{5}$/;
+// node-postgres's own messages for a lost or timed-out connection (they carry no code).
+const PG_CONNECTION_RE = /^(Connection terminated|Query read timeout|timeout exceeded when trying to connect)/;
 
 /** A connection that could not be made; `target` is the URL without its password. */
 export class ConnectionError extends Error {
@@ -102,7 +104,7 @@ export function report(error: unknown): number {
     say(`database error: ${describe(error)} (SQLSTATE ${code})${hint}`);
     return EXIT.database;
   }
-  if ((typeof code === 'string' && NETWORK_CODES.has(code)) || /Connection terminated|timeout|connect/i.test(describe(error))) {
+  if ((typeof code === 'string' && NETWORK_CODES.has(code)) || PG_CONNECTION_RE.test(describe(error))) {
     say(`database connection failed: ${describe(error)}`);
     return EXIT.database;
   }
