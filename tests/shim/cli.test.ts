@@ -9,7 +9,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok } from 'postbox';
-import { evaluateBacklog } from 'postbox/inspect';
+import { evaluateBacklog, listAttempts } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
@@ -311,6 +311,10 @@ describe('reading', () => {
     assert.match(human.stdout, /^1\s+retry\s+unexpected\s+2026-11-30 12:00:00Z .* smtp <down>$/m);
     assert.match(human.stdout, /^2\s+ok\s+-\s+/m);
 
+    // listAttempts itself: tenant-scoped like getJob, and a malformed id is a typed error.
+    assert.equal((await listAttempts(pool, { jobId: id, tenantKey: 'acme' })).length, 2);
+    assert.deepEqual(await listAttempts(pool, { jobId: id, tenantKey: 'globex' }), []);
+    await assert.rejects(listAttempts(pool, { jobId: 'nope' }), (e: any) => e.code === 'invalid_input');
     expectExit(await cli(['show', id, '--tenant', 'acme']), 0);
     const other = await cli(['show', id, '--tenant', 'globex']);
     expectExit(other, 1);
