@@ -323,6 +323,25 @@ describe('reading', () => {
     expectExit(missing, 1);
     assert.match(missing.stderr, /no job 00000000-0000-4000-8000-000000000000/);
   });
+
+  test('text from the database cannot drive the terminal: control characters print escaped', async () => {
+    const [id] = await seed(1, { tenantKey: 'evil\u001b[2J' });
+    await pool.query(
+      `UPDATE outbox.job SET status = 'dead', finished_at = now(), last_error_code = 'x', last_error_message = $2, payload = $3 WHERE id = $1`,
+      [id, 'red \u001b[31malert\u0007', { title: '\u001b]0;pwned\u0007', csi: '\u009b2J' }],
+    );
+    for (const args of [['list'], ['show', id!]]) {
+      const run = await cli(args);
+      expectExit(run, 0);
+      assert.doesNotMatch(run.stdout, /[\u001b\u0007\u009b]/, `${args[0]} prints no control character`);
+      assert.match(run.stdout, /evil\\u001b\[2J/);
+    }
+    const shown = (await cli(['show', id!])).stdout;
+    assert.match(shown, /red \\u001b\[31malert\\u0007/);
+    assert.match(shown, /\\u009b2J/);
+    // --json keeps the data exact for scripts (JSON escapes what it must).
+    assert.equal(json(await cli(['show', id!, '--json'])).job.payload.csi, '\u009b2J');
+  });
 });
 
 describe('operator actions', () => {

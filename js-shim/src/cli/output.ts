@@ -19,12 +19,21 @@ export const EXIT = {
   internal: 4,
 } as const;
 
+/**
+ * Text from the database made safe for a terminal: control characters (an escape sequence in
+ * a payload or error message could recolour, retitle or clear the operator's screen) print as
+ * `\u001b`-style escapes.
+ */
+export function safe(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** A cell: numbers align right, everything else left; `null` prints as `-`. */
 export type Cell = string | number | null | undefined;
 
 /** An aligned plain-text table: a header row, then one row per item. */
 export function table(headers: readonly string[], rows: readonly (readonly Cell[])[]): string {
-  const text = rows.map((row) => row.map((cell) => (cell === null || cell === undefined || cell === '' ? '-' : String(cell).replace(/\s+/g, ' '))));
+  const text = rows.map((row) => row.map((cell) => (cell === null || cell === undefined || cell === '' ? '-' : safe(String(cell).replace(/\s+/g, ' ')))));
   const numeric = headers.map((_, i) => rows.some((row) => typeof row[i] === 'number') && rows.every((row) => typeof row[i] === 'number' || row[i] === null || row[i] === undefined));
   const widths = headers.map((h, i) => Math.max(h.length, ...text.map((row) => row[i]!.length)));
   const line = (cells: readonly string[]) =>

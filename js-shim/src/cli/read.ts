@@ -8,7 +8,7 @@ import { migrate, OUTBOX_MIGRATIONS } from '../sql/index.js';
 import { PostboxError } from '../errors.js';
 import { checkUuid, toFilter, type FilterFlags } from './args.js';
 import { withClient } from './connect.js';
-import { clip, EXIT, print, printJson, table, time } from './output.js';
+import { clip, EXIT, print, printJson, safe, table, time } from './output.js';
 
 interface JsonFlag {
   json?: boolean;
@@ -134,7 +134,7 @@ export async function showCommand(databaseUrl: string, rawId: string, opts: Json
     ['last error', job.lastErrorCode && `${job.lastErrorCode}${job.lastErrorMessage ? `: ${job.lastErrorMessage}` : ''}`],
   ];
   const width = Math.max(...fields.map(([k]) => k.length));
-  for (const [k, v] of fields) print(`${k.padEnd(width)}  ${v === null || v === undefined ? '-' : String(v)}`);
+  for (const [k, v] of fields) print(`${k.padEnd(width)}  ${v === null || v === undefined ? '-' : safe(String(v))}`);
   print(`\npayload:\n${indent(JSON.stringify(job.payload, null, 2))}`);
   if (job.metadata) print(`metadata:\n${indent(JSON.stringify(job.metadata, null, 2))}`);
   print('');
@@ -148,4 +148,5 @@ export async function showCommand(databaseUrl: string, rawId: string, opts: Json
   return EXIT.ok;
 }
 
-const indent = (text: string) => text.split('\n').map((l) => `  ${l}`).join('\n');
+// JSON.stringify escapes C0 controls but not C1 ones (U+0080..U+009F): safe() covers both.
+const indent = (text: string) => safe(text).split('\n').map((l) => `  ${l}`).join('\n');
