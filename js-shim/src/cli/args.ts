@@ -110,7 +110,7 @@ export function hasSelection(flags: FilterFlags): boolean {
   return flags.status !== undefined || flags.kind !== undefined || flags.correlationId !== undefined || flags.createdAfter !== undefined || flags.createdBefore !== undefined;
 }
 
-function nonEmpty(value: string, flag: string): string {
+export function nonEmpty(value: string, flag: string): string {
   if (value.length === 0) throw new UsageError(`${flag} must not be empty`);
   return value;
 }

@@ -47,7 +47,9 @@ function buildProgram(setExit: (code: number) => void): Command {
     .addOption(json())
     .action(async (opts, cmd: Command) => setExit(await verifySchemaCommand(url(cmd), opts)));
 
-  command('status', 'the backlog per kind (pending, retrying, due, aged, running, stuck) and its severity')
+  command('status', 'the backlog per kind and lane (pending, retrying, due, aged, scheduled, running, stuck), graded')
+    .option('--tenant <key>', 'only this tenant\'s jobs')
+    .option('--no-tenant', 'only jobs without a tenant')
     .option('--aged-ms <ms>', 'a due job counts as aged once overdue by this long', parseIntIn(1, 2_147_483_647), 300_000)
     .addOption(new Option('--fail-on <severity>', 'exit 1 when the severity reaches warn or error').choices(['warn', 'error']))
     .addOption(json())

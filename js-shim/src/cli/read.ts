@@ -6,7 +6,7 @@
 import { countBacklog, evaluateBacklog, getJob, listAttempts, listJobs, type JobView } from '../inspect/index.js';
 import { migrate, OUTBOX_MIGRATIONS } from '../sql/index.js';
 import { PostboxError } from '../errors.js';
-import { checkUuid, toFilter, type FilterFlags } from './args.js';
+import { checkUuid, nonEmpty, toFilter, type FilterFlags } from './args.js';
 import { withClient } from './connect.js';
 import { clip, EXIT, print, printJson, safe, table, time } from './output.js';
 
@@ -66,22 +66,30 @@ function describeDrift(d: Awaited<ReturnType<typeof import('../drizzle/index.js'
   }
 }
 
-export async function statusCommand(databaseUrl: string, opts: JsonFlag & { agedMs: number; failOn?: 'warn' | 'error' }): Promise<number> {
-  const rows = await withClient(databaseUrl, (client) => countBacklog(client, { agedMs: opts.agedMs }));
-  const sum = (key: 'pending' | 'retrying' | 'due' | 'aged' | 'processing' | 'stuck') => rows.reduce((n, r) => n + r[key], 0);
-  const totals = { pending: sum('pending'), retrying: sum('retrying'), due: sum('due'), aged: sum('aged'), running: sum('processing'), stuck: sum('stuck') };
-  // The grading is the core's; the command line only sums the counts it grades.
-  const health = evaluateBacklog({ due: totals.due, aged: totals.aged, stuck: totals.stuck });
+export async function statusCommand(
+  databaseUrl: string,
+  opts: JsonFlag & { agedMs: number; failOn?: 'warn' | 'error'; tenant?: string | false },
+): Promise<number> {
+  const tenant = opts.tenant === undefined ? {} : { tenantKey: opts.tenant === false ? null : nonEmpty(opts.tenant, '--tenant') };
+  const backlog = await withClient(databaseUrl, (client) => countBacklog(client, { agedMs: opts.agedMs, ...tenant }));
+  // The grading is the core's, per row and for the sums; the command line only adds up.
+  const rows = backlog.map(({ processing, ...r }) => ({ ...r, running: processing, severity: evaluateBacklog(r).severity }));
+  const sum = (key: 'pending' | 'retrying' | 'due' | 'aged' | 'scheduled' | 'running' | 'stuck') => rows.reduce((n, r) => n + r[key], 0);
+  const totals = {
+    pending: sum('pending'), retrying: sum('retrying'), due: sum('due'), aged: sum('aged'), scheduled: sum('scheduled'), running: sum('running'), stuck: sum('stuck'),
+  };
+  const health = evaluateBacklog(totals);
   if (opts.json) {
-    printJson({ kinds: rows.map(({ processing, ...r }) => ({ ...r, running: processing })), totals, severity: health.severity, reasons: health.reasons });
+    printJson({ rows, totals, severity: health.severity, reasons: health.reasons });
   } else if (rows.length === 0) {
     print('backlog: empty (no pending, retrying or running jobs)');
     print(`severity: ${health.severity}`);
   } else {
-    const line = (kind: string, r: typeof totals) => [kind, r.pending, r.retrying, r.due, r.aged, r.running, r.stuck];
-    print(table(['KIND', 'PENDING', 'RETRYING', 'DUE', 'AGED', 'RUNNING', 'STUCK'], [
-      ...rows.map((r) => line(r.kind, { ...r, running: r.processing })),
-      line('(total)', totals),
+    const line = (kind: string, lane: string, r: typeof totals, severity: string) =>
+      [kind, lane, r.pending, r.retrying, r.due, r.aged, r.scheduled, r.running, r.stuck, severity];
+    print(table(['KIND', 'LANE', 'PENDING', 'RETRYING', 'DUE', 'AGED', 'SCHEDULED', 'RUNNING', 'STUCK', 'SEVERITY'], [
+      ...rows.map((r) => line(r.kind, r.lane, r, r.severity)),
+      line('(total)', '', totals, health.severity),
     ]));
     print('');
     const reasons = health.reasons.map((r) => `${r.metric} ${r.value} (${r.severity})`).join(', ');
@@ -116,7 +124,8 @@ export async function showCommand(databaseUrl: string, rawId: string, opts: Json
   const tenant = opts.tenant === undefined ? {} : { tenantKey: opts.tenant === false ? null : opts.tenant };
   const found = await withClient(databaseUrl, async (client) => {
     const job = await getJob(client, { id, ...tenant });
-    return job ? { job, attempts: await listAttempts(client, { jobId: id, ...tenant }) } : null;
+    // The job was found in the tenant scope, so its attempts are the operator's to see.
+    return job ? { job, attempts: await listAttempts(client, { jobId: id }) } : null;
   });
   if (!found) {
     process.stderr.write(`postbox: no job ${id}${opts.tenant === undefined ? '' : ' in that tenant scope'}\n`);

@@ -51,61 +51,6 @@ export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?
   });
 }
 
-/** One attempt to run a job, as operators see it. */
-export interface AttemptView {
-  /** The attempt's number within the job (its `seq`, counting every claim ever made). */
-  attempt: number;
-  /** `null` while the attempt runs; then `ok`, `retry`, `fail`, `cancel`, `timeout`, `crash`, … */
-  outcome: string | null;
-  /** The error code the attempt settled with, if any. */
-  code: string | null;
-  /** The error message, when there is one. */
-  message?: string;
-  startedAt: Date;
-  finishedAt: Date | null;
-  /** `finishedAt - startedAt`, or `null` while it runs. */
-  durationMs: number | null;
-}
-
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/**
- * Every attempt of one job, oldest first (at most `limit`, default and ceiling 1000). `[]` for
- * an unknown job, and for a job of another tenant than `tenantKey` when that is given.
- */
-export async function listAttempts(
-  db: TransactionalDb,
-  opts: { jobId: string; tenantKey?: string | null; limit?: number } & ReadOptions,
-): Promise<AttemptView[]> {
-  if (typeof opts?.jobId !== 'string' || !UUID_RE.test(opts.jobId)) throw new PostboxError('invalid_input', 'jobId must be a uuid');
-  const limit = opts.limit ?? 1000;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new PostboxError('invalid_input', 'limit must be an integer in 1..1000');
-  return readOnly(db, opts, async (q) => {
-    const params: unknown[] = [opts.jobId];
-    // tenant_scope exists only on job, so the shared tenant filter reads it from there.
-    const { rows } = await q.query(
-      `SELECT a.seq, a.outcome, a.error_code, a.error_message, ${ms('a.started_at')} AS started_ms, ${ms('a.finished_at')} AS finished_ms
-         FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id
-        WHERE a.job_id = $1 AND ${tenantFilter(opts.tenantKey, params)}
-        ORDER BY a.seq LIMIT ${limit}`,
-      params,
-    );
-    return rows.map((r: any) => {
-      const startedAt = Number(r.started_ms);
-      const finishedAt = r.finished_ms === null ? null : Number(r.finished_ms);
-      return {
-        attempt: r.seq,
-        outcome: r.outcome,
-        code: r.error_code,
-        ...(r.error_message === null ? {} : { message: r.error_message }),
-        startedAt: new Date(startedAt),
-        finishedAt: finishedAt === null ? null : new Date(finishedAt),
-        durationMs: finishedAt === null ? null : finishedAt - startedAt,
-      };
-    });
-  });
-}
-
 /** Filters shared by `listJobs` and `countJobs`. */
 export interface JobFilter {
   status?: JobStatus;
