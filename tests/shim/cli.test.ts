@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { createOutbox, defineJob, ok } from 'postbox';
 import { evaluateBacklog } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
-import { migrate } from 'postbox/sql';
+import { migrate, OUTBOX_MIGRATIONS } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
 import { freePort, startPostgres, type PgServer } from '../support/postgres.ts';
 
@@ -139,14 +139,20 @@ describe('help and schema', () => {
     const fresh = await server.createDatabase('cli_migrate');
     const first = await cli(['migrate', '--database-url', fresh], { env: { DATABASE_URL: undefined } });
     expectExit(first, 0);
-    assert.match(first.stdout, /applied 1 migration: 0001_outbox_tables/);
+    const names = OUTBOX_MIGRATIONS.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`);
+    assert.ok(names.length >= 2 && names[0] === '0001_outbox_tables');
+    assert.equal(first.stdout, `applied ${names.length} migrations: ${names.join(', ')}\n`);
     const second = await cli(['migrate', '--json'], { env: { DATABASE_URL: fresh } });
     expectExit(second, 0);
-    assert.deepEqual(json(second), { applied: [], latest: 1 });
+    assert.deepEqual(json(second), { applied: [], latest: OUTBOX_MIGRATIONS.at(-1)!.version });
+    expectExit(await cli(['migrate'], { env: { DATABASE_URL: fresh } }), 0);
     const c = new pg.Client({ connectionString: fresh });
     await c.connect();
     try {
-      assert.deepEqual((await c.query('SELECT version, name FROM outbox.schema_migration')).rows, [{ version: 1, name: 'outbox_tables' }]);
+      assert.deepEqual(
+        (await c.query('SELECT version, name FROM outbox.schema_migration ORDER BY version')).rows,
+        OUTBOX_MIGRATIONS.map((m) => ({ version: m.version, name: m.name })),
+      );
     } finally {
       await c.end();
     }
