@@ -47,6 +47,17 @@ for (const [entry, names] of Object.entries(promised)) {
     }
   }
 }
+// The `postbox` command: its launcher and the built entry it loads.
+for (const file of [pkg.bin?.postbox, 'dist/cli/main.js']) {
+  if (!file) problems.push('package.json has no bin "postbox"');
+  else {
+    try {
+      statSync(path.join(root, 'js-shim', file));
+    } catch {
+      problems.push(`the postbox command's ${file} is missing`);
+    }
+  }
+}
 const wasm = path.join(root, 'js-shim', pkg.exports['./core.wasm']);
 const size = statSync(wasm).size;
 if (size > MAX_WASM_BYTES) problems.push(`core.wasm is ${size} bytes, over ${MAX_WASM_BYTES}`);
