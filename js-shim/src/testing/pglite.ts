@@ -13,7 +13,11 @@ export interface PGliteLike {
   isInTransaction(): boolean;
   close(): Promise<void>;
   readonly closed: boolean;
+  /** Used, when there, to start later test databases from a copy of the first migrated one. */
+  dumpDataDir?(compression?: 'none'): Promise<Blob>;
 }
+
+type PGliteModule = { PGlite: { create(options?: { loadDataDir?: Blob }): Promise<PGliteLike> } };
 
 type QueryResult = { rows: any[]; rowCount: number | null };
 
@@ -52,6 +56,9 @@ export interface OutboxTestDatabaseOptions {
   pglite?: PGliteLike;
 }
 
+/** The first migrated test database of this process, as a data directory (about 40 MB). */
+let template: Promise<Blob> | undefined;
+
 // A variable, so that bundlers (esbuild for a test Worker, say) leave this optional peer out.
 const PGLITE_MODULE = '@electric-sql/pglite';
 
@@ -68,18 +75,25 @@ export async function createOutboxTestDatabase(options: OutboxTestDatabaseOption
   let pglite = options.pglite;
   const owned = !pglite;
   if (!pglite) {
-    let mod: { PGlite: { create(): Promise<PGliteLike> } };
+    let mod: PGliteModule;
     try {
       mod = await import(PGLITE_MODULE);
     } catch (error) {
       throw new PostboxError('missing_dependency', 'createOutboxTestDatabase needs @electric-sql/pglite: npm install --save-dev @electric-sql/pglite', { cause: error });
     }
-    pglite = await mod.PGlite.create();
+    // A fresh PGlite runs initdb (seconds); a copy of the migrated first one starts far faster.
+    const dump = template ? await template.catch(() => null) : null;
+    pglite = await mod.PGlite.create(dump ? { loadDataDir: dump } : {});
   }
   const lock = new Lock();
   const session = (): Handle => new Handle(pglite!, lock);
   const shared = session();
   await migrate(shared);
+  if (owned && !template && pglite.dumpDataDir) {
+    const copy = pglite.dumpDataDir('none');
+    template = copy;
+    await copy.catch(() => undefined);
+  }
   const db: TestDb = {
     query: (text, values) => shared.query(text, values),
     async connect() {
