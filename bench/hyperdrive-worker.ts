@@ -9,10 +9,9 @@
 // POST /latency { via, connector, sql: 'plain' | 'param', n }: one session, 20 warm-up
 //   statements, then n timed ones, sequential; returns each statement's milliseconds.
 // POST /drain { via, connector, concurrency, handlerMs }: drains every due `bench.sleep` job
-//   with `runUntilIdle`; returns what it ran.
-import { createOutbox, defineJob, ok, type Connector } from 'postbox';
+//   with `runDrain` until a drain finds nothing; returns what the drains claimed and ran.
+import { createOutbox, defineJob, ok, runDrain, type Connector } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
-import { runUntilIdle } from 'postbox/testing';
 import pg from 'pg';
 
 interface Env {
@@ -77,8 +76,13 @@ export default {
           },
         });
         const outbox = createOutbox({ jobs: [job], connect, concurrency: body.concurrency ?? 1 });
-        const report = await runUntilIdle(outbox, { maxRounds: 100_000 });
-        return Response.json(report);
+        const report = { claimed: 0, succeeded: 0 };
+        for (;;) {
+          const r = await runDrain(outbox);
+          report.claimed += r.claimed;
+          report.succeeded += r.succeeded;
+          if (r.claimed === 0) return Response.json(report);
+        }
       }
     }
     return new Response('not found', { status: 404 });

@@ -15,7 +15,7 @@
  *    PostgreSQL), which counts the chunks each statement arrived in;
  * 2. latency: `SELECT 1` and `SELECT $1::int`, `n` sequential on one session, timed in the Worker;
  * 3. drain: `--jobs` jobs (2 ms handler) at concurrency 1, 8 and 32, enqueued from Node (not timed),
- *    drained in the Worker with `runUntilIdle` (timed from Node around the request).
+ *    drained in the Worker with `runDrain` (timed from Node around the request).
  *
  * Nothing is asserted about time. See bench/README.md.
  */
@@ -184,7 +184,7 @@ function render(pgVersion: string, writes: WritesRow[], latency: LatencyRow[], d
     '|---|---|---|---:|---:|---:|',
     ...latency.map((r) => `| \`${r.sql}\` | ${r.via} | ${connectorLabel(r.connector)} | ${f(r.median, 3)} | ${f(r.mean, 3)} | ${f(r.p90, 3)} |`),
     '',
-    `## Drain (${JOBS} jobs, ${HANDLER_MS} ms handler, \`runUntilIdle\` in the Worker, one connection; ratio = jobs/s ÷ direct with the same connector)`,
+    `## Drain (${JOBS} jobs, ${HANDLER_MS} ms handler, \`runDrain\` in the Worker, one connection; ratio = jobs/s ÷ direct with the same connector)`,
     '',
     '| concurrency | path | connector | wall s | jobs/s | binding ÷ direct |',
     '|---:|---|---|---:|---:|---:|',

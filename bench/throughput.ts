@@ -18,10 +18,9 @@
  */
 import os from 'node:os';
 import pg from 'pg';
-import { createOutbox, defineJob, ok } from 'postbox';
+import { createOutbox, defineJob, ok, runDrain } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
-import { runUntilIdle } from 'postbox/testing';
 import { Logger, makeWorkerUtils, runMigrations, runOnce } from 'graphile-worker';
 import PgBoss from 'pg-boss';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
@@ -103,17 +102,12 @@ function postbox(concurrency: number, drains: number): Variant {
         for (let i = 0; i < s.jobs; i++) await outbox.enqueue(c, job, { payload: { i } });
         await c.query('COMMIT');
       });
-      const engine = (outbox as any)[Symbol.for('postbox.run')];
       return {
         async drain() {
-          if (drains === 1) {
-            await runUntilIdle(outbox, { maxRounds: 1000 });
-            return;
-          }
           await Promise.all(
             Array.from({ length: drains }, async () => {
               for (;;) {
-                const r = await engine.drain({ lane: 'default', deadlineAt: Date.now() + 840_000 });
+                const r = await runDrain(outbox);
                 if (r.claimed === 0) return;
               }
             }),

@@ -10,12 +10,12 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = createRequire(import.meta.url)(path.join(root, 'js-shim/package.json'));
 
 const promised = {
-  '.': ['defineJob', 'defineJobFor', 'createOutbox', 'ok', 'retry', 'fail', 'cancel', 'defaultClassify', 'PostboxError', 'EnqueueRefusedError'],
+  '.': ['defineJob', 'defineJobFor', 'createOutbox', 'ok', 'retry', 'fail', 'cancel', 'defaultClassify', 'PostboxError', 'EnqueueRefusedError', 'runDrain', 'runConsumer', 'runSweep', 'runRecovery'],
   './cloudflare': ['createQueueHandler', 'createScheduledHandler', 'createDlqHandler', 'defineSchedule'],
   './pg': ['createPgConnector', 'createPgPoolConnector'],
   './sql': ['OUTBOX_MIGRATIONS', 'migrate'],
-  './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog', 'listAttempts'],
-  './testing': ['createTestClock', 'runUntilIdle'],
+  './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog', 'listAttempts', 'aggregateAttemptOutcomes'],
+  './testing': ['createTestClock', 'runUntilIdle', 'createOutboxTestDatabase'],
   './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'verifyOutboxSchema'],
   './dashboard': ['createDashboard'],
 };

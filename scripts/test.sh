@@ -8,7 +8,9 @@
 #   b. corpus: tests/corpus/run.mjs (identical decisions from the three builds; natively also with
 #      SIMDJSON_FORCE_IMPLEMENTATION set), then tests/corpus/differential.mjs (100,000 generated
 #      inputs to every entry of the three builds, byte for byte)
-#   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker
+#   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker,
+#      examples and chaos run, scripts/check-package.mjs, and scripts/check-readme.mjs (every ts
+#      block of README.md typechecks against the built package) with its test
 #   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17, then 15,
 #      then 14
 #   e. end to end: tests/e2e/*.test.ts, then tests/chaos/*.test.ts (workers killed mid-drain, a
@@ -59,7 +61,10 @@ shopt -s nullglob
 # Before any build: a program that only a hand-installed package provides fails here, by name.
 if wanted 0; then
   stage 0 "programs (scripts/check-programs.mjs)"
-  node_tests tests/scripts/*.test.mjs
+  # check-readme's test needs the built package: stage c runs it.
+  program_tests=()
+  for t in tests/scripts/*.test.mjs; do [[ "$t" == */check-readme.test.mjs ]] || program_tests+=("$t"); done
+  node_tests "${program_tests[@]}"
   node scripts/check-programs.mjs
   done_stage
 fi
@@ -94,7 +99,9 @@ if wanted c; then
   npx --no-install tsc -p tests/chaos/tsconfig.json
   npx --no-install tsc -p examples/tsconfig.json
   node scripts/check-package.mjs
-  echo "typecheck: js-shim, worker, examples, type tests and chaos run ok"
+  node_tests tests/scripts/check-readme.test.mjs
+  node scripts/check-readme.mjs
+  echo "typecheck: js-shim, worker, examples, type tests, chaos run and README blocks ok"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.

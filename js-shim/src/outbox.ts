@@ -9,7 +9,7 @@ import { JOB_APPLY_OPERATE, JOB_ERASE_TENANT, JOB_LOCK_FOR_OPERATE } from './que
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
 import { randomSeed, type OutboxRuntime } from './runtime.js';
 import { LaneSession, errorMessage } from './session.js';
-import { runSweep, type SweepOptions, type SweepReport } from './sweep.js';
+import { recoverExpired, runSweep, type SweepOptions, type SweepReport } from './sweep.js';
 import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
 /** The `enqueue` function `transaction` hands its callback. */
@@ -74,8 +74,10 @@ export const RUN: unique symbol = Symbol.for('postbox.run');
 /** @internal What the Cloudflare handlers and the test kit drive. */
 export interface OutboxEngine {
   runtime: OutboxRuntime;
-  drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[] }): Promise<RunReport>;
+  drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[]; signal?: AbortSignal }): Promise<RunReport>;
   sweep(startedAt: number, opts: SweepOptions): Promise<SweepReport>;
+  /** Settles every expired lease as a crash (the sweep's first step, alone). */
+  recover(): Promise<RunReport>;
   withSession<T>(fn: (session: LaneSession) => Promise<T>): Promise<T>;
 }
 
@@ -249,6 +251,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
         return reports.reduce(addReport, emptyReport());
       },
       sweep: (startedAt, opts) => withSession((session) => runSweep(runtime, session, startedAt, opts)),
+      recover: () => withSession((session) => recoverExpired(runtime, session)),
     },
   };
   return outbox;

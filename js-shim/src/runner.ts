@@ -47,6 +47,11 @@ export interface DrainOptions {
   targets?: readonly Target[];
   /** Called (once) when the plan drops a kind right after a full claim: due jobs likely remain. */
   onBacklog?: () => void;
+  /**
+   * Stops the drain early: no claim after it aborts, claimed jobs still waiting for a slot are
+   * released (due again at once, nothing charged), running handlers finish and are settled.
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -82,6 +87,7 @@ class LanePump {
   #plannedKinds: number | undefined;
   #lastClaimFull = false;
   #backlogReported = false;
+  #stopped = false;
 
   constructor(
     readonly rt: OutboxRuntime,
@@ -92,7 +98,24 @@ class LanePump {
   ) {}
 
   async run(): Promise<RunReport> {
+    const signal = this.opts.signal;
+    const onAbort = () => this.#poke();
+    signal?.addEventListener('abort', onAbort);
+    try {
+      return await this.#run();
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async #run(): Promise<RunReport> {
     for (;;) {
+      if (this.opts.signal?.aborted && !this.#stopped) {
+        // Stopped from outside: claim no more, hand back what has not started.
+        this.#stopped = true;
+        this.#exhausted = true;
+        this.#release();
+      }
       let step = this.#pump(this.#failure === undefined && !this.#exhausted);
       // The plan (which kinds still fit the deadline) is only needed for a claim.
       let claimPlan: ClaimPlan | null = null;

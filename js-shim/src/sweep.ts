@@ -73,9 +73,11 @@ export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedA
 
 async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep, report: SweepReport): Promise<void> {
   switch (step.type) {
-    case 'recover':
-      addReport(report, await recover(rt, session, step.limit));
+    case 'recover': {
+      const { found: _found, ...recovered } = await recover(rt, session, step.limit);
+      addReport(report, recovered);
       break;
+    }
     case 'reserved':
       for (const lane of lanesOf(rt, step.kinds)) {
         addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, maxJobs: step.maxJobs }));
@@ -106,12 +108,30 @@ function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {
   return [...new Set(rt.policies.filter((p) => kinds.includes(p.kind)).map((p) => p.lane))];
 }
 
-/** Settles every attempt whose lease expired unsettled as a crash. */
-async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport> {
+/** Settles up to `limit` attempts whose lease expired unsettled as crashes. */
+async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport & { found: number }> {
   const kinds = rt.policies.map((p) => p.kind);
   const rows = await session.exclusive(async (q) => (await run(q, JOB_LIST_EXPIRED_LEASES, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
   if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
-  return settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
+  const report = await settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
+  return { ...report, found: rows.length };
+}
+
+/**
+ * Recovery alone, outside a sweep: every expired lease, in batches of the core's recovery
+ * limit, until a batch comes back short or the core's recovery deadline passes.
+ */
+export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): Promise<RunReport> {
+  const now = rt.clock.now();
+  const plan = rt.core.call<{ steps: SweepStep[] }>('sweep', { op: 'plan', now, startedAt: now, policies: rt.policies });
+  const step = plan.steps.find((s): s is Extract<SweepStep, { type: 'recover' }> => s.type === 'recover');
+  const report = emptyReport();
+  if (!step) return report;
+  for (;;) {
+    const { found, ...batch } = await recover(rt, session, step.limit);
+    addReport(report, batch);
+    if (found < step.limit || rt.clock.now() >= step.deadlineAt) return report;
+  }
 }
 
 /** Nudges due jobs whose lease is too long for the sweep onto their lane's queue. */

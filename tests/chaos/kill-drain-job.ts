@@ -1,8 +1,8 @@
 /**
  * What the kill-drain run's parent and its workers share: the job, the table its handler
- * writes, and the slice of the outbox engine they drive (the one `postbox/testing` drives).
+ * writes, and the sweep options both use.
  */
-import { defineJob, ok, type Outbox, type RunReport } from 'postbox';
+import { defineJob, ok } from 'postbox';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 
@@ -56,19 +56,6 @@ export const LEASE_MS = chaosJob.policy.leaseMs;
 
 /** Sweep options for every sweep of the run: retention must not delete what is verified. */
 export const SWEEP_OPTIONS = { retention: { succeededRetentionMs: 30 * 86_400_000, deadRetentionMs: 30 * 86_400_000 } };
-
-/** What the run drives of `outbox[Symbol.for('postbox.run')]` (as `postbox/testing` does). */
-export interface Engine {
-  runtime: { core: { call<T>(family: string, input: unknown): T } };
-  drain(opts: { lane: string; deadlineAt: number }): Promise<RunReport>;
-  sweep(startedAt: number, opts: typeof SWEEP_OPTIONS & { invocationBudgetMs?: number }): Promise<RunReport & { failedSteps: string[] }>;
-}
-
-export const engineOf = (outbox: Outbox): Engine => (outbox as unknown as Record<symbol, Engine>)[Symbol.for('postbox.run')]!;
-
-/** The invocation deadline the core gives a drain started now (840 s: Cloudflare's cron budget). */
-export const deadlineFrom = (engine: Engine, now: number): number =>
-  engine.runtime.core.call<{ deadlineAt: number }>('claim', { op: 'deadline', startedAt: now }).deadlineAt;
 
 /** Parent → worker. */
 export type ToWorker = { type: 'clock'; offsetMs: number } | { type: 'stop' };

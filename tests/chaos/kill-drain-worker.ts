@@ -9,9 +9,9 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { createOutbox } from 'postbox';
+import { createOutbox, runDrain, runSweep } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
-import { CONCURRENCY, LANE, SWEEP_OPTIONS, chaosJob, deadlineFrom, engineOf, type FromWorker, type ToWorker } from './kill-drain-job.ts';
+import { CONCURRENCY, LANE, SWEEP_OPTIONS, chaosJob, type FromWorker, type ToWorker } from './kill-drain-job.ts';
 
 const url = process.env.CHAOS_DB_URL;
 if (!url || !process.send) throw new Error('kill-drain-worker runs under kill-drain.ts (CHAOS_DB_URL and an IPC channel)');
@@ -67,8 +67,6 @@ const outbox = createOutbox({
   clock: { now: () => Date.now() + offsetMs },
   events: (event) => bump(`event.${event.type}`),
 });
-const engine = engineOf(outbox);
-const clock = () => Date.now() + offsetMs;
 
 const report = setInterval(() => send({ type: 'counts', counts }), 100);
 send({ type: 'ready' });
@@ -76,11 +74,11 @@ send({ type: 'ready' });
 while (!stopping) {
   try {
     phase = 'drain';
-    const drained = await engine.drain({ lane: LANE, deadlineAt: deadlineFrom(engine, clock()) });
+    const drained = await runDrain(outbox, { lane: LANE });
     for (const [key, n] of Object.entries(drained)) bump(`drain.${key}`, n);
     if (drained.claimed > 0) continue;
     phase = 'sweep';
-    const swept = await engine.sweep(clock(), SWEEP_OPTIONS);
+    const swept = await runSweep(outbox, SWEEP_OPTIONS);
     for (const [key, n] of Object.entries(swept)) if (typeof n === 'number') bump(`sweep.${key}`, n);
     if (swept.failedSteps.length > 0) bump('sweep.failedSteps', swept.failedSteps.length);
     if (swept.claimed > 0 || swept.recovered > 0) continue;

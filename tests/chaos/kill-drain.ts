@@ -23,12 +23,12 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { createOutbox, type RunReport } from 'postbox';
+import { createOutbox, runSweep, type RunReport } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../support/postgres.ts';
-import { CONCURRENCY, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, chaosJob, engineOf, type FromWorker, type ToWorker } from './kill-drain-job.ts';
+import { CONCURRENCY, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, chaosJob, type FromWorker, type ToWorker } from './kill-drain-job.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -252,7 +252,7 @@ let lastEventAt = 0;
 async function unleash(server: PgServer, dbUrl: string, monitor: Monitor): Promise<Fired[]> {
   // A sweep whose invocation has no time left to run a job: it recovers expired leases only
   // (the drain step plans no kind whose timeout outlives the deadline).
-  const recoveryOnly = engineOf(createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl), clock: { now: () => Date.now() + offsetMs } }));
+  const recoveryOnly = createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl), clock: { now: () => Date.now() + offsetMs } });
   const events: ChaosEvent[] = [
     ...Array.from({ length: KILLS }, (): ChaosEvent => ({ at: 0.05 + 0.85 * random(), type: 'kill' })),
     ...Array.from({ length: RESTARTS }, (): ChaosEvent => ({ at: 0.3 + 0.4 * random(), type: 'restart' })),
@@ -287,7 +287,7 @@ async function unleash(server: PgServer, dbUrl: string, monitor: Monitor): Promi
       jumps++;
       for (const w of live()) if (w.ready) tell(w, { type: 'clock', offsetMs });
       // Recovery at once, racing the live workers' running handlers: their settles come late.
-      const swept = await recoveryOnly.sweep(Date.now() + offsetMs, { ...SWEEP_OPTIONS, invocationBudgetMs: 1 });
+      const swept = await runSweep(recoveryOnly, { ...SWEEP_OPTIONS, invocationBudgetMs: 1 });
       midRunRecovered += swept.recovered;
       const failed = swept.failedSteps.length > 0 ? ` (failed steps: ${swept.failedSteps.join(', ')})` : '';
       log(`clock +${LEASE_MS + 1_000} ms: every lease taken so far has expired; a sweep recovered ${swept.recovered} attempts${failed}`);
@@ -399,7 +399,6 @@ function workerTotals(): Record<string, number> {
 async function recoverInParent(dbUrl: string): Promise<{ passes: number; recovered: number; succeeded: number; stale: number }> {
   const clock = createTestClock(Date.now() + offsetMs + LEASE_MS + 1_000);
   const outbox = createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl), concurrency: CONCURRENCY, clock });
-  const engine = engineOf(outbox);
   const total: RunReport & { passes: number } = { passes: 0, claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0 };
   const add = (r: RunReport): void => {
     for (const key of Object.keys(r) as (keyof RunReport)[]) if (typeof r[key] === 'number' && key in total) total[key] += r[key];
@@ -407,7 +406,7 @@ async function recoverInParent(dbUrl: string): Promise<{ passes: number; recover
   await withClient(dbUrl, async (db) => {
     for (let pass = 1; pass <= 10; pass++) {
       total.passes = pass;
-      add(await engine.sweep(clock.now(), SWEEP_OPTIONS));
+      add(await runSweep(outbox, SWEEP_OPTIONS));
       add(await runUntilIdle(outbox, { clock, db, maxRounds: 10_000 }));
       const { rows } = await db.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status IN ('pending', 'running', 'retrying')`);
       if (rows[0].n === 0) break;

@@ -76,3 +76,16 @@ SELECT ${CLAIMED_COLUMNS} FROM outbox.job
  ORDER BY lease_expires_at
  LIMIT $3`,
 };
+
+/**
+ * JobNextDue: when the earliest job a claim of this lane could take falls due (epoch ms, NULL
+ * when none waits). The claim's own predicate without its `due_at <= now`. $1 lane, $2
+ * kinds[], $3 version cutoff (NULL: no deploy versions). The test kit skips its clock there.
+ */
+export const JOB_NEXT_DUE: Statement = {
+  name: 'postbox_next_due',
+  text: `
+SELECT ${ms('min(due_at)')} AS due FROM outbox.job
+ WHERE status IN ('pending', 'retrying') AND lane = $1 AND kind = ANY($2::text[])
+   AND (version_ts IS NULL OR version_ts <= COALESCE($3::bigint, 9007199254740991))`,
+};

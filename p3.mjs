@@ -1,0 +1,11 @@
+import { PGlite } from '@electric-sql/pglite';
+import { migrate } from 'postbox/sql';
+let t0 = performance.now();
+const lap = (l) => { console.log(l, Math.round(performance.now()-t0)); t0 = performance.now(); };
+const db = await PGlite.create(); lap('create');
+await migrate({ query: (t, v) => v?.length ? db.query(t, v) : db.exec(t).then(r => r.at(-1)) }); lap('migrate');
+const dump = await db.dumpDataDir('none'); lap('dump ' + dump.size);
+const d2 = await PGlite.create({ loadDataDir: dump }); lap('load');
+console.log((await d2.query('SELECT count(*) FROM outbox.schema_migration')).rows);
+const d3 = await PGlite.create({ loadDataDir: dump }); lap('load2');
+const d4 = await PGlite.create(); lap('create2');

@@ -1,0 +1,25 @@
+// What README.md's ts blocks take as given (scripts/check-readme.mjs): the Worker's bindings,
+// the app's own helpers, and the names a fragment continues from an earlier block.
+import type { JobDefinition, Outbox } from 'postbox';
+import type pg from 'pg';
+
+declare global {
+  /** The reference Worker's bindings (wrangler.jsonc). */
+  interface Env {
+    OUTBOX_DB: Hyperdrive;
+    OUTBOX_QUEUE: Queue;
+    CF_VERSION_METADATA: WorkerVersionMetadata;
+    /** The dashboard's CSRF signing secret (a Worker secret). */
+    DASHBOARD_SECRET: string;
+  }
+  /** The app's own operator login: who may use the dashboard, and how far. */
+  function operatorOf(request: Request, env: Env): Promise<true | { tenantKey: string } | { readOnly: true } | null>;
+  /** The app's mail API, which jobs.ts calls. */
+  function send(userId: string, opts: { signal: AbortSignal; idempotencyKey: string }): Promise<{ status: number; retryAfterMs?: number }>;
+  /** In fragments: the invocation's bindings, a connected client, and index.ts's factory. */
+  const env: Env;
+  const client: pg.Client;
+  const pool: pg.Pool;
+  const outboxFor: (env: Env) => Outbox;
+  const welcomeEmail: JobDefinition<{ userId: string }>;
+}

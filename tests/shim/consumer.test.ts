@@ -1,0 +1,159 @@
+// The public drain for long-lived processes, in Node against a real PostgreSQL: a consumer
+// keeps draining jobs enqueued after it started, stops cleanly when its signal aborts (nothing
+// left running, the promise resolves with the counts), and the sweep and recovery run without
+// a Cron Trigger.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { z } from 'zod';
+import { createOutbox, defineJob, ok, PostboxError, runConsumer, runDrain, runRecovery, runSweep, type RunReport } from 'postbox';
+import { createPgConnector } from 'postbox/pg';
+import { migrate } from 'postbox/sql';
+import { createTestClock } from 'postbox/testing';
+import { startPostgres, withClient, type PgServer } from '../support/postgres.ts';
+
+let server: PgServer;
+let url: string;
+let pool: pg.Pool;
+
+before(async () => {
+  server = await startPostgres();
+  url = await server.createDatabase('consumer');
+  await withClient(url, (c) => migrate(c));
+  pool = new pg.Pool({ connectionString: url, max: 2 });
+});
+after(async () => {
+  await pool?.end();
+  await server?.stop();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const statuses = async (kind: string) =>
+  Object.fromEntries((await pool.query('SELECT status, count(*)::int AS n FROM outbox.job WHERE kind = $1 GROUP BY status', [kind])).rows.map((r) => [r.status, r.n]));
+
+async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+test('a consumer drains jobs enqueued after it started, and stops cleanly on abort', async () => {
+  const ran: number[] = [];
+  const job = defineJob({
+    kind: 'consumer.note',
+    payload: z.object({ n: z.number() }),
+    timeoutMs: 10_000,
+    async handle({ n }, ctx) {
+      await ctx.db.query('SELECT pg_sleep(0.02)');
+      ran.push(n);
+      return ok();
+    },
+  });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: 2 });
+  const stop = new AbortController();
+  const reports: RunReport[] = [];
+  const consumer = runConsumer(outbox, { signal: stop.signal, idleMs: 50, onReport: (r) => reports.push(r) });
+
+  // Enqueued while the consumer runs (and idles between drains): it picks each batch up.
+  for (let batch = 0; batch < 3; batch++) {
+    for (let i = 0; i < 4; i++) await outbox.transaction(pool, (_tx, enqueue) => enqueue(job, { payload: { n: batch * 4 + i } }));
+    await until(`batch ${batch}`, async () => ran.length === (batch + 1) * 4);
+    await sleep(120); // at least two idle waits
+  }
+  // A burst still running when the signal aborts: what started finishes, what waits is released.
+  for (let i = 12; i < 40; i++) await outbox.transaction(pool, (_tx, enqueue) => enqueue(job, { payload: { n: i } }));
+  await until('the burst to start', async () => ran.length > 12);
+  stop.abort();
+  const total = await consumer;
+
+  const after = await statuses('consumer.note');
+  assert.equal(after.running, undefined, 'no job is left running');
+  assert.equal(total.succeeded, ran.length);
+  assert.equal(after.succeeded, ran.length);
+  assert.equal((after.pending ?? 0) + ran.length, 40, 'every job not run is pending again');
+  assert.equal(total.claimed, total.succeeded + total.released);
+  assert.ok(reports.length >= 3, `onReport after each drain that claimed (${reports.length})`);
+  // Nothing runs after the promise resolved.
+  const ranAtStop = ran.length;
+  await sleep(200);
+  assert.equal(ran.length, ranAtStop);
+  assert.equal((await statuses('consumer.note')).running, undefined);
+  // The rest drains once asked.
+  const rest = await runDrain(outbox);
+  assert.equal(rest.succeeded, 40 - ranAtStop);
+  assert.deepEqual(await statuses('consumer.note'), { succeeded: 40 });
+});
+
+test('a consumer survives a database that is down and catches up once it is back', async () => {
+  const job = defineJob({ kind: 'consumer.later', payload: z.object({}), timeoutMs: 5_000, handle: async () => ok() });
+  let up = false;
+  const real = createPgConnector(url);
+  const events: string[] = [];
+  const outbox = createOutbox({
+    jobs: [job],
+    connect: async () => {
+      if (!up) throw new Error('connection refused');
+      return real();
+    },
+    events: (e) => events.push(e.type),
+  });
+  const stop = new AbortController();
+  const consumer = runConsumer(outbox, { signal: stop.signal, idleMs: 20 });
+  await outbox.transaction(pool, (_tx, enqueue) => enqueue(job, { payload: {} }));
+  await until('a failed drain', async () => events.includes('infra_error'));
+  up = true;
+  await until('the job', async () => (await statuses('consumer.later')).succeeded === 1);
+  stop.abort();
+  assert.equal((await consumer).succeeded, 1);
+});
+
+test('runConsumer refuses what it cannot run', async () => {
+  const job = defineJob({ kind: 'consumer.bad', payload: z.object({}), timeoutMs: 1_000, handle: async () => ok() });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url) });
+  const code = (c: string) => (e: unknown) => e instanceof PostboxError && e.code === c;
+  await assert.rejects(runConsumer(outbox, {} as never), code('invalid_input'));
+  await assert.rejects(runConsumer(outbox, { signal: new AbortController().signal, lanes: ['nope'] }), code('invalid_input'));
+  await assert.rejects(runConsumer(outbox, { signal: new AbortController().signal, idleMs: -1 }), code('invalid_input'));
+  // Already aborted: resolves at once, having claimed nothing.
+  assert.equal((await runConsumer(outbox, { signal: AbortSignal.abort() })).claimed, 0);
+});
+
+test('runRecovery and runSweep recover a crashed attempt without a Cron Trigger', async () => {
+  const start = Date.parse('2026-11-30T12:00:00.000Z');
+  const clock = createTestClock(start);
+  let wake!: () => void;
+  const hang = new Promise<void>((r) => (wake = r));
+  let runs = 0;
+  const job = defineJob({
+    kind: 'consumer.crashy',
+    payload: z.object({}),
+    timeoutMs: 10_000,
+    async handle() {
+      if (++runs === 1) await hang;
+      return ok();
+    },
+  });
+  const dying = createOutbox({ jobs: [job], connect: createPgConnector(url), clock });
+  const { id } = (await dying.transaction(pool, (_tx, enqueue) => enqueue(job, { payload: {} }))) as { id: string };
+  const abandoned = runDrain(dying);
+  await until('the first run', async () => runs === 1);
+
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), clock });
+  assert.equal((await runRecovery(outbox)).recovered, 0, 'the lease has not run out');
+  clock.advance(job.policy.leaseMs + 1);
+  const recovered = await runRecovery(outbox);
+  assert.equal(recovered.recovered, 1);
+  assert.equal(recovered.retrying, 1);
+  const row = (await pool.query(`SELECT status, round(extract(epoch from due_at) * 1000)::bigint AS due FROM outbox.job WHERE id = $1`, [id])).rows[0];
+  assert.equal(row.status, 'retrying');
+  // The sweep drains it once its backoff has passed.
+  clock.set(Number(row.due));
+  const swept = await runSweep(outbox, { retention: { succeededRetentionMs: 86_400_000 } });
+  assert.equal(swept.succeeded, 1);
+  assert.deepEqual(swept.failedSteps, []);
+  wake();
+  assert.equal((await abandoned).stale, 1);
+  assert.deepEqual(await statuses('consumer.crashy'), { succeeded: 1 });
+});
