@@ -10,7 +10,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = createRequire(import.meta.url)(path.join(root, 'js-shim/package.json'));
 
 const promised = {
-  '.': ['defineJob', 'defineJobFor', 'createOutbox', 'ok', 'retry', 'fail', 'cancel', 'defaultClassify', 'PostboxError', 'EnqueueRefusedError', 'runDrain', 'runConsumer', 'runSweep', 'runRecovery'],
+  '.': ['defineJob', 'defineJobFor', 'createOutbox', 'ok', 'retry', 'fail', 'cancel', 'defer', 'defaultClassify', 'PostboxError', 'EnqueueRefusedError', 'runDrain', 'runConsumer', 'runSweep', 'runRecovery'],
   './cloudflare': ['createQueueHandler', 'createScheduledHandler', 'createDlqHandler', 'defineSchedule'],
   './pg': ['createPgConnector', 'createPgPoolConnector'],
   './sql': ['OUTBOX_MIGRATIONS', 'migrate'],
@@ -18,6 +18,7 @@ const promised = {
   './testing': ['createTestClock', 'runUntilIdle', 'createOutboxTestDatabase'],
   './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'verifyOutboxSchema'],
   './dashboard': ['createDashboard'],
+  './webhooks': ['defineWebhookJob', 'webhookDelivery', 'verifyWebhook', 'assertWebhook', 'signWebhook', 'WebhookVerificationError', 'WEBHOOK_SCHEDULE_MS'],
 };
 const MAX_WASM_BYTES = 200 * 1024;
 

@@ -22,7 +22,7 @@ artifacts=build/fuzz/artifacts
 rm -rf "$seeds"
 mkdir -p "$seeds" "$work" "$artifacts"
 
-# Family byte = index in fuzz_entries.cpp's table (policy settle claim sweep enqueue cron nudge backlog operate).
+# Family byte = index in fuzz_entries.cpp's table (policy settle claim sweep enqueue cron nudge backlog operate webhook).
 node --input-type=module - "$seeds" <<'NODE'
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -8,6 +8,16 @@ import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
 import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
 
+/**
+ * @internal The outbox's clock and event sink, on every handler's ctx under this key, for
+ * Postbox's own handlers (postbox/webhooks) that decide with the outbox's `now` and emit events.
+ */
+export const HANDLER_RUNTIME: unique symbol = Symbol.for('postbox.handlerRuntime');
+export interface HandlerRuntime {
+  now(): number;
+  emit(event: import('./types.js').OutboxEvent): void;
+}
+
 export interface HandlerResult {
   finished: Finished;
   abandoned: boolean;
@@ -29,6 +39,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     tenantKey: row.tenant_key,
     correlationId: row.correlation_id,
     metadata: row.metadata,
+    [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit } satisfies HandlerRuntime,
   };
   const work = (async (): Promise<Finished> => {
     const validated = await job.payload['~standard'].validate(row.payload);
@@ -63,6 +74,8 @@ function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined
       return { row, outcome: { type: 'fail', code: outcome.code } };
     case 'cancel':
       return { row, outcome: { type: 'cancel', reason: outcome.reason } };
+    case 'defer':
+      return { row, outcome: { type: 'defer', code: outcome.code, after: outcome.after } };
     default:
       return { row, outcome: { type: 'retry', code: 'invalid_outcome', message: 'handler returned no outcome: return ok(), retry(), fail() or cancel()' } };
   }

@@ -3,7 +3,7 @@
  * retry, lease and settlement decision is made by a C++ core compiled to WebAssembly.
  * @module
  */
-export { defineJob, defineJobFor, ok, retry, fail, cancel, defaultClassify, type JobSpec } from './jobs.js';
+export { defineJob, defineJobFor, ok, retry, fail, cancel, defer, defaultClassify, type JobSpec } from './jobs.js';
 export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type TxEnqueueMany, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
 export { runDrain, runConsumer, runSweep, runRecovery, type RunDrainOptions, type ConsumerOptions, type SweepOptions, type SweepReport } from './consumer.js';
 export type { OutboxOptions, TransitionInfo } from './config.js';

@@ -106,6 +106,15 @@ export function cancel(options: { reason: string }): HandlerOutcome {
   return { type: 'cancel', reason: options.reason };
 }
 
+/**
+ * Not attempted: try again after `after` ms, charging nothing (the retry budget and schedule
+ * stay where they were). For a handler that finds it must not try yet, e.g. a paused webhook
+ * endpoint. A job deferred forever never finishes: defer only on a condition that ends.
+ */
+export function defer(options: { code: string; after: number }): HandlerOutcome {
+  return { type: 'defer', code: options.code, after: options.after };
+}
+
 /** The classification of a thrown error when `classify` has no opinion. */
 export function defaultClassify(_error: unknown): HandlerOutcome {
   return retry({ code: 'unexpected' });

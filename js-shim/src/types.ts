@@ -28,7 +28,8 @@ export type HandlerOutcome =
   | { readonly type: 'ok'; readonly commit?: (tx: Queryable) => Promise<unknown> }
   | { readonly type: 'retry'; readonly code: string; readonly after?: number }
   | { readonly type: 'fail'; readonly code: string }
-  | { readonly type: 'cancel'; readonly reason: string };
+  | { readonly type: 'cancel'; readonly reason: string }
+  | { readonly type: 'defer'; readonly code: string; readonly after: number };
 
 /** A per-code retry rule: a number caps the streak; an object can do more. */
 export type PerCodeRule =
@@ -48,8 +49,12 @@ export type PerCodeRule =
 export interface RetryPolicy {
   /** Attempts charged since the last replay before the job dead-letters. Default 20. */
   maxAttempts?: number;
-  /** Exponential, jittered backoff. Default `{ baseMs: 30_000, maxMs: 3_600_000 }`. */
-  backoff?: { baseMs?: number; maxMs?: number };
+  /**
+   * Exponential, jittered backoff. Default `{ baseMs: 30_000, maxMs: 3_600_000 }`. Or an
+   * explicit schedule: `scheduleMs[n-1]` is the wait after failed attempt n (the last entry
+   * repeats), jittered down by at most a tenth; baseMs and maxMs are then unused.
+   */
+  backoff?: { baseMs?: number; maxMs?: number; scheduleMs?: readonly number[] };
   /** Per-error-code rules, merged over the defaults `timeout: 5`, `invalid_payload: 3`. */
   perCode?: Record<string, PerCodeRule>;
   /** Consecutive crashes (lease expired, never settled) before `dead(crash_loop)`. Default 3. */
@@ -107,6 +112,8 @@ export interface CorePolicy {
   maxMs: number;
   maxCrashes: number;
   warnAtStreak: number | null;
+  /** Present only when the policy has an explicit schedule. */
+  scheduleMs?: number[];
   perCode: Record<string, { streak: number | null; maxAttempts: number | null; maxDelayMs: number | null; onExhaustion: 'dead' | 'cancel' }>;
 }
 
@@ -193,7 +200,13 @@ export type OutboxEvent =
   | { type: 'recovered'; jobs: number }
   | { type: 'retention'; deleted: number }
   | { type: 'handoff'; lane: string; jobs: number }
-  | { type: 'drain_requested'; lane: string };
+  | { type: 'drain_requested'; lane: string }
+  /** A webhook endpoint's breaker opened: deliveries to it wait for its cooldown. */
+  | { type: 'webhook_endpoint_paused'; endpoint: string; failures: number; jobId: string }
+  /** A paused webhook endpoint answered again: deliveries resume. */
+  | { type: 'webhook_endpoint_resumed'; endpoint: string; jobId: string }
+  /** A webhook endpoint is disabled (`gone`: it answered 410; `failing`: failures outlasted `disableAfterMs`). */
+  | { type: 'webhook_endpoint_disabled'; endpoint: string; reason: 'gone' | 'failing'; jobId: string };
 
 export type JobStatus = 'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled';
 

@@ -219,7 +219,7 @@ TEST_CASE("settle: invalid inputs") {
       {input(pol, R"({"status":"running","attempts":-1})", R"({"type":"ok"})"),
        R"({"error":{"code":"invalid_input","message":"settle: field 'job.attempts' must be an integer in [0, 1000000]"}})"},
       {input(pol, R"({"status":"running","attempts":0})", R"({"type":"explode"})"),
-       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.type' must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload"}})"},
+       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.type' must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload, defer"}})"},
       {input(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","after":1.5})"),
        R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.after' must be an integer in [0, 315360000000]"}})"},
       {input(R"({"kind":"k"})", R"({"status":"running","attempts":0})", R"({"type":"ok"})"),

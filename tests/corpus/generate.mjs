@@ -994,6 +994,126 @@ const T = (iso) => Date.parse(iso);
 }
 
 // ---------------------------------------------------------------------------------------------
+// webhook: the outcome table, Retry-After, the breaker and the receiver's timestamp check, each
+// against docs/ABI.md; explicit schedules and the uncharged defer in pb_policy / pb_settle.
+
+{
+  const w = (name, input, check) => add('webhook', name, input, check);
+  const outcome = (extra) => ({ op: 'outcome', now: NOW, ...extra });
+  const table = (status) => {
+    if (status >= 200 && status <= 299) return { type: 'ok', code: null, signal: 'success' };
+    if (status === 408 || status >= 500) return { type: 'retry', code: `http_${status}`, signal: 'failure' };
+    if (status === 429) return { type: 'retry', code: 'http_429', signal: 'neutral' };
+    if (status === 410) return { type: 'fail', code: 'http_410', signal: 'gone' };
+    return { type: 'fail', code: `http_${status}`, signal: 'neutral' };
+  };
+  for (const status of [100, 200, 201, 204, 299, 301, 304, 400, 401, 404, 408, 409, 410, 422, 429, 499, 500, 502, 503, 504, 599]) {
+    w(`outcome ${status}`, outcome({ status }), fields({ ...table(status), after: null }));
+  }
+  w('outcome network error', outcome({ error: 'network' }), fields({ type: 'retry', code: 'network_error', after: null, signal: 'failure' }));
+  w('outcome request timeout', outcome({ error: 'timeout' }), fields({ type: 'retry', code: 'request_timeout', after: null, signal: 'failure' }));
+  const after = (name, retryAfter, expected, extra = {}) => w(`retry-after ${name}`, outcome({ status: 503, retryAfter, ...extra }), fields({ after: expected }));
+  after('seconds', '120', 120000);
+  after('zero', '0', 0);
+  after('spaces', ' 30\t', 30000);
+  after('date in an hour', new Date(NOW + 3600000).toUTCString(), 3600000);
+  after('date in the past', 'Sun, 06 Nov 1994 08:49:37 GMT', 0);
+  after('capped by default', '86400', 21600000);
+  after('capped by the caller', '600', 60000, { maxRetryAfterMs: 60000 });
+  after('null', null, null);
+  for (const bad of ['soon', '-1', '1.5', '', '12345678901', 'Tue, 31 Nov 2023 23:13:20 GMT', 'Tuesday, 14-Nov-23 23:13:20 GMT', 'Tue Nov 14 23:13:20 2023']) {
+    after(`unusable ${JSON.stringify(bad)}`, bad, null);
+  }
+  w('retry-after ignored on 429 date', outcome({ status: 429, retryAfter: new Date(NOW + 5000).toUTCString() }), fields({ after: 5000, signal: 'neutral' }));
+  w('retry-after ignored on success', outcome({ status: 200, retryAfter: '5' }), fields({ after: null }));
+  w('status and error', outcome({ status: 200, error: 'network' }), isError('invalid_input'));
+  w('neither status nor error', outcome({}), isError('invalid_input'));
+  w('status 99', outcome({ status: 99 }), isError('invalid_input', 'status'));
+  w('status 600', outcome({ status: 600 }), isError('invalid_input', 'status'));
+  w('unknown error', outcome({ error: 'dns' }), isError('invalid_input', 'error'));
+  w('unknown op', { op: 'deliver', now: NOW }, isError('unknown_op'));
+  w('missing op', { now: NOW }, isError('invalid_input', 'op'));
+
+  const ep = (state, o = {}) => ({ state, failures: 0, openedAt: null, failingSince: null, ...o });
+  const gate = (endpoint, now = NOW) => ({ op: 'gate', now, cooldownMs: 60000, probeMs: 45000, endpoint });
+  w('gate closed', gate(ep('closed')), exactText('{"deliver":true,"probe":false,"disabled":false,"retryAt":null,"endpoint":null}'));
+  w('gate disabled', gate(ep('disabled')), exactText('{"deliver":false,"probe":false,"disabled":true,"retryAt":null,"endpoint":null}'));
+  w('gate open in cooldown', gate(ep('open', { failures: 5, openedAt: NOW - 1 }), NOW + 59998), fields({ deliver: false, retryAt: NOW + 59999 }));
+  w('gate open after cooldown', gate(ep('open', { failures: 5, openedAt: NOW - 60000 })),
+    fields({ deliver: true, probe: true, endpoint: { state: 'half_open', failures: 5, openedAt: NOW, failingSince: null } }));
+  w('gate half_open probing', gate(ep('half_open', { failures: 5, openedAt: NOW - 1000 })), fields({ deliver: false, probe: false, retryAt: NOW + 44000 }));
+  w('gate half_open probe lost', gate(ep('half_open', { failures: 5, openedAt: NOW - 45000 })), fields({ deliver: true, probe: true }));
+  w('gate open without openedAt', gate(ep('open')), fields({ deliver: false, retryAt: NOW + 60000 }));
+  w('gate unknown state', gate(ep('ajar')), isError('invalid_input', 'state'));
+  w('gate missing endpoint', { op: 'gate', now: NOW, cooldownMs: 1, probeMs: 1 }, isError('invalid_input', 'endpoint'));
+  w('gate missing cooldown', { op: 'gate', now: NOW, probeMs: 1, endpoint: ep('closed') }, isError('invalid_input', 'cooldownMs'));
+
+  const record = (endpoint, signal, extra = {}) => ({ op: 'record', now: NOW, threshold: 3, endpoint, signal, ...extra });
+  w('record failure below threshold', record(ep('closed', { failures: 1, failingSince: NOW - 5 }), 'failure'),
+    exactText(`{"endpoint":{"state":"closed","failures":2,"openedAt":null,"failingSince":${NOW - 5}},"changed":true,"event":null}`));
+  w('record failure opens', record(ep('closed', { failures: 2, failingSince: NOW - 5 }), 'failure'),
+    fields({ endpoint: { state: 'open', failures: 3, openedAt: NOW, failingSince: NOW - 5 }, event: { type: 'webhook_endpoint_paused' } }));
+  w('record failure while open', record(ep('open', { failures: 3, openedAt: NOW - 10, failingSince: NOW - 20 }), 'failure'),
+    fields({ endpoint: { state: 'open', failures: 4, openedAt: NOW - 10, failingSince: NOW - 20 }, event: null }));
+  w('record probe fails', record(ep('half_open', { failures: 3, openedAt: NOW - 10, failingSince: NOW - 20 }), 'failure'),
+    fields({ endpoint: { state: 'open', failures: 4, openedAt: NOW, failingSince: NOW - 20 }, event: { type: 'webhook_endpoint_paused' } }));
+  w('record probe succeeds', record(ep('half_open', { failures: 3, openedAt: NOW - 10, failingSince: NOW - 20 }), 'success'),
+    exactText('{"endpoint":{"state":"closed","failures":0,"openedAt":null,"failingSince":null},"changed":true,"event":{"type":"webhook_endpoint_resumed"}}'));
+  w('record probe answered 4xx', record(ep('half_open', { failures: 3, openedAt: NOW - 10 }), 'neutral'), fields({ endpoint: ep('closed'), event: { type: 'webhook_endpoint_resumed' } }));
+  w('record success while closed', record(ep('closed', { failures: 2, failingSince: NOW - 5 }), 'success'), fields({ endpoint: ep('closed'), changed: true, event: null }));
+  w('record success unchanged', record(ep('closed'), 'success'), fields({ changed: false, event: null }));
+  w('record neutral', record(ep('closed', { failures: 2 }), 'neutral'), fields({ changed: false, endpoint: ep('closed', { failures: 2 }) }));
+  w('record gone', record(ep('open', { failures: 3, openedAt: NOW - 10 }), 'gone'),
+    fields({ endpoint: { state: 'disabled', failures: 3, openedAt: NOW - 10, failingSince: null }, event: { type: 'webhook_endpoint_disabled', reason: 'gone' } }));
+  w('record disabled stays', record(ep('disabled'), 'success'), fields({ changed: false, endpoint: ep('disabled') }));
+  w('record failing too long', record(ep('open', { failures: 50, openedAt: NOW - 10, failingSince: NOW - DAY }), 'failure', { disableAfterMs: DAY }),
+    fields({ endpoint: { state: 'disabled', failures: 51, openedAt: NOW - 10, failingSince: NOW - DAY }, event: { type: 'webhook_endpoint_disabled', reason: 'failing' } }));
+  w('record failing not yet too long', record(ep('open', { failures: 50, openedAt: NOW - 10, failingSince: NOW - DAY + 1 }), 'failure', { disableAfterMs: DAY }),
+    fields({ event: null }));
+  w('record threshold 0', record(ep('closed'), 'failure', { threshold: 0 }), isError('invalid_input', 'threshold'));
+  w('record unknown signal', record(ep('closed'), 'meh'), isError('invalid_input', 'signal'));
+  w('record missing signal', { op: 'record', now: NOW, threshold: 3, endpoint: ep('closed') }, isError('invalid_input', 'signal'));
+
+  const ts = (timestamp, toleranceSec = 300) => ({ op: 'timestamp', now: NOW, timestamp, toleranceSec });
+  const T = NOW / 1000;
+  w('timestamp now', ts(String(T)), exactText(`{"ok":true,"timestamp":${T}}`));
+  w('timestamp at the old edge', ts(String(T - 300)), fields({ ok: true }));
+  w('timestamp at the new edge', ts(String(T + 300)), fields({ ok: true }));
+  w('timestamp too old', ts(String(T - 301)), exactText('{"ok":false,"reason":"too_old"}'));
+  w('timestamp too new', ts(String(T + 301)), exactText('{"ok":false,"reason":"too_new"}'));
+  w('timestamp zero tolerance', ts(String(T), 0), fields({ ok: true }));
+  for (const bad of ['', '-1', '1e9', ' 1', '1700000000.0', '1234567890123', 'abc']) w(`timestamp invalid ${JSON.stringify(bad)}`, ts(bad), exactText('{"ok":false,"reason":"invalid_timestamp"}'));
+  w('timestamp null', ts(null), exactText('{"ok":false,"reason":"invalid_timestamp"}'));
+  w('timestamp missing tolerance', { op: 'timestamp', now: NOW, timestamp: '1' }, isError('invalid_input', 'toleranceSec'));
+
+  // pb_policy: an explicit schedule is kept, after warnAtStreak; normalising twice changes nothing.
+  const schedule = [5000, 300000, 1800000];
+  const withSchedule = normPolicy({ kind: 'k', timeoutMs: 1000 }).replace('"warnAtStreak":null,', `"warnAtStreak":null,"scheduleMs":${JSON.stringify(schedule)},`);
+  add('policy', 'schedule', { kind: 'k', timeoutMs: 1000, retry: { backoff: { scheduleMs: schedule } } }, exactText(withSchedule));
+  add('policy', 'schedule normalised again', withSchedule, exactText(withSchedule));
+  add('policy', 'schedule null when normalised', { kind: 'k', timeoutMs: 1000, scheduleMs: null }, exactText(normPolicy({ kind: 'k', timeoutMs: 1000 })));
+  add('policy', 'schedule empty', { kind: 'k', timeoutMs: 1000, retry: { backoff: { scheduleMs: [] } } }, isError('invalid_policy', 'scheduleMs'));
+  add('policy', 'schedule negative', { kind: 'k', timeoutMs: 1000, retry: { backoff: { scheduleMs: [-1] } } }, isError('invalid_policy', 'scheduleMs'));
+  add('policy', 'schedule over 7 days', { kind: 'k', timeoutMs: 1000, retry: { backoff: { scheduleMs: [604800001] } } }, isError('invalid_policy', 'scheduleMs'));
+  add('policy', 'schedule 33 entries', { kind: 'k', timeoutMs: 1000, retry: { backoff: { scheduleMs: Array(33).fill(1) } } }, isError('invalid_policy', 'scheduleMs'));
+  add('policy', 'schedule not an array', { kind: 'k', timeoutMs: 1000, retry: { backoff: { scheduleMs: 5000 } } }, isError('invalid_policy', 'scheduleMs'));
+
+  // pb_settle: the schedule's entry n (last repeating), within its top tenth; defer charges nothing.
+  const sp = JSON.parse(withSchedule);
+  schedule.concat([1800000, 1800000]).forEach((entry, i) => {
+    add('settle', `schedule retry ${i + 1}`, settle({ type: 'retry', code: 'http_500' }, { attempts: i }, sp),
+      all(fields({ status: 'retrying', attempts: i + 1 }), dueIn([NOW + entry - Math.floor(entry / 10), NOW + entry])));
+  });
+  add('settle', 'schedule crash', settle({ type: 'crash' }, { attempts: 2, crashes: 1 }, sp), all(fields({ status: 'retrying', crashes: 2 }), dueIn([NOW + 270000, NOW + 300000])));
+  add('settle', 'schedule with after', settle({ type: 'retry', code: 'http_429', after: 120000 }, { attempts: 1 }, sp), fields({ dueAt: NOW + 120000 }));
+  add('settle', 'defer first', settle({ type: 'defer', code: 'endpoint_paused', after: 60000 }),
+    fields({ status: 'pending', dueAt: NOW + 60000, attempts: 0, errorCode: 'endpoint_paused', charged: false, finished: false, attemptOutcome: 'defer', events: [] }));
+  add('settle', 'defer keeps counters', settle({ type: 'defer', code: 'endpoint_paused', after: 1000 }, { attempts: 3, crashes: 1, streakCode: 'http_500', streak: 3 }),
+    fields({ status: 'retrying', dueAt: NOW + 1000, attempts: 3, crashes: 1, streakCode: 'http_500', streak: 3, charged: false }));
+  add('settle', 'defer defaults', settle({ type: 'defer' }), fields({ status: 'pending', dueAt: NOW, errorCode: 'deferred' }));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Bad input for every family.
 
 const GOOD = {
@@ -1006,6 +1126,7 @@ const GOOD = {
   nudge: { op: 'decode', lane: 'default', messages: [{ v: 1, t: 'drain', lane: 'default' }] },
   backlog: { counts: { due: 1, aged: 0, stuck: 0 } },
   operate: { action: 'replay', now: NOW, job: { status: 'dead' } },
+  webhook: { op: 'outcome', now: NOW, status: 503, retryAfter: '120' },
 };
 // Documents with several faults, on which the SIMD kernels that native builds used to pick at run
 // time named another fault first than the portable kernel of the wasm builds (UTF8_ERROR against
@@ -1031,7 +1152,7 @@ const KERNEL_SPLITS = [
   ['minus then open string', '{"a":-"x}'],
   ['deep nesting then bad UTF-8', latin1('{"x":' + '['.repeat(300) + '\xff]}')],
 ];
-const NOW_FIELD = { policy: 'timeoutMs', settle: 'now', claim: 'now', sweep: 'now', enqueue: 'now', cron: 'after', nudge: null, backlog: null, operate: 'now' };
+const NOW_FIELD = { policy: 'timeoutMs', settle: 'now', claim: 'now', sweep: 'now', enqueue: 'now', cron: 'after', nudge: null, backlog: null, operate: 'now', webhook: 'now' };
 for (const family of FAMILIES) {
   const good = JSON.stringify(GOOD[family]);
   const b = (name, input, check) => add(family, `bad input: ${name}`, input, check);

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 export const here = dirname(fileURLToPath(import.meta.url));
 export const root = resolve(here, '../..');
-export const FAMILIES = ['policy', 'settle', 'claim', 'sweep', 'enqueue', 'cron', 'nudge', 'backlog', 'operate'];
+export const FAMILIES = ['policy', 'settle', 'claim', 'sweep', 'enqueue', 'cron', 'nudge', 'backlog', 'operate', 'webhook'];
 
 export const paths = {
   native: process.env.POSTBOX_CORPUS_CLI ?? join(root, 'build/native/postbox-corpus-cli'),

@@ -1,5 +1,5 @@
 // libFuzzer target over every entry of the core (docs/ABI.md). The first byte picks the family
-// (modulo 9), the rest is the document. Checked for every input:
+// (modulo the number of entries), the rest is the document. Checked for every input:
 //   - the entry returns 0 or 1 and leaves a non-empty result that starts with '{';
 //   - the result is well-formed JSON (simdjson DOM);
 //   - return 1 exactly when the result is an error document {"error":{"code":<known>,...}};

@@ -46,7 +46,7 @@ test('every corpus decision made inside workerd equals the same call in Node', a
       assert.equal(inWorkerd[j], node[i + j], `${c.family}: ${c.input.slice(0, 120)}`);
     });
   }
-  assert.deepEqual([...families].sort(), ['backlog', 'claim', 'cron', 'enqueue', 'nudge', 'operate', 'policy', 'settle', 'sweep']);
+  assert.deepEqual([...families].sort(), ['backlog', 'claim', 'cron', 'enqueue', 'nudge', 'operate', 'policy', 'settle', 'sweep', 'webhook']);
 });
 
 test('a job definition is normalised by the core inside workerd exactly as in Node', async () => {

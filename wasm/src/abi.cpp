@@ -24,13 +24,13 @@
 namespace postbox {
 namespace {
 
-enum Family { kPolicy, kSettle, kClaim, kSweep, kEnqueue, kCron, kNudge, kBacklog, kOperate, kFamilyCount };
+enum Family { kPolicy, kSettle, kClaim, kSweep, kEnqueue, kCron, kNudge, kBacklog, kOperate, kWebhook, kFamilyCount };
 
 constexpr const char* kFamilyNames[kFamilyCount] = {"policy", "settle", "claim",   "sweep",  "enqueue",
-                                                    "cron",   "nudge",  "backlog", "operate"};
+                                                    "cron",   "nudge",  "backlog", "operate", "webhook"};
 using Runner = Status (*)(input::od::document&, JsonWriter&);
 constexpr Runner kRunners[kFamilyCount] = {run_policy, run_settle, run_claim,   run_sweep,  run_enqueue,
-                                           run_cron,   run_nudge,  run_backlog, run_operate};
+                                           run_cron,   run_nudge,  run_backlog, run_operate, run_webhook};
 
 std::string g_result;
 char* g_scratch = nullptr;
@@ -178,3 +178,4 @@ PB_EXPORT(pb_cron) int32_t pb_cron(const char* ptr, int32_t len) { return run(po
 PB_EXPORT(pb_nudge) int32_t pb_nudge(const char* ptr, int32_t len) { return run(postbox::kNudge, ptr, len); }
 PB_EXPORT(pb_backlog) int32_t pb_backlog(const char* ptr, int32_t len) { return run(postbox::kBacklog, ptr, len); }
 PB_EXPORT(pb_operate) int32_t pb_operate(const char* ptr, int32_t len) { return run(postbox::kOperate, ptr, len); }
+PB_EXPORT(pb_webhook) int32_t pb_webhook(const char* ptr, int32_t len) { return run(postbox::kWebhook, ptr, len); }

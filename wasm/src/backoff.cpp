@@ -6,6 +6,11 @@
 // same (attempt, baseMs, maxMs, seed) always gives the same delay, on every build. Equal
 // jitter (half fixed, half random) keeps a retry from firing immediately while still spreading
 // a burst of failures apart.
+//
+// A policy may name its delays instead (backoff.scheduleMs, e.g. webhooks: seconds, then
+// minutes, then hours). Delay n is then entry n, the last entry repeating, and lands between
+// nine tenths and all of it: close enough to keep the schedule's promise, spread enough that
+// a thousand deliveries failing together do not all come back in the same second.
 #include "postbox/backoff.h"
 
 namespace postbox {
@@ -31,6 +36,16 @@ int64_t backoff_delay(int64_t attempt, int64_t base_ms, int64_t max_ms, uint32_t
   const uint64_t draw = splitmix64((uint64_t{seed} << 32) ^ static_cast<uint64_t>(attempt));
   const int64_t jitter = static_cast<int64_t>(draw % static_cast<uint64_t>(half + 1));
   return half + jitter;
+}
+
+int64_t schedule_delay(const int64_t* schedule, size_t count, int64_t attempt, uint32_t seed) {
+  if (count == 0) return 0;
+  if (attempt < 1) attempt = 1;
+  const size_t index = static_cast<uint64_t>(attempt) > count ? count - 1 : static_cast<size_t>(attempt - 1);
+  const int64_t entry = schedule[index];
+  const int64_t tenth = entry / 10;
+  const uint64_t draw = splitmix64((uint64_t{seed} << 32) ^ static_cast<uint64_t>(attempt));
+  return entry - tenth + static_cast<int64_t>(draw % static_cast<uint64_t>(tenth + 1));
 }
 
 }  // namespace postbox

@@ -85,11 +85,29 @@ Status read_per_code(od::value& v, const Where& where, std::vector<CodeRule>& ru
   return ok_status();
 }
 
+// An explicit schedule: 1-32 delays in ms, each within the backoff cap.
+Status read_schedule(od::value& v, const Where& where, Policy& policy) {
+  Result<od::array> arr = input::read_array(v, where, "scheduleMs");
+  if (!arr) return arr.take_error();
+  policy.schedule_ms.clear();
+  Status status = input::for_each_element(arr.value(), where, "scheduleMs", kMaxScheduleEntries,
+                                          [&](od::value& item, uint32_t) -> Status {
+    Result<int64_t> n = input::read_int(item, where, "scheduleMs", 0, kMaxBackoffMs);
+    if (!n) return n.take_error();
+    policy.schedule_ms.push_back(n.value());
+    return ok_status();
+  });
+  if (!status) return status;
+  if (policy.schedule_ms.empty()) return field_error(where, "scheduleMs", "must have at least one entry");
+  return ok_status();
+}
+
 Status read_backoff(od::value& v, const Where& where, Policy& policy) {
   Result<od::object> obj = input::read_object(v, where, "backoff");
   if (!obj) return obj.take_error();
   const Where inner = where.nested("backoff");
   return input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "scheduleMs") return read_schedule(field, inner, policy);
     if (key != "baseMs" && key != "maxMs") return field_error(inner, key, "is not a known field");
     Result<int64_t> n = input::read_int(field, inner, key, 0, kMaxBackoffMs);
     if (!n) return n.take_error();
@@ -155,6 +173,14 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
       Result<int64_t> n = input::read_int(field, where, key, 0, kMaxBackoffMs);
       if (!n) return n.take_error();
       (key == "baseMs" ? policy.base_ms : policy.max_ms) = n.value();
+    } else if (key == "scheduleMs") {
+      // A normalised policy carries the schedule at the top, beside baseMs and maxMs.
+      if (input::take_null(field)) {
+        policy.schedule_ms.clear();
+      } else {
+        Status read = read_schedule(field, where, policy);
+        if (!read) return read;
+      }
     } else if (key == "retry") {
       Result<od::object> retry = input::read_object(field, where, key);
       if (!retry) return retry.take_error();
@@ -217,6 +243,13 @@ void write_policy(JsonWriter& out, const Policy& policy) {
   out.field("maxMs", policy.max_ms);
   out.field("maxCrashes", policy.max_crashes);
   out.field("warnAtStreak", policy.warn_at_streak);
+  // Only when set, so policies without a schedule keep their documented bytes.
+  if (!policy.schedule_ms.empty()) {
+    out.key("scheduleMs");
+    out.begin_array();
+    for (int64_t ms : policy.schedule_ms) out.integer(ms);
+    out.end_array();
+  }
   out.key("perCode");
   out.begin_object();
   for (const CodeRule& rule : policy.per_code) {

@@ -23,9 +23,12 @@
 //   crash            crash       no       retrying at now + backoff(crashes); dead at maxCrashes
 //   claim_late       claim_late  no       retrying (or pending when never charged) at now + 5 s
 //   released         release     no       retrying (or pending when never charged), due now
+//   defer            defer       no       retrying (or pending when never charged) at now + after
 //
 // `released` is a job claimed ahead that never got a slot (the drain stopped first): it goes
 // straight back to due, unlike claim_late, whose 5 s keeps a late lane from re-claiming at once.
+// `defer` is a handler declining to try yet (a webhook endpoint whose breaker is open): the
+// attempt never happened, so the schedule and budget stay where they were; `code` is recorded.
 //
 // A retryable failure is exhausted when attempts reach the budget (perCode maxAttempts, else
 // the policy's) or the streak reaches the code's streak cap; it then ends `dead`, or
@@ -43,7 +46,7 @@ using input::Where;
 
 namespace {
 
-enum class Rule { succeed, cancel, fail, retryable, crash, claim_late, release };
+enum class Rule { succeed, cancel, fail, retryable, crash, claim_late, release, defer };
 
 struct Row {
   OutcomeType type;
@@ -63,7 +66,14 @@ constexpr Row kRows[] = {
     {OutcomeType::crash, "crash", Rule::crash, "crash"},
     {OutcomeType::claim_late, "claim_late", Rule::claim_late, ""},
     {OutcomeType::released, "released", Rule::release, ""},
+    {OutcomeType::defer, "defer", Rule::defer, "deferred"},
 };
+
+// The backoff after the n-th failure: the policy's schedule when it has one, else doubling.
+int64_t policy_backoff(const Policy& policy, int64_t n, uint32_t seed) {
+  if (!policy.schedule_ms.empty()) return schedule_delay(policy.schedule_ms.data(), policy.schedule_ms.size(), n, seed);
+  return backoff_delay(n, policy.base_ms, policy.max_ms, seed);
+}
 
 const Row& row_for(OutcomeType type) {
   for (const Row& row : kRows) {
@@ -136,7 +146,7 @@ void settle_retryable(const SettleInput& in, const Row& row, Settlement& s) {
 
   int64_t delay = in.outcome.type == OutcomeType::retry && in.outcome.after
                       ? *in.outcome.after
-                      : backoff_delay(s.attempts, policy.base_ms, policy.max_ms, in.seed);
+                      : policy_backoff(policy, s.attempts, in.seed);
   if (rule && rule->max_delay_ms && delay > *rule->max_delay_ms) delay = *rule->max_delay_ms;
   s.status = "retrying";
   s.due_at = in.now + delay;
@@ -160,7 +170,7 @@ void settle_crash(const SettleInput& in, const Row& row, Settlement& s) {
   }
   s.status = "retrying";
   s.error_code = row.default_code;
-  s.due_at = in.now + backoff_delay(s.crashes, policy.base_ms, policy.max_ms, in.seed);
+  s.due_at = in.now + policy_backoff(policy, s.crashes, in.seed);
 }
 
 // Nothing charged, counters and error kept; back to due after `delay_ms`.
@@ -229,7 +239,7 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
       if (!s || !outcome_from_name(s.value(), outcome.type)) {
         return field_error(inner, key,
                            "must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, "
-                           "hook_failed, invalid_payload");
+                           "hook_failed, invalid_payload, defer");
       }
       has_type = true;
     } else if (key == "code" || key == "reason") {
@@ -350,6 +360,11 @@ Settlement settle(const SettleInput& in) {
     case Rule::crash: settle_crash(in, row, s); break;
     case Rule::claim_late: settle_uncharged(in, s, kClaimLateDelayMs); break;
     case Rule::release: settle_uncharged(in, s, 0); break;
+    case Rule::defer:
+      settle_uncharged(in, s, in.outcome.after.value_or(0));
+      s.error_code = in.outcome.code.value_or(row.default_code);
+      s.error_message = message_of(in.outcome);
+      break;
   }
   return s;
 }

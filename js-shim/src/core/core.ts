@@ -14,7 +14,8 @@ export type CoreFamily =
   | 'cron'
   | 'nudge'
   | 'backlog'
-  | 'operate';
+  | 'operate'
+  | 'webhook';
 
 /** An error document returned by the core. */
 export interface CoreErrorDoc {

@@ -26,4 +26,5 @@ int32_t pb_cron(const char* ptr, int32_t len);
 int32_t pb_nudge(const char* ptr, int32_t len);
 int32_t pb_backlog(const char* ptr, int32_t len);
 int32_t pb_operate(const char* ptr, int32_t len);
+int32_t pb_webhook(const char* ptr, int32_t len);
 }

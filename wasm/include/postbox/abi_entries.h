@@ -19,7 +19,7 @@ struct NamedEntry {
 inline constexpr NamedEntry kEntries[] = {
     {"policy", pb_policy},   {"settle", pb_settle}, {"claim", pb_claim}, {"sweep", pb_sweep},
     {"enqueue", pb_enqueue}, {"cron", pb_cron},     {"nudge", pb_nudge}, {"backlog", pb_backlog},
-    {"operate", pb_operate},
+    {"operate", pb_operate}, {"webhook", pb_webhook},
 };
 inline constexpr size_t kEntryCount = sizeof kEntries / sizeof kEntries[0];
 

@@ -48,5 +48,6 @@ Status run_cron(input::od::document& doc, JsonWriter& out);
 Status run_nudge(input::od::document& doc, JsonWriter& out);
 Status run_backlog(input::od::document& doc, JsonWriter& out);
 Status run_operate(input::od::document& doc, JsonWriter& out);
+Status run_webhook(input::od::document& doc, JsonWriter& out);
 
 }  // namespace postbox

@@ -24,6 +24,8 @@ constexpr int64_t kSettleMarginMs = 30000;     // lease = timeout + margin
 constexpr int64_t kSettleReserveMs = 10000;
 constexpr int64_t kMaxBackoffMs = 604800000;   // 7 days
 constexpr uint32_t kMaxPerCodeRules = 64;
+// An explicit retry schedule (backoff.scheduleMs) has at most this many entries.
+constexpr uint32_t kMaxScheduleEntries = 32;
 // The longest delay any input may ask for (retry `after`, enqueue `delayMs`): 10 × 365 days.
 constexpr int64_t kMaxDelayMs = 315360000000;
 
@@ -45,6 +47,8 @@ struct Policy {
   int64_t max_ms = 3600000;
   int64_t max_crashes = 3;
   std::optional<int64_t> warn_at_streak;
+  // When set, replaces the doubling backoff: delay n is entry n (the last entry repeats).
+  std::vector<int64_t> schedule_ms;
   std::vector<CodeRule> per_code;  // sorted by code, byte order
 
   const CodeRule* rule_for(std::string_view code) const;

@@ -16,7 +16,7 @@ constexpr uint32_t kMaxMessageBytes = 2000;
 constexpr uint32_t kMaxSettleBatch = 1000;
 constexpr int64_t kClaimLateDelayMs = 5000;
 
-enum class OutcomeType { ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload };
+enum class OutcomeType { ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload, defer };
 
 struct JobState {
   int64_t attempts = 0;  // charged since the last replay, before this attempt
@@ -32,7 +32,7 @@ struct AttemptOutcome {
   OutcomeType type = OutcomeType::ok;
   std::optional<std::string_view> code;  // retry, fail, and optionally the other retryables
   std::optional<std::string_view> reason;  // cancel
-  std::optional<int64_t> after;           // retry
+  std::optional<int64_t> after;           // retry, defer
   std::optional<std::string_view> message;
 };
 
