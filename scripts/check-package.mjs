@@ -16,7 +16,7 @@ const promised = {
   './sql': ['OUTBOX_MIGRATIONS', 'migrate'],
   './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog', 'listAttempts'],
   './testing': ['createTestClock', 'runUntilIdle'],
-  './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'verifyOutboxSchema'],
+  './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'outboxScheduleRun', 'verifyOutboxSchema'],
   './dashboard': ['createDashboard'],
 };
 const MAX_WASM_BYTES = 200 * 1024;
