@@ -4,6 +4,9 @@
 // as rejected, and a `run` schedule's fan-out in one statement.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { z } from 'zod';
+import { defineJob, ok, PostboxError } from 'postbox';
+import { createScheduledHandler, defineSchedule } from 'postbox/cloudflare';
 import { sleep, useOutboxEnv } from './outbox-env.ts';
 
 const env = useOutboxEnv({ entry: 'schedules-worker.ts' });
@@ -222,5 +225,22 @@ describe('a `run` schedule fans out', () => {
     const again = await tickAt(time, '30 2 * * *');
     assert.deepEqual(again.runs.map((r) => [r.name, r.status, r.created, r.exists]), [['fanout', 'enqueued', 0, 5]]);
     assert.equal((await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE kind = 'test.shard'`))[0].n, 5);
+  });
+});
+
+describe('defining schedules', () => {
+  const job = defineJob({ kind: 'def.job', payload: z.object({}), timeoutMs: 1_000, handle: async () => ok() });
+  const refused = (fn: () => unknown, code: string, message: RegExp) =>
+    assert.throws(fn, (e: unknown) => e instanceof PostboxError && e.code === code && message.test(e.message));
+
+  test('a name that cannot key an occurrence fails at definition, not at the first tick', () => {
+    refused(() => defineSchedule({ cron: '0 9 * * *', name: 'has space', job, payload: () => ({}) }), 'invalid_schedule', /name/);
+    refused(() => defineSchedule({ cron: '0 9 * * *', name: 'x'.repeat(129), run: async () => undefined }), 'invalid_schedule', /name/);
+  });
+
+  test('two schedules sharing a name (and so a recorded last run) are refused', () => {
+    const a = defineSchedule({ cron: '0 9 * * *', name: 'same', job, payload: () => ({}) });
+    const b = defineSchedule({ cron: '0 3 * * *', name: 'same', run: async () => undefined });
+    refused(() => createScheduledHandler(() => ({}) as never, { schedules: [a, b] }), 'invalid_schedule', /two schedules are named same/);
   });
 });
