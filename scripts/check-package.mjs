@@ -16,7 +16,7 @@ const promised = {
   './sql': ['OUTBOX_MIGRATIONS', 'migrate'],
   './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog', 'listAttempts', 'aggregateAttemptOutcomes'],
   './testing': ['createTestClock', 'runUntilIdle', 'createOutboxTestDatabase'],
-  './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'verifyOutboxSchema'],
+  './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'outboxScheduleRun', 'verifyOutboxSchema'],
   './dashboard': ['createDashboard'],
   './webhooks': ['defineWebhookJob', 'webhookDelivery', 'verifyWebhook', 'assertWebhook', 'signWebhook', 'WebhookVerificationError', 'WEBHOOK_SCHEDULE_MS'],
 };

@@ -126,8 +126,10 @@ export async function readMigrations(dir = MIGRATIONS_DIR) {
     const m = FILE_RE.exec(file);
     if (!m) throw new Error(`migrations/${file}: name must be NNNN_lower_snake.sql`);
     const version = Number.parseInt(m[1], 10);
-    const expected = migrations.length + 1;
-    if (version !== expected) throw new Error(`migrations/${file}: expected version ${expected} (numbers start at 1, no gaps)`);
+    // Ascending and unique; a gap is allowed, since parallel branches reserve numbers ahead
+    // (migrate() records each version on its own, so a version filled in later still applies).
+    const previous = migrations.at(-1)?.version ?? 0;
+    if (version <= previous) throw new Error(`migrations/${file}: version ${version} must be above ${previous} (unique, ascending, from 1)`);
     const sql = (await readFile(path.join(dir, file), 'utf8')).replace(/\r\n/g, '\n');
     let statements;
     try {
@@ -165,7 +167,7 @@ export function render(migrations) {
 
 /** One numbered migration from \`migrations/NNNN_name.sql\`. */
 export interface OutboxMigration {
-  /** NNNN from the file name: 1, 2, 3, … without gaps. */
+  /** NNNN from the file name: unique and ascending, from 1. */
   readonly version: number;
   /** The file name's \`name\` part, e.g. \`outbox_tables\`. */
   readonly name: string;

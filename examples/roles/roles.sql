@@ -23,6 +23,8 @@ SELECT format('CREATE ROLE %I LOGIN', :'app') WHERE NOT EXISTS (SELECT 1 FROM pg
 
 GRANT USAGE ON SCHEMA outbox TO :"worker", :"app";
 GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.job, outbox.attempt TO :"worker";
+-- The cron handler records each schedule's latest occurrence here (catch-up after missed ticks).
+GRANT SELECT, INSERT, UPDATE ON outbox.schedule_run TO :"worker";
 -- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
 GRANT SELECT, INSERT ON outbox.job TO :"app";
 GRANT SELECT ON outbox.attempt TO :"app";

@@ -194,8 +194,14 @@ export type OutboxEvent =
   | { type: 'invalid_message'; queue: string; messageId: string; code: string; message: string }
   | { type: 'nudge_skipped'; jobs: number; reason: string }
   | { type: 'nudge_failed'; jobs: number; error: string }
-  | { type: 'schedule_failed'; schedule: string; cron: string; error: string; severity: 'error' }
-  | { type: 'schedule_enqueued'; schedule: string; key: string; status: string }
+  /** An occurrence rolled back (`key`, after `tries`), or, without `key`, a tick that could not read the schedules' last runs. */
+  | { type: 'schedule_failed'; schedule: string; cron: string; key?: string; tries?: number; error: string; severity: 'error' }
+  /** An occurrence committed. `status`: the job's enqueue status, or `run` for a `run` schedule. */
+  | { type: 'schedule_enqueued'; schedule: string; key: string; status: string; created: number; exists: number; rejected: number }
+  /** An occurrence committed with refused enqueues (`status`: the first refusal's), under lenient enqueue. */
+  | { type: 'schedule_rejected'; schedule: string; key: string; status: string; rejected: number; severity: 'error' }
+  /** Occurrences since `since` (ISO; the last one handled) fell outside the catch-up bound and were not enqueued. */
+  | { type: 'schedule_missed'; schedule: string; since: string | null; from: string | null; severity: 'warn' }
   | { type: 'dlq_message'; queue: string; messageId: string; body: unknown }
   | { type: 'recovered'; jobs: number }
   | { type: 'retention'; deleted: number }

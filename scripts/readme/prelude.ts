@@ -1,6 +1,6 @@
 // What README.md's ts blocks take as given (scripts/check-readme.mjs): the Worker's bindings,
 // the app's own helpers, and the names a fragment continues from an earlier block.
-import type { JobDefinition, Outbox } from 'postbox';
+import type { JobDefinition, Outbox, TxEnqueue } from 'postbox';
 import type pg from 'pg';
 
 declare global {
@@ -11,7 +11,14 @@ declare global {
     CF_VERSION_METADATA: WorkerVersionMetadata;
     /** The dashboard's CSRF signing secret (a Worker secret). */
     DASHBOARD_SECRET: string;
+    /** Webhook signing secrets per endpoint id, and a receiver's own secret. */
+    WEBHOOK_SECRETS: Record<string, string>;
+    WEBHOOK_SECRET: string;
   }
+  /** In fragments inside `outbox.transaction`: its enqueue, and the app's subscription and event. */
+  const enqueue: TxEnqueue;
+  const sub: { id: string; url: string };
+  const event: { id: string; type: string };
   /** The app's own operator login: who may use the dashboard, and how far. */
   function operatorOf(request: Request, env: Env): Promise<true | { tenantKey: string } | { readOnly: true } | null>;
   /** The app's mail API, which jobs.ts calls. */

@@ -28,3 +28,65 @@ TEST_CASE("cron glue: errors") {
         R"({"error":{"code":"invalid_input","message":"cron: field 'name' is required"}})");
   CHECK(call(pb_cron, R"({"op":"tick"})").out == R"({"error":{"code":"unknown_op","message":"cron: unknown op 'tick'"}})");
 }
+
+// `due`: which occurrences a tick enqueues, given each schedule's last handled occurrence.
+// 1796029200000 is Monday 2026-11-30T09:00:00Z.
+TEST_CASE("cron due: the first run enqueues only the tick's own minute and records a baseline") {
+  CHECK(call(pb_cron, R"({"op":"due","at":1796029200000,"schedules":[{"name":"weekly","expr":"0 9 * * MON","lastAt":null}]})").out ==
+        R"({"schedules":[{"name":"weekly","baseline":1796029199999,"occurrences":[{"at":1796029200000,"key":"schedule:weekly:2026-11-30T09:00:00.000Z"}],"skipped":false}]})");
+  // Five minutes later, with no row yet: the 09:00 occurrence is not this tick's.
+  CHECK(call(pb_cron, R"({"op":"due","at":1796029500000,"schedules":[{"name":"weekly","expr":"0 9 * * MON"}]})").out ==
+        R"({"schedules":[{"name":"weekly","baseline":1796029499999,"occurrences":[],"skipped":false}]})");
+  // A tick's time within its minute (seconds, ms) still counts the minute's start.
+  CHECK(call(pb_cron, R"({"op":"due","at":1796029230500,"schedules":[{"name":"weekly","expr":"0 9 * * MON"}]})").out ==
+        R"({"schedules":[{"name":"weekly","baseline":1796029199999,"occurrences":[{"at":1796029200000,"key":"schedule:weekly:2026-11-30T09:00:00.000Z"}],"skipped":false}]})");
+}
+
+TEST_CASE("cron due: missed occurrences since the last one are caught up, oldest first") {
+  // Hourly, last handled 05:00, tick at 09:00: 06, 07, 08 and 09.
+  auto r = call(pb_cron, R"({"op":"due","at":1796029200000,"schedules":[{"name":"h","expr":"0 * * * *","lastAt":1796014800000}]})");
+  CHECK(r.out ==
+        R"({"schedules":[{"name":"h","baseline":null,"occurrences":[)"
+        R"({"at":1796018400000,"key":"schedule:h:2026-11-30T06:00:00.000Z"},)"
+        R"({"at":1796022000000,"key":"schedule:h:2026-11-30T07:00:00.000Z"},)"
+        R"({"at":1796025600000,"key":"schedule:h:2026-11-30T08:00:00.000Z"},)"
+        R"({"at":1796029200000,"key":"schedule:h:2026-11-30T09:00:00.000Z"}],"skipped":false}]})");
+  // Already handled (or a late tick behind a newer one): nothing.
+  CHECK(call(pb_cron, R"({"op":"due","at":1796029200000,"schedules":[{"name":"h","expr":"0 * * * *","lastAt":1796029200000}]})").out ==
+        R"({"schedules":[{"name":"h","baseline":null,"occurrences":[],"skipped":false}]})");
+  CHECK(call(pb_cron, R"({"op":"due","at":1796025600000,"schedules":[{"name":"h","expr":"0 * * * *","lastAt":1796029200000}]})").out ==
+        R"({"schedules":[{"name":"h","baseline":null,"occurrences":[],"skipped":false}]})");
+}
+
+TEST_CASE("cron due: at most 24 occurrences and 24 hours are caught up") {
+  // Every 5 minutes, three hours missed (36 occurrences): the newest 24, from 07:05.
+  auto r = call(pb_cron, R"({"op":"due","at":1796029200000,"schedules":[{"name":"f","expr":"*/5 * * * *","lastAt":1796018400000}]})");
+  CHECK(r.out.find(R"("occurrences":[{"at":1796022300000,)") != std::string::npos);
+  CHECK(r.out.find(R"({"at":1796029200000,"key":"schedule:f:2026-11-30T09:00:00.000Z"}],"skipped":true})") != std::string::npos);
+  size_t count = 0;
+  for (size_t at = r.out.find("\"at\":"); at != std::string::npos; at = r.out.find("\"at\":", at + 1)) ++count;
+  CHECK(count == 24);
+  // Daily at 09:00, last handled a week ago, tick at 10:00: only today's is within 24 hours.
+  CHECK(call(pb_cron, R"({"op":"due","at":1796032800000,"schedules":[{"name":"d","expr":"0 9 * * *","lastAt":1795424400000}]})").out ==
+        R"({"schedules":[{"name":"d","baseline":null,"occurrences":[{"at":1796029200000,"key":"schedule:d:2026-11-30T09:00:00.000Z"}],"skipped":true}]})");
+  // A long gap with nothing scheduled in it skips nothing.
+  CHECK(call(pb_cron, R"({"op":"due","at":1796032800000,"schedules":[{"name":"w","expr":"0 9 * * MON","lastAt":1795424400000}]})").out ==
+        R"({"schedules":[{"name":"w","baseline":null,"occurrences":[{"at":1796029200000,"key":"schedule:w:2026-11-30T09:00:00.000Z"}],"skipped":false}]})");
+}
+
+TEST_CASE("cron due: several schedules, and errors") {
+  CHECK(call(pb_cron, R"({"schedules":[{"name":"a","expr":"0 9 * * *","lastAt":1796025600000},{"expr":"0 3 * * *","name":"b","lastAt":1796025600000}],"op":"due","at":1796029200000})").out ==
+        R"({"schedules":[{"name":"a","baseline":null,"occurrences":[{"at":1796029200000,"key":"schedule:a:2026-11-30T09:00:00.000Z"}],"skipped":false},)"
+        R"({"name":"b","baseline":null,"occurrences":[],"skipped":false}]})");
+  CHECK(call(pb_cron, R"({"op":"due","at":0,"schedules":[]})").out == R"({"schedules":[]})");
+  CHECK(call(pb_cron, R"({"op":"due","schedules":[]})").out == R"({"error":{"code":"invalid_input","message":"cron: field 'at' is required"}})");
+  CHECK(call(pb_cron, R"({"op":"due","at":0})").out == R"({"error":{"code":"invalid_input","message":"cron: field 'schedules' is required"}})");
+  CHECK(call(pb_cron, R"({"op":"due","at":0,"schedules":[7]})").out ==
+        R"({"error":{"code":"invalid_input","message":"cron: schedules[0]: must be an object"}})");
+  CHECK(call(pb_cron, R"({"op":"due","at":0,"schedules":[{"name":"a b","expr":"* * * * *"}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"cron: field 'schedules[0].name' must be 1-128 bytes of [A-Za-z0-9._:-]"}})");
+  CHECK(call(pb_cron, R"({"op":"due","at":0,"schedules":[{"name":"a","expr":"* * * * *"},{"name":"b","expr":"0 9 * * 0"}]})").out ==
+        R"j({"error":{"code":"invalid_cron","message":"cron: schedules[1]: day-of-week: '0' is out of range 1-7 (1 = SUN)"}})j");
+  CHECK(call(pb_cron, R"({"op":"due","at":0,"schedules":[{"name":"a","expr":"* * * * *","lastAt":-1}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"cron: field 'schedules[0].lastAt' must be an integer in [0, 9007199254740991]"}})");
+}

@@ -63,10 +63,26 @@ TEST_CASE("settle failure: through pb_settle") {
   CHECK(r.out == R"({"next":"give_up"})");
   r = call(pb_settle, R"({"failure":{"part":"commit","tries":1}})");
   CHECK(r.rc == 1);
-  CHECK(r.out == R"({"error":{"code":"invalid_input","message":"settle: field 'failure.part' must be \"write\" or \"hook\""}})");
+  CHECK(r.out == R"({"error":{"code":"invalid_input","message":"settle: field 'failure.part' must be \"write\", \"hook\" or \"schedule\""}})");
   r = call(pb_settle, R"({"failure":{"part":"hook"}})");
   CHECK(r.rc == 1);
   CHECK(r.out.find("failure.tries") != std::string::npos);
   r = call(pb_settle, R"({"failure":{"part":"hook","tries":0}})");
   CHECK(r.rc == 1);
+}
+
+TEST_CASE("settle failure: a schedule occurrence retries a lost connection, fails anything else") {
+  using postbox::test::call;
+  // The connection rule is the settle's: class 08, 57P01-57P03, or a broken session.
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, false, std::string_view("57P01"), 1)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, false, std::string_view("08006"), 2)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, true, std::nullopt, 1)) == SettleFailureAction::retry_fresh_session);
+  // Bounded: the third lost try leaves the occurrence to the next tick's catch-up.
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, true, std::nullopt, postbox::kMaxScheduleTries)) == SettleFailureAction::give_up);
+  // The user's own error (a throw from `run`, a constraint, a cancelled query) fails at once.
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, false, std::nullopt, 1)) == SettleFailureAction::fail);
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, false, std::string_view("23505"), 1)) == SettleFailureAction::fail);
+  CHECK(decide_settle_failure(failure(SettlePart::schedule, false, std::string_view("57014"), 1)) == SettleFailureAction::fail);
+  CHECK(call(pb_settle, R"({"failure":{"part":"schedule","sessionBroken":false,"sqlState":"57P01","tries":3}})").out == R"({"next":"give_up"})");
+  CHECK(call(pb_settle, R"({"failure":{"part":"schedule","sessionBroken":false,"sqlState":null,"tries":1}})").out == R"({"next":"fail"})");
 }

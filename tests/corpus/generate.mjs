@@ -241,6 +241,12 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   s('failure write first try', failure({ part: 'write', sessionBroken: true, tries: 1 }), fields({ next: 'retry' }));
   s('failure write second try gives up', failure({ part: 'write', sessionBroken: true, tries: 2 }), fields({ next: 'give_up' }));
   s('failure hook lost twice gives up', failure({ part: 'hook', sqlState: '57P01', tries: 2 }), fields({ next: 'give_up' }));
+  s('failure schedule backend terminated', failure({ part: 'schedule', sqlState: '57P01', tries: 1 }), fields({ next: 'retry' }));
+  s('failure schedule broken second try', failure({ part: 'schedule', sessionBroken: true, tries: 2 }), fields({ next: 'retry' }));
+  s('failure schedule lost third try gives up', failure({ part: 'schedule', sqlState: '08006', tries: 3 }), fields({ next: 'give_up' }));
+  s('failure schedule user error fails', failure({ part: 'schedule', sessionBroken: false, sqlState: null, tries: 1 }), fields({ next: 'fail' }));
+  s('failure schedule unique violation fails', failure({ part: 'schedule', sqlState: '23505', tries: 2 }), fields({ next: 'fail' }));
+  s('failure schedule query cancelled fails', failure({ part: 'schedule', sqlState: '57014', tries: 1 }), fields({ next: 'fail' }));
   s('failure unknown part', failure({ part: 'commit', tries: 1 }), isError('invalid_input', 'failure.part'));
   s('failure missing tries', failure({ part: 'hook' }), isError('invalid_input', 'failure.tries'));
   s('failure tries 0', failure({ part: 'hook', tries: 0 }), isError('invalid_input', 'failure.tries'));
@@ -931,6 +937,65 @@ const T = (iso) => Date.parse(iso);
   c('parse missing expr', { op: 'parse' }, (o) => want(o.error?.code === 'invalid_input' || o.error?.code === 'invalid_cron', 'an input error'));
   c('parse expr number', { op: 'parse', expr: 5 }, isError('invalid_input', 'expr'));
   c('op unknown', { op: 'every' }, isError('unknown_op'));
+}
+
+// cron due: the occurrences a tick enqueues, computed here by brute force (docs/ABI.md).
+function bruteDue(expr, at, lastAt) {
+  const m = plainCron(expr);
+  const handled = lastAt ?? Math.floor(at / 60000) * 60000 - 1;
+  const from = lastAt === null ? handled : Math.max(lastAt, at - DAY);
+  const found = [];
+  let t = Math.floor(at / 60000) * 60000;
+  for (; t > from && found.length < 24; t -= 60000) if (m(t)) found.push(t);
+  // Anything unhandled left behind: an older match after `handled`.
+  let skipped = false;
+  for (; t > handled && !skipped; t -= 60000) skipped = m(t);
+  return { baseline: lastAt === null ? handled : null, occurrences: found.reverse(), skipped };
+}
+{
+  const c = (name, input, check) => add('cron', name, input, check);
+  const due = (name, expr, at, lastAt) => {
+    const input = { op: 'due', at, schedules: [{ name: 's', expr, lastAt }] };
+    c(`due ${name}`, input, (o) => {
+      const want_ = bruteDue(expr, at, lastAt);
+      const got = o.schedules?.[0];
+      want(got?.name === 's', 'the schedule named');
+      want(got.baseline === want_.baseline, `baseline ${want_.baseline}, got ${got.baseline}`);
+      want(JSON.stringify(got.occurrences.map((x) => x.at)) === JSON.stringify(want_.occurrences), `occurrences ${want_.occurrences}`);
+      want(got.occurrences.every((x) => x.key === `schedule:s:${new Date(x.at).toISOString()}`), 'each keyed by its own time');
+      want(got.skipped === want_.skipped, `skipped ${want_.skipped}`);
+    });
+  };
+  const mon9 = T('2026-11-30T09:00:00.000Z');
+  due('first run on the minute', '0 9 * * MON', mon9, null);
+  due('first run inside the minute', '0 9 * * MON', mon9 + 59_999, null);
+  due('first run off the minute', '0 9 * * MON', mon9 + 60_000, null);
+  due('first run every minute', '* * * * *', mon9 + 1234, null);
+  due('hourly four missed', '0 * * * *', mon9, mon9 - 4 * 3600_000);
+  due('hourly handled', '0 * * * *', mon9, mon9);
+  due('late tick behind a newer one', '0 * * * *', mon9 - 3600_000, mon9);
+  due('every 5 min count bound', '*/5 * * * *', mon9, mon9 - 3 * 3600_000);
+  due('every minute exactly 24', '* * * * *', mon9, mon9 - 24 * 60_000);
+  due('every minute 25', '* * * * *', mon9, mon9 - 25 * 60_000);
+  due('hourly window bound', '0 * * * *', mon9, mon9 - 30 * 3600_000);
+  due('daily week-old window bound', '0 9 * * *', mon9 + 3600_000, mon9 - 7 * DAY);
+  due('weekly long gap nothing skipped', '0 9 * * MON', mon9 + 3600_000, mon9 - 7 * DAY);
+  due('at 0 first run', '0 0 * * *', 0, null);
+  due('never matches', '0 0 30 2 *', mon9, mon9 - 40 * DAY);
+  c('due two schedules in order', { op: 'due', at: mon9, schedules: [{ name: 'b', expr: '0 9 * * *', lastAt: mon9 - 60_000 }, { name: 'a', expr: '0 3 * * *', lastAt: null }] },
+    (o) => want(o.schedules.map((x) => x.name).join() === 'b,a' && o.schedules[0].occurrences.length === 1 && o.schedules[1].occurrences.length === 0, 'b with one, then a with none'));
+  c('due no schedules', { op: 'due', at: mon9, schedules: [] }, exactText('{"schedules":[]}'));
+  c('due missing at', { op: 'due', schedules: [] }, isError('invalid_input', "'at'"));
+  c('due missing schedules', { op: 'due', at: 0 }, isError('invalid_input', 'schedules'));
+  c('due schedules not a list', { op: 'due', at: 0, schedules: {} }, isError('invalid_input', 'schedules'));
+  c('due item not an object', { op: 'due', at: 0, schedules: [1] }, isError('invalid_input', 'schedules[0]'));
+  c('due bad name', { op: 'due', at: 0, schedules: [{ name: 'a b', expr: '* * * * *' }] }, isError('invalid_input', 'schedules[0].name'));
+  c('due missing name', { op: 'due', at: 0, schedules: [{ expr: '* * * * *' }] }, isError('invalid_input', 'schedules[0].name'));
+  c('due bad expr', { op: 'due', at: 0, schedules: [{ name: 'a', expr: '0 9 * * 0' }] }, isError('invalid_cron', 'schedules[0]'));
+  c('due lastAt float', { op: 'due', at: 0, schedules: [{ name: 'a', expr: '* * * * *', lastAt: 1.5 }] }, isError('invalid_input', 'lastAt'));
+  c('due at negative', { op: 'due', at: -1, schedules: [] }, isError('invalid_input', "'at'"));
+  c('due at max safe', { op: 'due', at: MAX_SAFE, schedules: [{ name: 'a', expr: '* * * * *', lastAt: MAX_SAFE - 120_000 }] });
+  c('due 1001 schedules', { op: 'due', at: 0, schedules: Array.from({ length: 1001 }, (_, i) => ({ name: `s${i}`, expr: '* * * * *' })) }, isError('invalid_input', 'schedules'));
 }
 
 // ---------------------------------------------------------------------------------------------

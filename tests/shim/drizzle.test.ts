@@ -29,7 +29,7 @@ test('the drizzle tables describe exactly the migrated columns', async () => {
   const client = await migrated('drizzle_same');
   const { rows } = await client.query(
     `SELECT table_name AS table, column_name AS column, data_type AS type, is_nullable = 'NO' AS "notNull"
-       FROM information_schema.columns WHERE table_schema = 'outbox' AND table_name IN ('job', 'attempt')`,
+       FROM information_schema.columns WHERE table_schema = 'outbox' AND table_name IN ('job', 'attempt', 'schedule_run')`,
   );
   const key = (c: { table: string; column: string }) => `${c.table}.${c.column}`;
   const sorted = <T extends { table: string; column: string }>(list: T[]) => [...list].sort((a, b) => key(a).localeCompare(key(b)));
@@ -52,6 +52,6 @@ test('drift is reported, not ignored', async () => {
     ['changed_column:kind', 'missing_column:correlation_id', 'missing_constraint:job_running_has_lease', 'missing_index:job_claimable', 'missing_index:job_correlation'].sort(),
   );
   await client.query('DROP SCHEMA outbox CASCADE');
-  assert.deepEqual(await verifyOutboxSchema(client), [{ type: 'missing_table', table: 'job' }, { type: 'missing_table', table: 'attempt' }]);
+  assert.deepEqual(await verifyOutboxSchema(client), [{ type: 'missing_table', table: 'job' }, { type: 'missing_table', table: 'attempt' }, { type: 'missing_table', table: 'schedule_run' }]);
   await client.end();
 });

@@ -76,8 +76,10 @@ test('a sweep whose database is gone reports each failed step and still finishes
   assert.equal(result.outcome, 'ok');
   const events = (await (await unreachable.fetch('/events')).json()) as any[];
   const failed = events.filter((e) => e.type === 'infra_error').map((e) => e.where);
-  // Every step that needs the database was tried and reported, in the core's order.
-  assert.deepEqual(failed, ['sweep recover', 'sweep drain', 'sweep handoff', 'sweep retention']);
+  // Every step that needs the database was tried and reported, in the core's order: the
+  // schedules' read first (tried 3 times, as the core decides for a lost connection), then the sweep.
+  assert.deepEqual(failed, ['schedule', 'schedule', 'sweep recover', 'sweep drain', 'sweep handoff', 'sweep retention']);
+  assert.deepEqual(events.filter((e) => e.type === 'schedule_failed').map((e) => e.schedule), ['test.tick', 'fanout']);
 });
 
 for (const hook of ['off', 'record'] as const) {

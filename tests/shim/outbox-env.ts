@@ -24,7 +24,7 @@ export interface OutboxEnv {
   stop(): Promise<void>;
 }
 
-export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record<string, string> } = {}): Promise<OutboxEnv> {
+export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record<string, string>; entry?: string } = {}): Promise<OutboxEnv> {
   const server = await startPostgres();
   const dbUrl = await server.createDatabase('outbox_test');
   const client = new pg.Client({ connectionString: dbUrl });
@@ -33,7 +33,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
   await client.query('CREATE TABLE public.sink (id serial PRIMARY KEY, key text NOT NULL, note text NOT NULL, attempt int NOT NULL)');
   await client.query('CREATE TABLE public.app_row (id serial PRIMARY KEY, note text NOT NULL)');
   const worker = await startWorker({
-    entry: path.join(fixtures, 'outbox-worker.ts'),
+    entry: path.join(fixtures, opts.entry ?? 'outbox-worker.ts'),
     databaseUrl: opts.databaseUrl ?? dbUrl,
     queues: {
       producers: { OUTBOX_QUEUE: 'postbox', BULK_QUEUE: 'postbox-bulk' },
@@ -59,7 +59,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
     sent: async () => (await (await worker.fetch('/sent')).json()) as any[],
     job: async (id) => (await sql('SELECT * FROM outbox.job WHERE id = $1', [id]))[0],
     async reset() {
-      await sql('DELETE FROM outbox.job; DELETE FROM public.sink; DELETE FROM public.app_row');
+      await sql('DELETE FROM outbox.job; DELETE FROM outbox.schedule_run; DELETE FROM public.sink; DELETE FROM public.app_row');
       await post('/clock', { offsetMs: 0 });
       await post('/hook', { mode: 'off' });
       await post('/version', { timestamp: null });

@@ -98,6 +98,12 @@ test('the worker role runs the outbox under its guardrails', async () => {
     assert.equal(await show('lock_timeout'), '5s');
     assert.equal(await show('statement_timeout'), '14min');
     if (Number(await show('server_version_num')) >= 170000) assert.equal(await show('transaction_timeout'), '15min');
+    // The cron handler records each schedule's last occurrence (catch-up after missed ticks):
+    // once to insert, once to update.
+    await worker.query(`INSERT INTO outbox.schedule_run (name, last_at, updated_at) VALUES ('weekly', now(), now())
+                        ON CONFLICT (name) DO UPDATE SET last_at = EXCLUDED.last_at`);
+    await worker.query(`INSERT INTO outbox.schedule_run (name, last_at, updated_at) VALUES ('weekly', now(), now())
+                        ON CONFLICT (name) DO UPDATE SET last_at = EXCLUDED.last_at`);
     // The default privileges reach a table a later migration would add.
     const owner2 = new pg.Client({ connectionString: ownerUrl });
     await owner2.connect();

@@ -5,6 +5,11 @@
 // is tried again on a fresh session and nothing is charged. Only a hook that failed on a live
 // session is the user's failure (`hook_failed`, charged like a retry). After kMaxSettleTries
 // tries the shim gives up and the lease decides: the sweep recovers the attempt as a crash.
+//
+// A schedule occurrence uses the same rule for "lost": a lost connection is tried again on a
+// fresh session up to kMaxScheduleTries, then left to the next tick's catch-up (`give_up`,
+// nothing recorded); any other error is the occurrence's own failure (`fail`: reported, and
+// passed over, since trying the same code again in the same tick would fail the same way).
 #include "postbox/settle.h"
 
 namespace postbox {
@@ -27,6 +32,10 @@ bool is_connection_state(std::string_view state) {
 
 SettleFailureAction decide_settle_failure(const SettleFailure& failure) {
   const bool lost = failure.session_broken || (failure.sql_state && is_connection_state(*failure.sql_state));
+  if (failure.part == SettlePart::schedule) {
+    if (!lost) return SettleFailureAction::fail;
+    return failure.tries < kMaxScheduleTries ? SettleFailureAction::retry_fresh_session : SettleFailureAction::give_up;
+  }
   if (failure.part == SettlePart::hook && !lost) return SettleFailureAction::hook_failed;
   // A write that failed on a live session (a timeout, a lock) is retried the same way: the
   // statement is idempotent under the attempt fence.
@@ -38,6 +47,7 @@ std::string_view settle_failure_action_name(SettleFailureAction action) {
     case SettleFailureAction::retry_fresh_session: return "retry";
     case SettleFailureAction::hook_failed: return "hook_failed";
     case SettleFailureAction::give_up: return "give_up";
+    case SettleFailureAction::fail: return "fail";
   }
   return "give_up";
 }
@@ -55,7 +65,8 @@ Status run_settle_failure(od::value& value, const Where& parent, JsonWriter& out
       if (!part) return part.take_error();
       if (part.value() == "write") failure.part = SettlePart::write;
       else if (part.value() == "hook") failure.part = SettlePart::hook;
-      else return input::field_error(where, "part", "must be \"write\" or \"hook\"");
+      else if (part.value() == "schedule") failure.part = SettlePart::schedule;
+      else return input::field_error(where, "part", "must be \"write\", \"hook\" or \"schedule\"");
       has_part = true;
     } else if (key == "sessionBroken") {
       Result<bool> broken = input::read_bool(v, where, "sessionBroken");

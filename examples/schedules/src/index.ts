@@ -1,7 +1,8 @@
 // Schedules: a weekly newsletter (one job per tick, keyed by the tick's time, so a tick
 // delivered twice enqueues nothing new) and a nightly fan-out that enqueues one job per shop
-// in one transaction with enqueueMany (one statement per list). Both crons must also be
-// listed in wrangler.jsonc `triggers.crons`.
+// in one transaction with enqueueMany (one statement per list). List both crons in
+// wrangler.jsonc `triggers.crons` so each runs on its minute; a missed tick is caught up by the
+// next one (outbox.schedule_run remembers each schedule's last occurrence).
 import { createOutbox, defineJob, ok } from 'postbox';
 import { createScheduledHandler, defineSchedule } from 'postbox/cloudflare';
 import { createPgConnector } from 'postbox/pg';

@@ -4,10 +4,14 @@ import { PostboxError } from '../errors.js';
 import type { TxEnqueue, TxEnqueueMany } from '../outbox.js';
 import type { EnqueueOptions, JobDefinition, Queryable } from '../types.js';
 
-/** A recurring job: one occurrence per matching cron tick. */
+/**
+ * A recurring job: one occurrence per minute its cron matches. Each tick of the Worker's Cron
+ * Triggers enqueues the occurrences due by its time, so list the cron in `triggers.crons` to
+ * run it on time (any other trigger, like the sweep every 5 minutes, picks it up at its next tick).
+ */
 export type ScheduleSpec<P> =
   | {
-      /** Must equal an entry of `triggers.crons` exactly (Cloudflare passes the string). */
+      /** Cloudflare's cron dialect, UTC. */
       cron: string;
       /** Defaults to the job's kind. Names the occurrence key `schedule:<name>:<ISO time>`. */
       name?: string;
@@ -26,7 +30,7 @@ export type ScheduleSpec<P> =
        * one statement; give each item a dedupe key derived from the tick, so a tick delivered
        * twice enqueues nothing new.
        */
-      run: (tick: { scheduledAt: Date; tx: Queryable; enqueue: TxEnqueue<any>; enqueueMany: TxEnqueueMany<any> }) => Promise<void>;
+      run: (tick: { scheduledAt: Date; key: string; tx: Queryable; enqueue: TxEnqueue<any>; enqueueMany: TxEnqueueMany<any> }) => Promise<void>;
     };
 
 /** A validated schedule. */
@@ -46,6 +50,9 @@ export function defineSchedule<P>(spec: ScheduleSpec<P>): Schedule {
   if (isCoreError(parsed)) throw new PostboxError(parsed.error.code, `defineSchedule: ${parsed.error.message}`);
   const name = 'job' in spec ? spec.name ?? spec.job.kind : spec.name;
   if (typeof name !== 'string' || name.length === 0) throw new PostboxError('invalid_schedule', 'defineSchedule: a `run` schedule needs a `name`');
+  // The name goes into every occurrence key: the core checks it now, not at the first tick.
+  const keyed = getCore().callText('cron', JSON.stringify({ op: 'key', name, scheduledAt: 0 }));
+  if (isCoreError(keyed)) throw new PostboxError('invalid_schedule', `defineSchedule: ${keyed.error.message}`);
   return Object.freeze({ ...spec, name }) as Schedule;
 }
 

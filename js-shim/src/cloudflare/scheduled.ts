@@ -1,11 +1,17 @@
-import { RUN } from '../outbox.js';
-import { errorMessage } from '../session.js';
+import { PostboxError } from '../errors.js';
+import { RUN, type Outbox } from '../outbox.js';
+import { SCHEDULE_LAST_RUNS, SCHEDULE_RECORD } from '../queries/schedule.js';
+import { run } from '../queries/statement.js';
+import type { OutboxRuntime } from '../runtime.js';
+import { errorMessage, type LaneSession } from '../session.js';
 import type { SweepOptions, SweepReport } from '../sweep.js';
+import type { EnqueueResult, LaneDb } from '../types.js';
 import type { OutboxFactory } from './queue.js';
 import type { Schedule } from './schedule.js';
 
 /** Options of the scheduled handler: the sweep's budgets and the recurring jobs. */
 export interface ScheduledOptions extends SweepOptions {
+  /** Recurring jobs; every tick enqueues each one's occurrences due by the tick's time. */
   schedules?: readonly Schedule[];
 }
 
@@ -15,14 +21,46 @@ export interface ScheduledEvent {
   readonly scheduledTime: number;
 }
 
-/** What one tick did. */
-export interface ScheduledReport extends SweepReport {
-  schedules: { name: string; key: string; ok: boolean }[];
+/** What a tick did with one occurrence of a schedule. */
+export interface ScheduleRun {
+  name: string;
+  /** The occurrence key, `schedule:<name>:<ISO time>`. */
+  key: string;
+  /** The occurrence's own time (epoch ms): the tick's, or a missed one caught up. */
+  scheduledAt: number;
+  /** `enqueued` (committed), `rejected` (committed, but an enqueue was refused), `failed` (rolled back). */
+  status: 'enqueued' | 'rejected' | 'failed';
+  /** False only when `failed`. */
+  ok: boolean;
+  /** Transactions tried: more than 1 when a lost connection was retried on a fresh session. */
+  tries: number;
+  /** Enqueue results of the occurrence, by status (a `run` schedule may enqueue many). */
+  created: number;
+  exists: number;
+  /** Refused enqueues (`invalid_payload`, `dedupe_conflict`) when `strictEnqueue` is off. */
+  rejected: number;
 }
 
+/** What one tick did. */
+export interface ScheduledReport extends SweepReport {
+  schedules: ScheduleRun[];
+}
+
+/** The core's answer for one schedule at one tick (docs/ABI.md, `pb_cron` `due`). */
+interface DueSchedule {
+  name: string;
+  baseline: number | null;
+  occurrences: { at: number; key: string }[];
+  skipped: boolean;
+}
+
+/** What the core says about a failed occurrence (docs/ABI.md, `pb_settle` `failure`, part `schedule`). */
+type FailureNext = 'retry' | 'give_up' | 'fail';
+
 /**
- * The Cron Trigger handler: enqueues the occurrences of schedules whose cron is this tick's,
- * then sweeps (recover → reserved → drain → hand-off → retention) within the invocation budget.
+ * The Cron Trigger handler: enqueues the occurrences of every schedule due by this tick
+ * (missed ones included, within the core's bound), then sweeps (recover → reserved → drain →
+ * hand-off → retention) within the invocation budget.
  *
  * @example
  * ```ts
@@ -30,42 +68,147 @@ export interface ScheduledReport extends SweepReport {
  * ```
  */
 export function createScheduledHandler<Env>(outboxFor: OutboxFactory<Env>, options: ScheduledOptions = {}) {
+  const schedules = options.schedules ?? [];
+  const names = new Set<string>();
+  for (const schedule of schedules) {
+    // Names key the occurrences and the recorded last run: two schedules must not share one.
+    if (names.has(schedule.name)) throw new PostboxError('invalid_schedule', `createScheduledHandler: two schedules are named ${schedule.name}`);
+    names.add(schedule.name);
+  }
   return async (controller: ScheduledEvent, env: Env, ctx?: ExecutionContext): Promise<ScheduledReport> => {
     const outbox = outboxFor(env, ctx);
     const engine = outbox[RUN];
-    const rt = engine.runtime;
-    const startedAt = rt.clock.now();
-    const ran: ScheduledReport['schedules'] = [];
-    for (const schedule of options.schedules ?? []) {
-      if (schedule.cron !== controller.cron) continue;
-      const scheduledAt = new Date(controller.scheduledTime);
-      const { key } = rt.core.call<{ key: string }>('cron', { op: 'key', name: schedule.name, scheduledAt: controller.scheduledTime });
-      try {
-        await engine.withSession((session) =>
-          session.exclusive((q) =>
-            outbox.transaction(q, async (tx, enqueue, enqueueMany) => {
-              if ('run' in schedule) {
-                await schedule.run({ scheduledAt, tx, enqueue, enqueueMany });
-                return;
-              }
-              const result = await enqueue(schedule.job, {
-                ...schedule.options,
-                payload: schedule.payload({ scheduledAt }),
-                dedupeKey: schedule.dedupeKey?.({ scheduledAt }) ?? key,
-              });
-              rt.emit({ type: 'schedule_enqueued', schedule: schedule.name, key, status: result.status });
-              // A refused single-job occurrence fails the tick (rolled back), like a throw.
-              if (result.status !== 'created' && result.status !== 'exists') throw new Error(`enqueue refused: ${result.status}`);
-            }),
-          ),
-        );
-        ran.push({ name: schedule.name, key, ok: true });
-      } catch (error) {
-        rt.emit({ type: 'schedule_failed', schedule: schedule.name, cron: schedule.cron, error: errorMessage(error), severity: 'error' });
-        ran.push({ name: schedule.name, key, ok: false });
-      }
-    }
+    const startedAt = engine.runtime.clock.now();
+    const ran = schedules.length > 0 ? await engine.withSession((session) => runSchedules(outbox, session, schedules, controller.scheduledTime)) : [];
     const report = await engine.sweep(startedAt, options);
     return { ...report, schedules: ran };
   };
+}
+
+/** The server's SQLSTATE on an error, or on the error it wraps. */
+function sqlStateOf(error: unknown): string | null {
+  for (let e = error, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return null;
+}
+
+/**
+ * Runs `fn` on the session; when it throws, reports what was seen to the core, which decides:
+ * try again on a fresh session, leave it to the next tick (`give_up`), or fail it (`fail`).
+ */
+async function tryOnSession<T>(rt: OutboxRuntime, session: LaneSession, fn: (q: LaneDb) => Promise<T>) {
+  for (let tries = 1; ; tries++) {
+    try {
+      return { ok: true as const, value: await session.exclusive(fn), tries };
+    } catch (error) {
+      // A connector that could not connect at all had no session to break: report it as broken.
+      const sessionBroken = session.isBroken() || (error instanceof PostboxError && error.code === 'connection_failed');
+      const failure = { part: 'schedule', sessionBroken, sqlState: sqlStateOf(error), tries };
+      const next = rt.core.call<{ next: FailureNext }>('settle', { failure }).next;
+      // A failure of the occurrence's own left a live session (its transaction rolled back).
+      if (next !== 'fail') await session.replace();
+      if (next !== 'retry') return { ok: false as const, error, next, tries };
+      rt.emit({ type: 'infra_error', where: 'schedule', error: errorMessage(error) });
+    }
+  }
+}
+
+async function runSchedules(outbox: Outbox<any>, session: LaneSession, schedules: readonly Schedule[], at: number): Promise<ScheduleRun[]> {
+  const rt = outbox[RUN].runtime;
+  const failAll = (error: unknown) => {
+    for (const s of schedules) rt.emit({ type: 'schedule_failed', schedule: s.name, cron: s.cron, error: errorMessage(error), severity: 'error' });
+    return [];
+  };
+  const read = await tryOnSession(rt, session, (q) => run(q, SCHEDULE_LAST_RUNS, [schedules.map((s) => s.name)]));
+  // Nothing is enqueued without knowing what was: the next tick catches these occurrences up.
+  if (!read.ok) return failAll(read.error);
+  const lastAt = new Map<string, number>(read.value.rows.map((r: { name: string; last_at: string }) => [r.name, Number(r.last_at)]));
+  const { schedules: due } = rt.core.call<{ schedules: DueSchedule[] }>('cron', {
+    op: 'due',
+    at,
+    schedules: schedules.map((s) => ({ name: s.name, expr: s.cron, lastAt: lastAt.get(s.name) ?? null })),
+  });
+  const record = (name: string, occurrence: number) => (q: LaneDb) => run(q, SCHEDULE_RECORD, [name, occurrence, rt.clock.now()]);
+
+  const ran: ScheduleRun[] = [];
+  for (let i = 0; i < schedules.length; i++) {
+    const schedule = schedules[i]!;
+    const plan = due[i]!;
+    if (plan.skipped) {
+      rt.emit({
+        type: 'schedule_missed',
+        schedule: schedule.name,
+        since: lastAt.has(schedule.name) ? new Date(lastAt.get(schedule.name)!).toISOString() : null,
+        from: plan.occurrences[0] ? new Date(plan.occurrences[0].at).toISOString() : null,
+        severity: 'warn',
+      });
+    }
+    // The first run ever: record where catch-up starts, so a first occurrence that fails is retried.
+    if (plan.baseline !== null) await tryOnSession(rt, session, record(schedule.name, plan.baseline));
+    for (const { at: occurrence, key } of plan.occurrences) {
+      const entry = await runOccurrence(outbox, session, schedule, occurrence, key, record(schedule.name, occurrence));
+      ran.push(entry.run);
+      // The database is out of reach: leave the rest to the next tick's catch-up.
+      if (entry.next === 'give_up') break;
+    }
+  }
+  return ran;
+}
+
+/** One occurrence in one transaction: its enqueues and its record commit together. */
+async function runOccurrence(
+  outbox: Outbox<any>,
+  session: LaneSession,
+  schedule: Schedule,
+  at: number,
+  key: string,
+  record: (q: LaneDb) => Promise<unknown>,
+): Promise<{ run: ScheduleRun; next?: FailureNext }> {
+  const rt = outbox[RUN].runtime;
+  const scheduledAt = new Date(at);
+  let counts = { created: 0, exists: 0, rejected: 0, refusal: null as string | null };
+  const count = (results: EnqueueResult[]) => {
+    for (const r of results) {
+      if (r.status === 'created' || r.status === 'exists') counts[r.status]++;
+      else (counts.rejected++, (counts.refusal ??= r.status));
+    }
+    return results;
+  };
+  const result = await tryOnSession(rt, session, (q) => {
+    counts = { created: 0, exists: 0, rejected: 0, refusal: null };
+    return outbox.transaction(q, async (tx, enqueue, enqueueMany) => {
+      if ('run' in schedule) {
+        await schedule.run({
+          scheduledAt,
+          key,
+          tx,
+          enqueue: async (job, opts) => count([await enqueue(job, opts)])[0]!,
+          enqueueMany: async (job, items) => count(await enqueueMany(job, items)),
+        });
+      } else {
+        const r = await enqueue(schedule.job, {
+          ...schedule.options,
+          payload: schedule.payload({ scheduledAt }),
+          dedupeKey: schedule.dedupeKey?.({ scheduledAt }) ?? key,
+        });
+        count([r]);
+      }
+      await record(tx);
+    });
+  });
+  const base = { name: schedule.name, key, scheduledAt: at, tries: result.tries, created: counts.created, exists: counts.exists, rejected: counts.rejected };
+  if (!result.ok) {
+    rt.emit({ type: 'schedule_failed', schedule: schedule.name, cron: schedule.cron, key, tries: result.tries, error: errorMessage(result.error), severity: 'error' });
+    // Its own failure (not the connection's) would fail again: pass over it, on record.
+    if (result.next === 'fail') await tryOnSession(rt, session, record);
+    return { run: { ...base, created: 0, exists: 0, rejected: 0, status: 'failed', ok: false }, next: result.next };
+  }
+  const status = 'run' in schedule ? 'run' : counts.created > 0 ? 'created' : counts.exists > 0 ? 'exists' : counts.refusal!;
+  rt.emit({ type: 'schedule_enqueued', schedule: schedule.name, key, status, created: counts.created, exists: counts.exists, rejected: counts.rejected });
+  if (counts.rejected > 0) {
+    rt.emit({ type: 'schedule_rejected', schedule: schedule.name, key, status: counts.refusal!, rejected: counts.rejected, severity: 'error' });
+  }
+  return { run: { ...base, status: counts.rejected > 0 ? 'rejected' : 'enqueued', ok: true } };
 }

@@ -76,6 +76,16 @@ export const outboxAttempt = outboxSchema.table(
   (t) => [primaryKey({ name: 'attempt_pkey', columns: [t.jobId, t.seq] }), index('attempt_finished').on(t.finishedAt).where(sql`finished_at IS NOT NULL`)],
 );
 
+/** `outbox.schedule_run`: per schedule, the latest occurrence a tick dealt with (catch-up starts after it). */
+export const outboxScheduleRun = outboxSchema.table('schedule_run', {
+  name: text('name').primaryKey(),
+  lastAt: tstz('last_at').notNull(),
+  updatedAt: tstz('updated_at').notNull(),
+});
+
+/** Every Postbox table, in the order drift is reported. */
+const outboxTables = [outboxJob, outboxAttempt, outboxScheduleRun];
+
 /** One difference between the database and the schema Postbox expects. */
 export type SchemaDrift =
   | { type: 'unsupported_server'; serverVersionNum: number }
@@ -88,7 +98,7 @@ export type SchemaDrift =
 
 /** What each column must be, as `information_schema` spells it, from the drizzle tables. */
 export function expectedColumns() {
-  return [outboxJob, outboxAttempt].flatMap((table) => {
+  return outboxTables.flatMap((table) => {
     const config = getTableConfig(table);
     return config.columns.map((c) => ({ table: config.name, column: c.name, type: c.getSQLType(), notNull: c.notNull }));
   });
@@ -134,10 +144,10 @@ export async function verifyOutboxSchema(db: TransactionalDb): Promise<SchemaDri
       `SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'outbox'`,
     );
     const constraintNames = new Set(constraints.map((c: any) => c.conname));
-    for (const table of [outboxJob, outboxAttempt]) {
+    for (const table of outboxTables) {
       const config = getTableConfig(table);
       if (!tables.has(config.name)) continue;
-      const expectedIndexes = [...config.indexes.map((i) => i.config.name!), config.name === 'job' ? 'job_pkey' : 'attempt_pkey'];
+      const expectedIndexes = [...config.indexes.map((i) => i.config.name!), `${config.name}_pkey`];
       for (const name of expectedIndexes) {
         const found = indexes.find((i: any) => i.index_name === name && i.table_name === config.name);
         if (!found) drift.push({ type: 'missing_index', table: config.name, index: name });

@@ -79,12 +79,15 @@ bool outcome_from_name(std::string_view name, OutcomeType& type);
 
 // A settlement whose write failed (settle_failure.cpp): what the shim saw, and what to do.
 constexpr int32_t kMaxSettleTries = 2;
+// A schedule's occurrence (its enqueue transaction) is tried this often within one tick.
+constexpr int32_t kMaxScheduleTries = 3;
 
-enum class SettlePart { write, hook };
-enum class SettleFailureAction { retry_fresh_session, hook_failed, give_up };
+// `schedule`: a schedule occurrence's transaction, judged by the same connection rule.
+enum class SettlePart { write, hook, schedule };
+enum class SettleFailureAction { retry_fresh_session, hook_failed, give_up, fail };
 
 struct SettleFailure {
-  SettlePart part = SettlePart::write;      // the settle statement, or the user's hook in its transaction
+  SettlePart part = SettlePart::write;      // the settle statement, the user's hook, or a schedule occurrence
   bool session_broken = false;              // the connection reported itself closed or errored
   std::optional<std::string_view> sql_state;  // the server's SQLSTATE, when the error carried one
   int32_t tries = 1;                        // tries of this settlement so far, this one included
@@ -92,7 +95,7 @@ struct SettleFailure {
 
 SettleFailureAction decide_settle_failure(const SettleFailure& failure);
 std::string_view settle_failure_action_name(SettleFailureAction action);
-// {"failure":{…}} in pb_settle: writes {"next":"retry"|"hook_failed"|"give_up"}.
+// {"failure":{…}} in pb_settle: writes {"next":"retry"|"hook_failed"|"give_up"|"fail"}.
 Status run_settle_failure(input::od::value& value, const input::Where& parent, JsonWriter& out);
 
 // Cuts text to at most max_bytes without splitting a UTF-8 sequence.
