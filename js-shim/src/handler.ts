@@ -57,6 +57,8 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     metadata: row.metadata,
     [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit } satisfies HandlerRuntime,
   };
+  // Armed before the handler runs, so a beat it takes at once is never overridden by admit's numbers.
+  lease.start();
   const work = (async (): Promise<Finished> => {
     const validated = await job.payload['~standard'].validate(row.payload);
     if (validated.issues) {
@@ -70,7 +72,6 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   const timeout = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), job.policy.timeoutMs);
   });
-  lease.start();
   const winner = await Promise.race([work, timeout, lostLease]);
   clearTimeout(timer);
   lease.end();
