@@ -1,9 +1,10 @@
 // Runs one handler: payload validation, the timeout (real time), the AbortSignal, a fenced
-// ctx.db, and the mapping of whatever the handler did (returned, threw, hung) to an outcome.
+// ctx.db, its lease (ctx.heartbeat, automatic beats, the stop point: lease.ts), and the mapping of whatever the handler did (returned, threw, hung) to an outcome.
 import type { Finished, ClaimedRow } from './attempt.js';
 import { LANE_DB } from './db.js';
 import { PostboxError } from './errors.js';
 import { defaultClassify } from './jobs.js';
+import { AttemptLease, lostError, type Admitted, type LostReason } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
 import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
@@ -19,13 +20,20 @@ export interface HandlerRuntime {
 }
 
 export interface HandlerResult {
-  finished: Finished;
+  /** Null when the attempt lost its job (a `lease_lost` event): nothing to settle. */
+  finished: Finished | null;
   abandoned: boolean;
 }
 
-export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: JobDefinition, row: ClaimedRow, deadline: number): Promise<HandlerResult> {
+export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: JobDefinition, row: ClaimedRow, admitted: Admitted): Promise<HandlerResult> {
+  const deadline = admitted.deadline;
   const controller = new AbortController();
-  const fence = { closed: false, inflight: 0 };
+  const fence: Fence = { closed: false, inflight: 0, txOpen: 0 };
+  let lost: (reason: LostReason) => void = () => undefined;
+  const lostLease = new Promise<'lost'>((resolve) => {
+    lost = () => resolve('lost');
+  });
+  const lease = new AttemptLease(rt, session, job, row, admitted, lost);
   const ctx = {
     jobId: row.id,
     kind: row.kind,
@@ -34,6 +42,14 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     signal: controller.signal,
     deadline,
     remainingMs: () => Math.max(0, deadline - rt.clock.now()),
+    heartbeat: async (): Promise<number> => {
+      if (lease.lost) throw lostError(lease.lost);
+      if (fence.closed) throw new PostboxError('attempt_closed', 'ctx.heartbeat() called after the attempt returned or timed out');
+      if (fence.txOpen > 0) {
+        throw new PostboxError('heartbeat_in_transaction', 'ctx.heartbeat() called while a ctx.db transaction is open: it would wait for the transaction; call it between transactions');
+      }
+      return lease.beat();
+    },
     db: fencedDb(session, fence),
     deps: rt.options.deps,
     tenantKey: row.tenant_key,
@@ -41,6 +57,8 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     metadata: row.metadata,
     [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit } satisfies HandlerRuntime,
   };
+  // Armed before the handler runs, so a beat it takes at once is never overridden by admit's numbers.
+  lease.start();
   const work = (async (): Promise<Finished> => {
     const validated = await job.payload['~standard'].validate(row.payload);
     if (validated.issues) {
@@ -54,9 +72,14 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   const timeout = new Promise<'timeout'>((resolve) => {
     timer = setTimeout(() => resolve('timeout'), job.policy.timeoutMs);
   });
-  const winner = await Promise.race([work, timeout]);
+  const winner = await Promise.race([work, timeout, lostLease]);
   clearTimeout(timer);
+  lease.end();
   fence.closed = true;
+  if (winner === 'lost') {
+    controller.abort(lostError(lease.lost ?? 'not_owner'));
+    return { finished: null, abandoned: fence.inflight > 0 };
+  }
   if (winner === 'timeout') {
     controller.abort(new PostboxError('timeout', `attempt of ${row.kind} timed out after ${job.policy.timeoutMs} ms`));
     return { finished: { row, outcome: { type: 'timeout', message: `timed out after ${job.policy.timeoutMs} ms` } }, abandoned: fence.inflight > 0 };
@@ -101,8 +124,16 @@ export function redact(rt: OutboxRuntime, message: string): string {
   }
 }
 
+interface Fence {
+  closed: boolean;
+  /** Queries and transactions of the handler on the session now. */
+  inflight: number;
+  /** The handler's open ctx.db transactions (a heartbeat would queue behind them). */
+  txOpen: number;
+}
+
 /** `ctx.db`: the lane session, closed to the handler once its attempt has ended. */
-function fencedDb(session: LaneSession, fence: { closed: boolean; inflight: number }): OutboxDb {
+function fencedDb(session: LaneSession, fence: Fence): OutboxDb {
   const guard = () => {
     if (fence.closed) throw new PostboxError('attempt_closed', 'ctx.db used after the attempt returned or timed out');
   };
@@ -127,6 +158,7 @@ function fencedDb(session: LaneSession, fence: { closed: boolean; inflight: numb
       // The whole transaction holds the session, even while `fn` awaits something else: a
       // handler that times out inside it leaves the session to be replaced, not waited for.
       fence.inflight++;
+      fence.txOpen++;
       try {
         return await session.transaction(async (q) => {
           const result = await fn(tracked(q));
@@ -135,6 +167,7 @@ function fencedDb(session: LaneSession, fence: { closed: boolean; inflight: numb
         });
       } finally {
         fence.inflight--;
+        fence.txOpen--;
       }
     },
   };

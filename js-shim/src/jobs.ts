@@ -18,6 +18,14 @@ export interface JobSpec<Schema extends StandardSchemaV1, Deps> {
   warnAtStreak?: number;
   /** Maps a thrown error to an outcome. Return `undefined` for the default (`retry({ code: 'unexpected' })`). */
   classify?: Classify;
+  /**
+   * Lease by heartbeat: the lease is a window of three beats (`everyMs`, default a tenth of the
+   * timeout within 1-10 s) instead of the whole timeout, and each beat extends it, so a crashed
+   * attempt is recovered about one window after its last beat. The outbox beats while the
+   * handler runs unless `auto: false`, where the handler must call `ctx.heartbeat()` itself
+   * at least every `everyMs`.
+   */
+  heartbeat?: boolean | { everyMs?: number; auto?: boolean };
   handle(payload: StandardSchemaV1.InferOutput<Schema>, ctx: JobContext<Deps>): Promise<HandlerOutcome>;
 }
 
@@ -72,6 +80,7 @@ function buildJob<Schema extends StandardSchemaV1, Deps>(
     ...(spec.lane === undefined ? {} : { lane: spec.lane }),
     ...(spec.retry === undefined ? {} : { retry: spec.retry }),
     warnAtStreak: spec.warnAtStreak ?? null,
+    ...(spec.heartbeat === undefined ? {} : { heartbeat: heartbeatOption(spec.kind, spec.heartbeat) }),
   });
   return Object.freeze({
     kind: policy.kind,
@@ -81,9 +90,20 @@ function buildJob<Schema extends StandardSchemaV1, Deps>(
     retry: spec.retry,
     warnAtStreak: spec.warnAtStreak,
     classify: spec.classify,
+    autoHeartbeat: policy.heartbeatMs !== undefined && !(typeof spec.heartbeat === 'object' && spec.heartbeat?.auto === false),
     handle: spec.handle as JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps>['handle'],
     policy,
   });
+}
+
+/** The core's shape of the heartbeat option (`auto` is the shim's alone: who beats, not how). */
+function heartbeatOption(kind: string, option: JobSpec<StandardSchemaV1, unknown>['heartbeat']): unknown {
+  if (option && typeof option === 'object') {
+    const { auto, ...rest } = option;
+    if (auto !== undefined && typeof auto !== 'boolean') throw new PostboxError('invalid_policy', `defineJob(${kind}): heartbeat.auto must be a boolean`);
+    return rest;
+  }
+  return option;
 }
 
 /** The job succeeded. `commit` runs in the same transaction as the `succeeded` transition. */

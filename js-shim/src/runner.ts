@@ -7,6 +7,7 @@
 // same session, while the other slots go on.
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
+import type { Admitted } from './lease.js';
 import { JOB_CLAIM_DUE, JOB_CLAIM_TARGETS } from './queries/claim.js';
 import { JOB_SETTLE_THEN_CLAIM_DUE, JOB_SETTLE_THEN_CLAIM_TARGETS } from './queries/drain.js';
 import { run } from './queries/statement.js';
@@ -22,6 +23,8 @@ interface ClaimPlan {
   leaseMs: number[];
   versionCutoff: number | null;
   targetOnly: boolean;
+  /** The smallest claim slack of `kinds` (null: none). */
+  slackMs: number | null;
 }
 
 interface PumpStep {
@@ -85,6 +88,8 @@ class LanePump {
   /** How long the lane's last handlers ran (ms, real time), newest last: the core sizes the lookahead from them. */
   readonly #recentMs: number[] = [];
   #plannedKinds: number | undefined;
+  /** The last plan's smallest claim slack: how long a claimed job may wait for a slot. */
+  #slackMs: number | null = null;
   #lastClaimFull = false;
   #backlogReported = false;
   #stopped = false;
@@ -149,6 +154,7 @@ class LanePump {
       remaining,
       slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
       oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
+      slackMs: this.#slackMs,
     });
   }
 
@@ -172,6 +178,7 @@ class LanePump {
   #plan(): ClaimPlan {
     const claimPlan = plan(this.rt, this.policies, this.opts, null);
     this.#plannedKinds ??= claimPlan.kinds.length;
+    if (claimPlan.slackMs !== null) this.#slackMs = claimPlan.slackMs;
     if (!this.#backlogReported && this.#lastClaimFull && !this.targets && claimPlan.kinds.length < this.#plannedKinds) {
       this.#backlogReported = true;
       this.opts.onBacklog?.();
@@ -232,8 +239,9 @@ class LanePump {
   #start(row: ClaimedRow): void {
     // Claims only pick registered kinds, so the job is always there.
     const job = this.rt.registry.get(row.kind)!;
-    const admit = this.rt.core.call<{ start: boolean; deadline?: number; reason?: 'claim_late' | 'released' }>('claim', {
+    const admit = this.rt.core.call<{ start: boolean; deadline?: number; stopAt?: number; heartbeatAt?: number | null; reason?: 'claim_late' | 'released' }>('claim', {
       op: 'admit', now: this.rt.clock.now(), deadlineAt: this.opts.deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
+      heartbeatMs: job.policy.heartbeatMs ?? null,
     });
     if (!admit.start) {
       this.#settleLater({ row, outcome: { type: admit.reason ?? 'claim_late' } });
@@ -242,13 +250,16 @@ class LanePump {
     }
     this.#running++;
     const startedAt = performance.now();
-    void runHandler(this.rt, this.session, job, row, admit.deadline!).then(async (result) => {
+    const { start: _start, reason: _reason, ...admitted } = admit;
+    void runHandler(this.rt, this.session, job, row, admitted as Admitted).then(async (result) => {
       this.#recentMs.push(performance.now() - startedAt);
       if (this.#recentMs.length > RECENT_RUNS) this.#recentMs.shift();
       // A handler that timed out mid-query may hold the session forever: the others go on on a fresh one.
       if (result.abandoned) await this.session.replace();
       this.#running--;
-      if (needsHooks(this.rt, result.finished)) this.#settleWithHooks(result.finished);
+      // A lost lease settles nothing: the job's owner (or the recovery, once the lease ran out) decides.
+      if (result.finished === null) this.report.stale++;
+      else if (needsHooks(this.rt, result.finished)) this.#settleWithHooks(result.finished);
       else this.#settleLater(result.finished);
       this.#fill();
       this.#poke();

@@ -75,6 +75,16 @@ export interface JobContext<Deps = unknown> {
   readonly deadline: number;
   /** Milliseconds left before `deadline`. */
   remainingMs(): number;
+  /**
+   * Extends this attempt's lease to what the core decides (the new expiry, epoch ms on the
+   * outbox's clock, is what it resolves to). One fenced UPDATE on the lane's session, outside
+   * any `ctx.db` transaction. Rejects with `PostboxError` code `lease_lost` when the attempt no
+   * longer owns the job (cancelled, recovered after its lease ran out) — the signal then aborts
+   * and `ctx.db` closes; `attempt_closed` after the attempt ended; `heartbeat_in_transaction`
+   * while this handler has a `ctx.db` transaction open (the beat would wait for it).
+   * A kind without `heartbeat` has a lease covering its whole timeout: the beat only checks it.
+   */
+  heartbeat(): Promise<number>;
   readonly db: OutboxDb;
   readonly deps: Deps;
   readonly tenantKey: string | null;
@@ -94,6 +104,8 @@ export interface JobDefinition<Payload = any, Deps = any> {
   readonly retry: RetryPolicy | undefined;
   readonly warnAtStreak: number | undefined;
   readonly classify: Classify | undefined;
+  /** Whether the outbox beats for the handler while it runs (`heartbeat` on, `auto` not false). */
+  readonly autoHeartbeat?: boolean;
   readonly handle: (payload: Payload, ctx: JobContext<Deps>) => Promise<HandlerOutcome>;
   /** The policy as normalised by the core (lease, defaults, per-code rules). */
   readonly policy: CorePolicy;
@@ -112,6 +124,8 @@ export interface CorePolicy {
   maxMs: number;
   maxCrashes: number;
   warnAtStreak: number | null;
+  /** Present only when the kind heartbeats: the interval between beats (ms). */
+  heartbeatMs?: number;
   /** Present only when the policy has an explicit schedule. */
   scheduleMs?: number[];
   perCode: Record<string, { streak: number | null; maxAttempts: number | null; maxDelayMs: number | null; onExhaustion: 'dead' | 'cancel' }>;
@@ -189,6 +203,13 @@ export type OutboxEvent =
   | { type: 'cancelled'; jobId: string; kind: string; code: string | null; reason: string }
   | { type: 'claim_late'; jobId: string; kind: string }
   | { type: 'stale_settle'; jobId: string; kind: string; attempt: number }
+  /**
+   * An attempt gave up its job: a heartbeat found it no longer owns it (`not_owner`: cancelled
+   * or recovered), its lease had run out (`lease_expired`), or no beat got through before the
+   * lease's settle reserve (`heartbeats_failed`). Its handler is aborted and nothing is settled:
+   * the job's owner, or the recovery once the lease runs out, decides what happens next.
+   */
+  | { type: 'lease_lost'; jobId: string; kind: string; attempt: number; reason: 'not_owner' | 'lease_expired' | 'heartbeats_failed' }
   | { type: 'settle_failed'; jobId: string; kind: string; error: string }
   | { type: 'infra_error'; where: string; error: string }
   | { type: 'invalid_message'; queue: string; messageId: string; code: string; message: string }

@@ -23,6 +23,9 @@ declare global {
   function operatorOf(request: Request, env: Env): Promise<true | { tenantKey: string } | { readOnly: true } | null>;
   /** The app's mail API, which jobs.ts calls. */
   function send(userId: string, opts: { signal: AbortSignal; idempotencyKey: string }): Promise<{ status: number; retryAfterMs?: number }>;
+  /** The app's export pages and their upload, which the heartbeat example's job calls. */
+  function pagesOf(orgId: string, opts: { signal: AbortSignal }): AsyncIterable<Uint8Array>;
+  function upload(page: Uint8Array): Promise<void>;
   /** In fragments: the invocation's bindings, a connected client, and index.ts's factory. */
   const env: Env;
   const client: pg.Client;

@@ -32,7 +32,7 @@ export const isStuck = (i: number): boolean => i % 500 === 7;
 export const chaosJob = defineJob({
   kind: KIND,
   payload: z.object({ i: z.number().int().nonnegative() }),
-  // Short, so the lease (timeout + 30 s) is short too: recovery moves the clock past it.
+  // Short, so the lease (timeout + a 6 s margin) is short too: recovery moves the clock past it.
   timeoutMs: 2_000,
   retry: {
     // A job is crashed at most once per clock jump (and once more by the final recovery), far

@@ -19,31 +19,31 @@ std::string plan(const std::string& extra, int64_t deadline = 100000) {
 
 }  // namespace
 
-TEST_CASE("claim plan: lane filter, sorted kinds with their leases") {
+TEST_CASE("claim plan: lane filter, sorted kinds with their leases (span + clamp(span, 6 s, 30 s)) and the smallest claim slack") {
   auto r = call(pb_claim, plan(R"(,"version":{"timestamp":1700000000000},"target":null)"));
   CHECK(r.rc == 0);
-  CHECK(r.out == R"({"limit":8,"kinds":["a","b"],"leaseMs":[31000,50000],"versionCutoff":1700000000000,"targetOnly":false})");
+  CHECK(r.out == R"({"limit":8,"kinds":["a","b"],"leaseMs":[7000,40000],"versionCutoff":1700000000000,"targetOnly":false,"slackMs":4000})");
   CHECK(call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"bulk","concurrency":8,"maxBatch":3,"policies":)" +
                            std::string(kPolicies) + "}")
-            .out == R"({"limit":3,"kinds":["c"],"leaseMs":[31000],"versionCutoff":null,"targetOnly":false})");
+            .out == R"({"limit":3,"kinds":["c"],"leaseMs":[7000],"versionCutoff":null,"targetOnly":false,"slackMs":4000})");
 }
 
 TEST_CASE("claim plan: only kinds whose attempt fits before the deadline") {
   CHECK(call(pb_claim, plan("", 20000)).out ==
-        R"({"limit":8,"kinds":["a","b"],"leaseMs":[31000,50000],"versionCutoff":null,"targetOnly":false})");
+        R"({"limit":8,"kinds":["a","b"],"leaseMs":[7000,40000],"versionCutoff":null,"targetOnly":false,"slackMs":4000})");
   CHECK(call(pb_claim, plan("", 19999)).out ==
-        R"({"limit":8,"kinds":["a"],"leaseMs":[31000],"versionCutoff":null,"targetOnly":false})");
-  CHECK(call(pb_claim, plan("", 999)).out == R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":false})");
+        R"({"limit":8,"kinds":["a"],"leaseMs":[7000],"versionCutoff":null,"targetOnly":false,"slackMs":4000})");
+  CHECK(call(pb_claim, plan("", 999)).out == R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":false,"slackMs":null})");
 }
 
 TEST_CASE("claim plan: a target claims one job of its kind, or nothing") {
   const std::string id = R"("id":"123e4567-e89b-12d3-a456-426614174000")";
   CHECK(call(pb_claim, plan(R"(,"target":{)" + id + R"(,"kind":"b"})")).out ==
-        R"({"limit":1,"kinds":["b"],"leaseMs":[50000],"versionCutoff":null,"targetOnly":true})");
+        R"({"limit":1,"kinds":["b"],"leaseMs":[40000],"versionCutoff":null,"targetOnly":true,"slackMs":13334})");
   CHECK(call(pb_claim, plan(R"(,"target":{)" + id + R"(,"kind":"c"})")).out ==
-        R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":true})");
+        R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":true,"slackMs":null})");
   CHECK(call(pb_claim, plan(R"(,"target":{)" + id + R"(,"kind":"unknown"})")).out ==
-        R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":true})");
+        R"({"limit":0,"kinds":[],"leaseMs":[],"versionCutoff":null,"targetOnly":true,"slackMs":null})");
   CHECK(call(pb_claim, plan(R"(,"target":{"id":"nope","kind":"b"})")).out ==
         R"({"error":{"code":"invalid_input","message":"claim: field 'target.id' must be a UUID"}})");
 }
@@ -69,7 +69,7 @@ TEST_CASE("claim admit: start only when the attempt ends inside the invocation a
       {1000, 31000, 61000, 30000, R"({"start":true,"deadline":31000})"},
       // The invocation ends first, the lease is fine: released, due again at once.
       {1000, 30999, 61000, 30000, R"({"start":false,"reason":"released"})"},
-      // Up to 20 s between taking a lease (timeout + 30 s) and starting is absorbed...
+      // For a 30 s timeout, up to 20 s between taking a lease (timeout + 30 s) and starting is absorbed...
       {21000, 100000, 61000, 30000, R"({"start":true,"deadline":51000})"},
       // ...one more ms and the attempt would eat into the 10 s settle reserve.
       {21001, 100000, 61000, 30000, R"({"start":false,"reason":"claim_late"})"},

@@ -68,6 +68,19 @@ const MAX_SAFE = 2 ** 53 - 1;
 const TWO_53 = '9007199254740992';
 const DAY = 86400000;
 
+// Leases per docs/ABI.md (pb_policy, pb_claim): a span S (the timeout, or min(timeout, 3E) with
+// heartbeats every E) plus the margin clamp(S, 6 s, 30 s); a third of the margin is the settle reserve.
+const marginOf = (span) => Math.min(Math.max(span, 6000), 30000);
+const reserveOf = (span) => Math.floor(marginOf(span) / 3);
+const spanOf = (timeoutMs, every) => (every !== null && 3 * every < timeoutMs ? 3 * every : timeoutMs);
+const leaseOf = (timeoutMs, every) => spanOf(timeoutMs, every) + marginOf(spanOf(timeoutMs, every));
+function heartbeatOf(raw) {
+  const hb = raw.heartbeat;
+  if (hb === true || (hb && typeof hb === 'object' && hb.everyMs === undefined)) return Math.min(Math.max(Math.floor(raw.timeoutMs / 10), 1000), 10000);
+  if (hb && typeof hb === 'object') return hb.everyMs;
+  return raw.heartbeatMs ?? null;
+}
+
 // The normalised policy per docs/ABI.md, computed here independently of the core.
 function normPolicy(raw) {
   const retry = raw.retry ?? {};
@@ -92,13 +105,15 @@ function normPolicy(raw) {
     kind: raw.kind,
     lane: raw.lane ?? 'default',
     timeoutMs: raw.timeoutMs,
-    leaseMs: raw.timeoutMs + 30000,
+    leaseMs: leaseOf(raw.timeoutMs, heartbeatOf(raw)),
     maxAttempts: retry.maxAttempts ?? 20,
     baseMs: backoff.baseMs ?? 30000,
     maxMs: backoff.maxMs ?? 3600000,
     maxCrashes: retry.maxCrashes ?? 3,
     warnAtStreak: raw.warnAtStreak ?? null,
   };
+  const every = heartbeatOf(raw);
+  if (every !== null) head.heartbeatMs = every;
   return `${JSON.stringify(head).slice(0, -1)},"perCode":{${rules.join(',')}}}`;
 }
 const P = (raw) => JSON.parse(normPolicy(raw));
@@ -118,6 +133,18 @@ const basePolicy = P({ kind: 'email.welcome', timeoutMs: 30000 });
     warnAtStreak: null,
   });
   ok('timeoutMs 1', { kind: 'k', timeoutMs: 1 });
+  ok('timeoutMs 2000: short margin', { kind: 'k', timeoutMs: 2000 });
+  ok('timeoutMs 12000: margin equals timeout', { kind: 'k', timeoutMs: 12000 });
+  ok('heartbeat true', { kind: 'k', timeoutMs: 600000, heartbeat: true });
+  ok('heartbeat true, short timeout', { kind: 'k', timeoutMs: 5000, heartbeat: true });
+  ok('heartbeat everyMs', { kind: 'k', timeoutMs: 60000, heartbeat: { everyMs: 1000 } });
+  ok('heartbeat slower than a third of the timeout', { kind: 'k', timeoutMs: 20000, heartbeat: { everyMs: 10000 } });
+  ok('heartbeat empty object', { kind: 'k', timeoutMs: 120000, heartbeat: {} });
+  ok('heartbeat false', { kind: 'k', timeoutMs: 60000, heartbeat: false });
+  ok('heartbeatMs normalised', { kind: 'k', timeoutMs: 60000, heartbeatMs: 2000 });
+  add('policy', 'heartbeat everyMs too small', { kind: 'k', timeoutMs: 60000, heartbeat: { everyMs: 999 } }, isError('invalid_policy', 'heartbeat.everyMs'));
+  add('policy', 'heartbeat unknown field', { kind: 'k', timeoutMs: 60000, heartbeat: { every: 1000 } }, isError('invalid_policy', 'heartbeat.every'));
+  add('policy', 'heartbeat string', { kind: 'k', timeoutMs: 60000, heartbeat: 'yes' }, isError('invalid_policy', 'heartbeat'));
   ok('timeoutMs 600000', { kind: 'k', timeoutMs: 600000 });
   ok('kind 128 bytes', { kind: 'k'.repeat(128), timeoutMs: 1000 });
   ok('kind full charset', { kind: 'AZaz09._:-', timeoutMs: 1000 });
@@ -432,14 +459,23 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan version missing timestamp', plan({ version: {} }), isError('invalid_input', 'timestamp'));
   c('plan bad lane', plan({ lane: 'a b' }));
   const admit = (o) => ({ op: 'admit', now: NOW, deadlineAt: NOW + 840000, leaseExpiresAt: NOW + 60000, timeoutMs: 30000, ...o });
-  // start iff now + timeoutMs <= min(deadlineAt, leaseExpiresAt - 10000): the attempt ends inside
-  // the invocation and leaves the 10 s settle reserve on its lease (docs/ABI.md, pb_claim admit).
-  const admits = (a) => a.now + a.timeoutMs <= Math.min(a.deadlineAt, a.leaseExpiresAt - 10000);
+  // start iff now + S <= leaseExpiresAt - R(S) (S the span: the timeout, or min(timeout, 3E) with
+  // heartbeats every E) and now + timeoutMs <= deadlineAt (docs/ABI.md, pb_claim admit).
   const admitCase = (name, o) => {
     const a = admit(o);
+    const every = a.heartbeatMs ?? null;
+    const span = spanOf(a.timeoutMs, every);
+    const stopAt = a.leaseExpiresAt - reserveOf(span);
+    const leaseOk = a.now + span <= stopAt;
     // Refused for its lease: claim_late; refused only for the invocation's deadline: released.
-    const reason = a.now + a.timeoutMs > a.leaseExpiresAt - 10000 ? 'claim_late' : 'released';
-    c(name, a, exactText(admits(a) ? `{"start":true,"deadline":${a.now + a.timeoutMs}}` : `{"start":false,"reason":"${reason}"}`));
+    let text = `{"start":false,"reason":"${leaseOk ? 'released' : 'claim_late'}"}`;
+    if (leaseOk && a.now + a.timeoutMs <= a.deadlineAt) {
+      const covered = a.leaseExpiresAt >= a.now + a.timeoutMs + reserveOf(span);
+      text = every === null
+        ? `{"start":true,"deadline":${a.now + a.timeoutMs}}`
+        : `{"start":true,"deadline":${a.now + a.timeoutMs},"stopAt":${stopAt},"heartbeatAt":${covered ? null : a.now + every}}`;
+    }
+    c(name, a, exactText(text));
   };
   admitCase('admit fresh lease', {});
   admitCase('admit lease at edge', { leaseExpiresAt: NOW + 60000 });
@@ -456,6 +492,38 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   admitCase('admit leaseExpiresAt 0', { leaseExpiresAt: 0 });
   admitCase('admit timeout 1', { timeoutMs: 1, leaseExpiresAt: NOW + 30001 });
   admitCase('admit at epoch', { now: 0, deadlineAt: 0, leaseExpiresAt: 0, timeoutMs: 1 });
+  admitCase('admit 1 s job, 4 s claim slack', { now: NOW + 4000, leaseExpiresAt: NOW + 7000, timeoutMs: 1000 });
+  admitCase('admit 1 s job, past its claim slack', { now: NOW + 4001, leaseExpiresAt: NOW + 7000, timeoutMs: 1000 });
+  admitCase('admit heartbeat window', { leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000 });
+  admitCase('admit heartbeat window at its slack edge', { now: NOW + 20000, leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000 });
+  admitCase('admit heartbeat window past its slack', { now: NOW + 20001, leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000 });
+  admitCase('admit heartbeat lease covers the attempt', { leaseExpiresAt: NOW + 40000, timeoutMs: 20000, heartbeatMs: 10000 });
+  admitCase('admit heartbeat null', { heartbeatMs: null });
+  c('admit heartbeat too frequent', admit({ heartbeatMs: 999 }), isError('invalid_input', 'heartbeatMs'));
+  // heartbeat: refused at or past the lease; else max(lease, min(now + S, deadline) + R(S)).
+  const beat = (o) => ({ op: 'heartbeat', now: NOW, deadline: NOW + 600000, leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000, ...o });
+  const beatCase = (name, o) => {
+    const b = beat(o);
+    const every = b.heartbeatMs ?? null;
+    const span = spanOf(b.timeoutMs, every);
+    const r = reserveOf(span);
+    if (b.now >= b.leaseExpiresAt) return c(name, b, exactText('{"extend":false,"reason":"lease_expired"}'));
+    const lease = Math.max(b.leaseExpiresAt, Math.min(b.now + span, b.deadline) + r);
+    const next = every !== null && b.leaseExpiresAt < b.deadline + r ? b.now + every : null;
+    c(name, b, exactText(`{"extend":true,"leaseExpiresAt":${lease},"stopAt":${lease - r},"nextAt":${next}}`));
+  };
+  beatCase('heartbeat early keeps the claim lease', { now: NOW + 10000 });
+  beatCase('heartbeat extends past the claim lease', { now: NOW + 25000 });
+  beatCase('heartbeat near the deadline', { now: NOW + 580000, leaseExpiresAt: NOW + 600000 });
+  beatCase('heartbeat lease covers the deadline', { now: NOW + 595000, leaseExpiresAt: NOW + 610000 });
+  beatCase('heartbeat at expiry', { now: NOW + 60000 });
+  beatCase('heartbeat past expiry', { now: NOW + 70000 });
+  beatCase('heartbeat 1 ms before expiry', { now: NOW + 59999 });
+  beatCase('heartbeat without interval', { heartbeatMs: null, timeoutMs: 30000, deadline: NOW + 30000, leaseExpiresAt: NOW + 60000, now: NOW + 5000 });
+  beatCase('heartbeat short job', { heartbeatMs: 1000, timeoutMs: 60000, deadline: NOW + 60000, leaseExpiresAt: NOW + 9000, now: NOW + 5000 });
+  c('heartbeat missing deadline', (({ deadline, ...r }) => r)(beat({})), isError('invalid_input', 'deadline'));
+  c('heartbeat bad timeoutMs', beat({ timeoutMs: 0 }), isError('invalid_input', 'timeoutMs'));
+  c('plan slackMs is the smallest', plan({ policies: [P({ kind: 'a', timeoutMs: 1000 }), P({ kind: 'b', timeoutMs: 60000 })] }), fields({ slackMs: 4000 }));
   // pump: the continuous drain's next statement (docs/ABI.md, pb_claim pump).
   const pump = (o) => ({ op: 'pump', concurrency: 8, running: 0, buffered: 0, settles: 0, mayClaim: true, remaining: null, ...o });
   c('pump empty lane claims a window', pump({}), exactText('{"action":"claim","claim":16,"waitMs":null}'));
@@ -478,6 +546,7 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('pump claims go on, settles wait to ride along', pump({ running: 8, buffered: 10, settles: 8, oldestSettleAgeMs: 5 }), exactText('{"action":"wait","claim":0,"waitMs":15}'));
   c('pump settle waits out its 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 5 }), exactText('{"action":"wait","claim":0,"waitMs":15}'));
   c('pump settle after 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 20 }), exactText('{"action":"settle","claim":0,"waitMs":null}'));
+  c('pump with a short claim slack', pump({ concurrency: 2, slowestRecentMs: 1500, slackMs: 4000 }), exactText('{"action":"claim","claim":6,"waitMs":null}'));
   c('pump bad slowestRecentMs', pump({ slowestRecentMs: -1 }), isError('invalid_input', 'slowestRecentMs'));
   c('pump missing mayClaim', (({ mayClaim, ...r }) => r)(pump({})), isError('invalid_input', 'mayClaim'));
   c('pump concurrency 0', pump({ concurrency: 0 }), isError('invalid_input', 'concurrency'));

@@ -96,7 +96,7 @@ describe('enqueue inside the transaction', () => {
     ]);
     const ahead = res.body[4].id;
     await until(async () => (await env.job(ahead)).status === 'running');
-    // While it waits, 25 s pass on the outbox's clock: its lease (2 s timeout + 30 s) no longer
+    // While it waits, 25 s pass on the outbox's clock: its lease (2 s timeout + 6 s) no longer
     // leaves room for a whole attempt plus the settle reserve.
     await env.post('/clock', { offsetMs: 25_000 });
     const late = await until(async () => (await env.events()).find((e) => e.type === 'claim_late'));

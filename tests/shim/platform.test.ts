@@ -54,7 +54,7 @@ test('a job definition is normalised by the core inside workerd exactly as in No
   const inWorkerd = (await res.json()) as { policy: unknown; backlog: unknown };
   const job = defineJob({ kind: 'platform.probe', payload: { '~standard': { version: 1, vendor: 'p', validate: (value: unknown) => ({ value }) } }, timeoutMs: 1_500, handle: async () => ok() });
   assert.deepEqual(inWorkerd.policy, job.policy);
-  assert.equal((inWorkerd.policy as { leaseMs: number }).leaseMs, 31_500);
+  assert.equal((inWorkerd.policy as { leaseMs: number }).leaseMs, 7_500, "1.5 s + the 6 s smallest margin");
   assert.deepEqual(inWorkerd.backlog, evaluateBacklog({ due: 5000, aged: 0, stuck: 0 }));
 });
 

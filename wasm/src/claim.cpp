@@ -2,6 +2,7 @@
 // may still start. A job starts only when its attempt can finish inside both the invocation
 // and its lease, so a live attempt never overlaps a recovery of the same job.
 #include <algorithm>
+#include <cstdint>
 
 #include "postbox/claim_pump.h"
 #include "postbox/small_sort.h"
@@ -145,42 +146,106 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
   out.end_array();
   out.field("versionCutoff", in.version_cutoff);
   out.field_bool("targetOnly", in.target.has_value());
+  // The pump's lookahead must let every claimed kind start inside its own claim slack.
+  std::optional<int64_t> slack;
+  for (const Policy* p : fit) slack = std::min(slack.value_or(INT64_MAX), claim_slack_ms(p->span_ms()));
+  out.field("slackMs", slack);
   out.end_object();
   return ok_status();
 }
 
-Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
-  int64_t values[4] = {0, 0, 0, 0};
+// The numbers an attempt's lease is judged by: admit and heartbeat read the same fields.
+struct LeaseInput {
+  int64_t now = 0;
+  int64_t deadline_at = 0;       // admit: the invocation's deadline
+  int64_t deadline = 0;          // heartbeat: the attempt's own (admit's `deadline`)
+  int64_t lease_expires_at = 0;
+  int64_t timeout_ms = 0;
+  std::optional<int64_t> heartbeat_ms;
+};
+
+Status read_lease(od::object& root, const Where& where, std::string_view deadline_key, LeaseInput& in) {
   bool seen[4] = {false, false, false, false};
-  constexpr std::string_view kNames[4] = {"now", "deadlineAt", "leaseExpiresAt", "timeoutMs"};
+  const std::string_view names[4] = {"now", deadline_key, "leaseExpiresAt", "timeoutMs"};
+  int64_t* const slots[4] = {&in.now, deadline_key == "deadline" ? &in.deadline : &in.deadline_at, &in.lease_expires_at, &in.timeout_ms};
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "heartbeatMs") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, kMinHeartbeatMs, kMaxTimeoutMs);
+      if (!n) return n.take_error();
+      in.heartbeat_ms = n.value();
+      return ok_status();
+    }
     for (int i = 0; i < 4; ++i) {
-      if (key != kNames[i]) continue;
+      if (key != names[i]) continue;
       Result<int64_t> n = i == 3 ? input::read_int(field, where, key, 1, kMaxTimeoutMs) : input::read_int(field, where, key);
       if (!n) return n.take_error();
-      values[i] = n.value();
+      *slots[i] = n.value();
       seen[i] = true;
     }
     return ok_status();
   });
   if (!status) return status;
   for (int i = 0; i < 4; ++i) {
-    if (!seen[i]) return input::missing(where, kNames[i]);
+    if (!seen[i]) return input::missing(where, names[i]);
   }
-  const int64_t now = values[0], deadline_at = values[1], lease_expires_at = values[2], timeout_ms = values[3];
-  // The attempt must end before the invocation does and leave the settle reserve on its
-  // lease. A claim that took longer than the rest of the margin to arrive never starts.
-  const int64_t latest_end = std::min(deadline_at, lease_expires_at - kSettleReserveMs);
+  return ok_status();
+}
+
+// Start only if the attempt ends before the invocation does, and the lease covers the attempt's
+// first span (the timeout, or the heartbeat window) plus the settle reserve. A claim that took
+// longer than its claim slack to arrive never starts.
+Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
+  LeaseInput in;
+  Status status = read_lease(root, where, "deadlineAt", in);
+  if (!status) return status;
+  const int64_t span = lease_span_ms(in.timeout_ms, in.heartbeat_ms);
+  const int64_t stop_at = in.lease_expires_at - settle_reserve_ms(span);
+  const bool lease_ok = in.now + span <= stop_at;
   out.begin_object();
-  if (now + timeout_ms > latest_end) {
+  if (!lease_ok || in.now + in.timeout_ms > in.deadline_at) {
     out.field_bool("start", false);
     // Too late for its lease: claim_late (due again shortly). Only the invocation's deadline
     // is in the way: released (the lane stops before this job's turn; due again at once).
-    out.field("reason", now + timeout_ms > lease_expires_at - kSettleReserveMs ? "claim_late" : "released");
+    out.field("reason", lease_ok ? "released" : "claim_late");
   } else {
     out.field_bool("start", true);
-    out.field("deadline", now + timeout_ms);
+    out.field("deadline", in.now + in.timeout_ms);
+    if (in.heartbeat_ms) {
+      // The attempt stops at stopAt unless a beat extends its lease; the first beat is due one
+      // interval in, unless the lease already covers the whole attempt.
+      const bool covered = in.lease_expires_at >= in.now + in.timeout_ms + settle_reserve_ms(span);
+      out.field("stopAt", stop_at);
+      out.field("heartbeatAt", covered ? std::nullopt : std::optional<int64_t>(in.now + *in.heartbeat_ms));
+    }
   }
+  out.end_object();
+  return ok_status();
+}
+
+// A heartbeat of a running attempt: the lease it may write, fenced in SQL by the attempt.
+// Refused once the lease it holds has expired (a recovery may be taking the job). Otherwise the
+// lease becomes max(lease, min(now + span, deadline) + reserve): never shorter, never past what
+// the attempt can use. The attempt stops at the new lease minus the reserve unless beaten again;
+// the next beat is due one interval on while the lease does not cover the deadline yet.
+Status claim_heartbeat(od::object& root, const Where& where, JsonWriter& out) {
+  LeaseInput in;
+  Status status = read_lease(root, where, "deadline", in);
+  if (!status) return status;
+  out.begin_object();
+  if (in.now >= in.lease_expires_at) {
+    out.field_bool("extend", false);
+    out.field("reason", "lease_expired");
+    out.end_object();
+    return ok_status();
+  }
+  const int64_t span = lease_span_ms(in.timeout_ms, in.heartbeat_ms);
+  const int64_t reserve = settle_reserve_ms(span);
+  const int64_t lease = std::max(in.lease_expires_at, std::min(in.now + span, in.deadline) + reserve);
+  const bool covered = in.lease_expires_at >= in.deadline + reserve;
+  out.field_bool("extend", true);
+  out.field("leaseExpiresAt", lease);
+  out.field("stopAt", lease - reserve);
+  out.field("nextAt", in.heartbeat_ms && !covered ? std::optional<int64_t>(in.now + *in.heartbeat_ms) : std::nullopt);
   out.end_object();
   return ok_status();
 }
@@ -216,7 +281,7 @@ Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
 
 Status run_claim(od::document& doc, JsonWriter& out) {
   static constexpr Operation kOps[] = {
-      {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}};
+      {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}, {"heartbeat", claim_heartbeat}};
   return dispatch_op(doc, out, "claim", kOps);
 }
 

@@ -5,7 +5,8 @@
 //
 //   batches    = lookahead in batches of `concurrency`: 1 until handlers have run, then as many
 //                (at most 3) as keep a buffered job's wait, one slowest-recent handler per batch
-//                ahead of it, inside the claim slack (lease margin − settle reserve = 20 s)
+//                ahead of it, inside the claim slack (`slackMs`, the plan's smallest: margin
+//                − settle reserve, 20 s for spans of 30 s and more; 20 s when not given)
 //   window     = concurrency × (1 + batches)
 //   room       = window − running − buffered
 //   claim when   claiming is allowed and (room ≥ concurrency × ⌈batches / 2⌉, or a slot is idle
@@ -33,7 +34,7 @@ using input::Where;
 
 int64_t lookahead_batches(const PumpInput& in) {
   if (!in.slowest_recent_ms) return 1;
-  const int64_t slack = kSettleMarginMs - kSettleReserveMs;
+  const int64_t slack = in.slack_ms.value_or(claim_slack_ms(kSettleMarginMs));
   return std::clamp<int64_t>(slack / std::max<int64_t>(*in.slowest_recent_ms, 1), 1, kMaxLookaheadBatches);
 }
 
@@ -90,10 +91,12 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
       Result<int64_t> n = input::read_int(field, where, key, 0, 1000000);
       if (!n) return n.take_error();
       (key == "running" ? in.running : key == "buffered" ? in.buffered : key == "settles" ? in.settles : in.max_batch) = n.value();
-    } else if (key == "remaining" || key == "slowestRecentMs" || key == "oldestSettleAgeMs") {
+    } else if (key == "remaining" || key == "slowestRecentMs" || key == "oldestSettleAgeMs" || key == "slackMs") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
       if (!n) return n.take_error();
-      (key == "remaining" ? in.remaining : key == "slowestRecentMs" ? in.slowest_recent_ms : in.oldest_settle_age_ms) = n.value();
+      (key == "remaining" ? in.remaining : key == "slowestRecentMs" ? in.slowest_recent_ms
+                                       : key == "slackMs"       ? in.slack_ms
+                                                                : in.oldest_settle_age_ms) = n.value();
     } else if (key == "mayClaim") {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();

@@ -116,6 +116,40 @@ Status read_backoff(od::value& v, const Where& where, Policy& policy) {
   });
 }
 
+// `heartbeat` (definition): true, false, null or {"everyMs": n}; `heartbeatMs` (normalised):
+// n or null. The interval is kMinHeartbeatMs..kMaxTimeoutMs.
+Status read_heartbeat(od::value& v, const Where& where, std::string_view key, Policy& policy, bool& use_default) {
+  policy.heartbeat_ms.reset();
+  use_default = false;
+  if (input::take_null(v)) return ok_status();
+  od::json_type type;
+  if (v.type().get(type) != simdjson::SUCCESS) return field_error(where, key, "must be true, false, null or an object");
+  if (key == "heartbeat" && type == od::json_type::boolean) {
+    Result<bool> on = input::read_bool(v, where, key);
+    if (!on) return on.take_error();
+    use_default = on.value();
+    return ok_status();
+  }
+  if (key == "heartbeatMs") {
+    Result<int64_t> n = input::read_int(v, where, key, kMinHeartbeatMs, kMaxTimeoutMs);
+    if (!n) return n.take_error();
+    policy.heartbeat_ms = n.value();
+    return ok_status();
+  }
+  Result<od::object> obj = input::read_object(v, where, key);
+  if (!obj) return field_error(where, key, "must be true, false, null or an object");
+  const Where inner = where.nested(key);
+  use_default = true;
+  return input::for_each_field(obj.value(), inner, [&](std::string_view k, od::value& field) -> Status {
+    if (k != "everyMs") return field_error(inner, k, "is not a known field");
+    Result<int64_t> n = input::read_int(field, inner, k, kMinHeartbeatMs, kMaxTimeoutMs);
+    if (!n) return n.take_error();
+    policy.heartbeat_ms = n.value();
+    use_default = false;
+    return ok_status();
+  });
+}
+
 // Fields that appear both in retry{} of a definition and at the top of a normalised policy.
 bool read_retry_field(std::string_view key, od::value& field, const Where& where, Policy& policy,
                       std::vector<CodeRule>& rules, Status& status) {
@@ -146,6 +180,7 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
   std::vector<CodeRule> rules = default_rules();
   bool has_kind = false;
   bool has_timeout = false;
+  bool heartbeat_default = false;  // `heartbeat: true`: the interval follows from the timeout
   Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
     Status inner = ok_status();
     if (key == "kind" || key == "lane") {
@@ -165,6 +200,9 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
       has_timeout = true;
     } else if (key == "leaseMs") {
       // Derived from timeoutMs; a normalised policy carries it only for the shim's benefit.
+    } else if (key == "heartbeat" || key == "heartbeatMs") {
+      Status read = read_heartbeat(field, where, key, policy, heartbeat_default);
+      if (!read) return read;
     } else if (key == "warnAtStreak") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 2, 1000);
       if (!n) return n.take_error();
@@ -203,7 +241,10 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
     return input::family_error(where, where.code, "baseMs (" + decimal_string(policy.base_ms) +
                                                      ") must not exceed maxMs (" + decimal_string(policy.max_ms) + ")");
   }
-  policy.lease_ms = policy.timeout_ms + kSettleMarginMs;
+  if (heartbeat_default) {
+    policy.heartbeat_ms = std::clamp<int64_t>(policy.timeout_ms / 10, kMinHeartbeatMs, kDefaultHeartbeatMaxMs);
+  }
+  policy.lease_ms = policy.span_ms() + settle_margin_ms(policy.span_ms());
   small_sort(rules.begin(), rules.end(), [](const CodeRule& a, const CodeRule& b) { return a.code < b.code; });
   policy.per_code = std::move(rules);
   return policy;
@@ -243,7 +284,8 @@ void write_policy(JsonWriter& out, const Policy& policy) {
   out.field("maxMs", policy.max_ms);
   out.field("maxCrashes", policy.max_crashes);
   out.field("warnAtStreak", policy.warn_at_streak);
-  // Only when set, so policies without a schedule keep their documented bytes.
+  // Only when set, so policies without one keep their documented bytes.
+  if (policy.heartbeat_ms) out.field("heartbeatMs", *policy.heartbeat_ms);
   if (!policy.schedule_ms.empty()) {
     out.key("scheduleMs");
     out.begin_array();

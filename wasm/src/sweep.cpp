@@ -145,7 +145,8 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   if (!status) return status;
 
   const int64_t deadline_at = in.started_at + in.invocation_budget_ms;
-  auto runnable = [&](const Policy& p) { return p.lease_ms <= in.sweep_lease_budget_ms; };
+  // By the lease a whole attempt needs, heartbeats or not: a long job never holds the cron.
+  auto runnable = [&](const Policy& p) { return p.attempt_lease_ms() <= in.sweep_lease_budget_ms; };
   auto find = [&](std::string_view kind) -> const Policy* {
     for (const Policy& p : in.policies) {
       if (p.kind == kind) return &p;

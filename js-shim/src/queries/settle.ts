@@ -19,6 +19,7 @@ const settleCtes = (first: number): string => {
          updated_at = ${ts('$1')}
     FROM s
    WHERE j.id = s.id AND j.attempt_seq = s.seq AND j.status = 'running'
+     AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
   RETURNING j.id
 ), closed AS (
   UPDATE outbox.attempt a
@@ -35,7 +36,8 @@ export { settleCtes };
 /**
  * JobSettleBatch: writes many settlements in one statement. Each row is fenced by the
  * attempt that claimed it (attempt_seq) and by status 'running', so a late or duplicate
- * settle changes nothing. The attempt row closes in the same statement.
+ * settle changes nothing; a crash (a recovery) also by a lease that has run out, so a
+ * heartbeat that extended it since the recovery listed the job wins. The attempt row closes in the same statement.
  * $1 now, $2..$13 parallel arrays (id, seq, status, due ms, attempts, crashes, streak code,
  * streak, error code, error message, finished, outcome). Returns the ids actually settled.
  */

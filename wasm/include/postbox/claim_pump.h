@@ -23,6 +23,7 @@ struct PumpInput {
   int64_t max_batch = kDefaultPumpMaxBatch;  // most rows one claim statement returns
   std::optional<int64_t> slowest_recent_ms;  // the slowest of the lane's recent handler runs
   std::optional<int64_t> oldest_settle_age_ms;  // how long the oldest waiting settlement has waited
+  std::optional<int64_t> slack_ms;  // the claim plan's smallest claim slack; null: 20 s
 };
 
 // A finished attempt waits at most this long for others to share its statement, so a slow
