@@ -15,6 +15,8 @@ import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types
 export const HANDLER_RUNTIME: unique symbol = Symbol.for('postbox.handlerRuntime');
 export interface HandlerRuntime {
   now(): number;
+  /** The outbox's statements, so Postbox's own handlers write to its schema. */
+  sql: import('./queries/index.js').OutboxSql;
   emit(event: import('./types.js').OutboxEvent): void;
 }
 
@@ -39,7 +41,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     tenantKey: row.tenant_key,
     correlationId: row.correlation_id,
     metadata: row.metadata,
-    [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit } satisfies HandlerRuntime,
+    [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit, sql: rt.sql } satisfies HandlerRuntime,
   };
   const work = (async (): Promise<Finished> => {
     const validated = await job.payload['~standard'].validate(row.payload);
