@@ -426,6 +426,23 @@ describe('Node', () => {
   });
 });
 
+describe('roles', () => {
+  test('examples/roles/roles.sql with -v schema=outbox_billing grants on that schema only', async () => {
+    const { execFile } = await import('node:child_process');
+    const { promisify } = await import('node:util');
+    const rolesSql = path.join(root, 'examples/roles/roles.sql');
+    await promisify(execFile)('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-v', 'worker=nb_worker', '-v', 'app=nb_app', '-v', 'schema=outbox_billing', '-f', rolesSql, url]);
+    const can = async (role: string, table: string, privilege: string) =>
+      (await sql('SELECT has_table_privilege($1, $2, $3) AS ok', [role, table, privilege]))[0].ok as boolean;
+    assert.equal(await can('nb_app', 'outbox_billing.job', 'INSERT'), true);
+    assert.equal(await can('nb_app', 'outbox_billing.job', 'UPDATE'), false);
+    assert.equal(await can('nb_worker', 'outbox_billing.job', 'UPDATE'), true);
+    assert.equal(await can('nb_worker', 'outbox_billing.schedule_run', 'INSERT'), true);
+    assert.equal(await can('nb_app', 'outbox.job', 'INSERT'), false);
+    assert.equal(await can('nb_worker', 'outbox_shipping.job', 'UPDATE'), false);
+  });
+});
+
 test(`server is ${process.env.POSTBOX_PG ?? 'embedded'}`, () => {
   assert.ok(server.serverVersion);
 });
