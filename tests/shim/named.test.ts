@@ -419,6 +419,10 @@ describe('Node', () => {
     assert.equal(JSON.parse(r.stdout).erased, 1);
     assert.equal((await jobsIn('default')).length, 1);
 
+    r = await cli(['list', '--name', 'never']);
+    assert.equal(r.code, 3);
+    assert.match(r.stderr, /relation "outbox_never\.job" does not exist .*run `postbox migrate --name never`/);
+
     r = await cli(['list', '--name', 'Bad-Name']);
     assert.equal(r.code, 2);
     assert.match(r.stderr, /--name.*outbox name/);

@@ -30,7 +30,7 @@ export async function migrateCommand(databaseUrl: string, opts: JsonFlag): Promi
   });
   // The default outbox's messages stay as they were; a named one's say which schema.
   const where = opts.name === undefined ? '' : ` in schema ${schema}`;
-  if (opts.json) printJson({ applied: names, latest, schema });
+  if (opts.json) printJson({ applied: names, latest, ...(opts.name === undefined ? {} : { schema }) });
   else if (applied.length === 0) print(`schema${opts.name === undefined ? '' : ` ${schema}`} is up to date (migration ${latest})`);
   else print(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}${where}: ${names.join(', ')}`);
   return EXIT.ok;
