@@ -341,6 +341,28 @@ describe('Node', () => {
     }
   });
 
+  test('postbox/testing: createOutboxTestDatabase({ names }) migrates named outboxes; runUntilIdle drives only its own', async () => {
+    const { createOutboxTestDatabase, createTestClock, runUntilIdle } = await import('postbox/testing');
+    const t = await createOutboxTestDatabase({ names: ['billing'] });
+    try {
+      const clock = createTestClock();
+      const ran: string[] = [];
+      const job = defineJob({ kind: 'kit.job', payload: z.object({ who: z.string() }), timeoutMs: 1_000, handle: async ({ who }) => (ran.push(who), ok()) });
+      const billing = createOutbox({ name: 'billing', jobs: [job], connect: t.connect, clock });
+      const main = createOutbox({ jobs: [job], connect: t.connect, clock });
+      await billing.transaction(t.db, (_tx, enqueue) => enqueue(job, { payload: { who: 'billing' }, delayMs: 60_000 }));
+      await main.transaction(t.db, (_tx, enqueue) => enqueue(job, { payload: { who: 'default' } }));
+      const report = await runUntilIdle(billing, { clock, db: t.db });
+      assert.equal(report.succeeded, 1);
+      assert.deepEqual(ran, ['billing']);
+      assert.equal((await countJobs(t.db, { outbox: 'billing' })).succeeded, 1);
+      assert.equal((await countJobs(t.db)).pending, 1);
+      await assert.rejects(() => createOutboxTestDatabase({ names: ['Nope'] }), (e: unknown) => e instanceof PostboxError && e.code === 'invalid_config');
+    } finally {
+      await t.close();
+    }
+  });
+
   test('drizzle: outboxTables(name) queries the named schema; verifyOutboxSchema({ name }) checks it', async () => {
     const { drizzle } = await import('drizzle-orm/node-postgres');
     const { eq } = await import('drizzle-orm');
