@@ -191,7 +191,8 @@ describe('isolation inside workerd', () => {
     assert.equal((await post('/drain', { outbox: 'default' })).succeeded, 1);
     assert.equal((await post('/drain', { outbox: 'shipping' })).succeeded, 1);
     assert.deepEqual((await sql('SELECT outbox FROM public.ran ORDER BY outbox')).map((r) => r.outbox), ['billing', 'default', 'shipping']);
-    const attempts = await Promise.all(ALL.map(async (name) => (await sql(`SELECT count(*)::int AS n FROM ${SCHEMA[name]}.attempt`))[0].n));
+    const attempts: number[] = [];
+    for (const name of ALL) attempts.push((await sql(`SELECT count(*)::int AS n FROM ${SCHEMA[name]}.attempt`))[0].n);
     assert.deepEqual(attempts, [1, 1, 1]);
   });
 
