@@ -1,5 +1,6 @@
 -- Roles and guardrails for Postbox. Run as the owner of the outbox schema, after the
 -- migrations (psql -v worker=… -v app=… -f examples/roles/roles.sql, or edit the two names).
+-- A named outbox lives in its own schema: add -v schema=outbox_<name> (default: outbox).
 --
 -- postbox_worker: the role the queue consumer and the cron sweep connect as. It runs every
 -- outbox statement, and also your handlers' ctx.db writes, ok({ commit }) and onTransition
@@ -17,20 +18,24 @@
 \else
   \set app postbox_app
 \endif
+\if :{?schema}
+\else
+  \set schema outbox
+\endif
 
 SELECT format('CREATE ROLE %I LOGIN', :'worker') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'worker') \gexec
 SELECT format('CREATE ROLE %I LOGIN', :'app') WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'app') \gexec
 
-GRANT USAGE ON SCHEMA outbox TO :"worker", :"app";
-GRANT SELECT, INSERT, UPDATE, DELETE ON outbox.job, outbox.attempt TO :"worker";
+GRANT USAGE ON SCHEMA :"schema" TO :"worker", :"app";
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".job, :"schema".attempt TO :"worker";
 -- The cron handler records each schedule's latest occurrence here (catch-up after missed ticks).
-GRANT SELECT, INSERT, UPDATE ON outbox.schedule_run TO :"worker";
+GRANT SELECT, INSERT, UPDATE ON :"schema".schedule_run TO :"worker";
 -- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
-GRANT SELECT, INSERT ON outbox.job TO :"app";
-GRANT SELECT ON outbox.attempt TO :"app";
+GRANT SELECT, INSERT ON :"schema".job TO :"app";
+GRANT SELECT ON :"schema".attempt TO :"app";
 -- Tables a later migration adds get the same grants without re-running this file.
-ALTER DEFAULT PRIVILEGES IN SCHEMA outbox GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"worker";
-ALTER DEFAULT PRIVILEGES IN SCHEMA outbox GRANT SELECT ON TABLES TO :"app";
+ALTER DEFAULT PRIVILEGES IN SCHEMA :"schema" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"worker";
+ALTER DEFAULT PRIVILEGES IN SCHEMA :"schema" GRANT SELECT ON TABLES TO :"app";
 
 -- Settings live on the role, not in a SET: behind a transaction-pooling proxy (Hyperdrive) a
 -- session SET would leak to the next client. They apply to new sessions.

@@ -19,6 +19,12 @@ export type DepsOption<Deps> = {} extends Deps ? { deps?: unknown } : { deps: De
 
 /** Options of `createOutbox`. Only `jobs` and `connect` are required. */
 export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly JobDefinition[], Deps = unknown> {
+  /**
+   * A named outbox: its own schema `outbox_<name>` (migrate it with `migrate(client, { name })`),
+   * whose jobs, claims, sweeps, schedules and operator actions no other outbox sees. A lowercase
+   * letter, then up to 31 lowercase letters, digits or `_`. Default: the default outbox, schema `outbox`.
+   */
+  name?: string;
   /** The jobs this deploy registers. Only registered kinds are claimed. */
   jobs: Jobs;
   /** Opens a lane connection (see `./pg`). Called lazily, never at construction. */

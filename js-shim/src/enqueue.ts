@@ -3,7 +3,7 @@ import type { Core } from './core/core.js';
 import { isCoreError } from './core/core.js';
 import { EnqueueRefusedError, PostboxError } from './errors.js';
 import type { PendingNudge } from './nudge.js';
-import { JOB_FIND_BY_DEDUPE_MANY, JOB_INSERT_MANY, JOB_INSERT_ONE } from './queries/enqueue.js';
+import type { OutboxSql } from './queries/index.js';
 import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from './types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
@@ -25,6 +25,8 @@ export interface EnqueueEnv {
   versionTs: number | null;
   generateId: () => string;
   strict: boolean;
+  /** The outbox's statements (its schema). */
+  sql: OutboxSql;
 }
 
 /** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */
@@ -195,7 +197,7 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
   let notInserted: NotInserted[];
   if (writes.length === 1) {
     const w = writes[0]!;
-    const { rows } = await q.query(JOB_INSERT_ONE, [
+    const { rows } = await q.query(env.sql.insertOne, [
       ids[0], job.kind, job.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, dueAts[0], env.now, env.versionTs,
       w.maxAttempts,
     ]);
@@ -204,7 +206,7 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
   } else {
     const column = <T>(pick: (p: Prepared) => T) => JSON.stringify(writes.map(pick));
     notInserted = (
-      await q.query(JOB_INSERT_MANY, [
+      await q.query(env.sql.insertMany, [
         JSON.stringify(ids),
         `[${writes.map((w) => w.payloadJson).join(',')}]`,
         column((w) => w.tenantKey),
@@ -229,7 +231,7 @@ async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, w
     else out[i] = { id: r.id, kind: r.kind!, created: false, samePayload: r.same_payload === true };
   }
   if (raced.length > 0) {
-    const found = await q.query(JOB_FIND_BY_DEDUPE_MANY, [
+    const found = await q.query(env.sql.findByDedupeMany, [
       raced.map((i) => writes[i]!.dedupeKey), raced.map((i) => writes[i]!.tenantKey), raced.map((i) => writes[i]!.payloadJson),
     ]);
     if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${job.kind} job`);

@@ -16,6 +16,8 @@ import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types
 export const HANDLER_RUNTIME: unique symbol = Symbol.for('postbox.handlerRuntime');
 export interface HandlerRuntime {
   now(): number;
+  /** The outbox's statements, so Postbox's own handlers write to its schema. */
+  sql: import('./queries/index.js').OutboxSql;
   emit(event: import('./types.js').OutboxEvent): void;
 }
 
@@ -55,7 +57,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     tenantKey: row.tenant_key,
     correlationId: row.correlation_id,
     metadata: row.metadata,
-    [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit } satisfies HandlerRuntime,
+    [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit, sql: rt.sql } satisfies HandlerRuntime,
   };
   // Armed before the handler runs, so a beat it takes at once is never overridden by admit's numbers.
   lease.start();

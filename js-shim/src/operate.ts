@@ -76,10 +76,12 @@ export async function operateMatching(
   const report: OperateMatchingReport = {
     action, dryRun: opts.dryRun === true, matched: 0, changed: 0, invalidState: 0, notFound: 0, results: [], ids: [], truncated: false,
   };
+  // The jobs are listed in the outbox's own schema: the one its actions write to.
+  const named = outbox.name === null ? {} : { outbox: outbox.name };
   let cursor: string | undefined;
   for (;;) {
     const room = Math.min(pageSize, max - report.matched);
-    const page = await listJobs(db, { ...where, limit: room, ...(cursor ? { cursor } : {}), ...(opts.statementTimeoutMs ? { statementTimeoutMs: opts.statementTimeoutMs } : {}) });
+    const page = await listJobs(db, { ...where, ...named, limit: room, ...(cursor ? { cursor } : {}), ...(opts.statementTimeoutMs ? { statementTimeoutMs: opts.statementTimeoutMs } : {}) });
     const ids = page.jobs.map((j) => j.id);
     report.matched += ids.length;
     report.ids.push(...ids);

@@ -4,8 +4,9 @@ import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
 import { uuidv7 } from './ids.js';
+import { checkOutboxName } from './name.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
-import { JOB_APPLY_OPERATE, JOB_ERASE_TENANT, JOB_LOCK_FOR_OPERATE } from './queries/operate.js';
+import { outboxSql } from './queries/index.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
 import { randomSeed, type OutboxRuntime } from './runtime.js';
 import { LaneSession, errorMessage } from './session.js';
@@ -62,6 +63,10 @@ export interface Outbox<R = EnqueueResult> {
   retryNowMany(ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
   /** Deletes every job (and attempt) of one tenant. Returns how many jobs. */
   eraseTenant(tenantKey: string): Promise<number>;
+  /** This outbox's name (`createOutbox({ name })`); `null` for the default outbox. */
+  readonly name: string | null;
+  /** Its schema: `outbox`, or `outbox_<name>` for a named outbox. */
+  readonly schema: string;
   /** @internal Runs one lane: nudged targets, or a bounded drain. */
   readonly [RUN]: OutboxEngine;
 }
@@ -105,6 +110,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   if (!options || !Array.isArray(options.jobs) || typeof options.connect !== 'function') {
     throw new PostboxError('invalid_config', 'createOutbox: `jobs` (an array) and `connect` (a function) are required');
   }
+  const sql = outboxSql(checkOutboxName(options.name, 'createOutbox: name'));
   const registry = new Map<string, JobDefinition>();
   for (const job of options.jobs) {
     if (registry.has(job.kind)) throw new PostboxError('invalid_config', `createOutbox: kind ${job.kind} is registered twice`);
@@ -140,6 +146,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     },
     queueFor: (lane) => queueFor(options.queue, lane),
     seed: randomSeed,
+    sql,
   };
   const enqueueEnv = (): EnqueueEnv => ({
     core: runtime.core,
@@ -149,6 +156,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     versionTs: runtime.versionTs,
     generateId: options.generateId ?? uuidv7,
     strict: options.strictEnqueue === true,
+    sql,
   });
 
   const withSession = async <T>(fn: (session: LaneSession) => Promise<T>): Promise<T> => {
@@ -165,7 +173,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     const now = runtime.clock.now();
     const { results, nudges } = await withSession((session) =>
       session.transaction(async (q) => {
-        const { rows } = await q.query(JOB_LOCK_FOR_OPERATE, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
+        const { rows } = await q.query(sql.lockForOperate, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
         const found = new Map(rows.map((r: { id: string; status: string; kind: string; lane: string }) => [r.id, r]));
         const results: OperateResult[] = [];
         const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
@@ -184,7 +192,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
           results.push({ id, status: 'ok', jobStatus: decision.status });
         }
         if (writes.length > 0) {
-          await q.query(JOB_APPLY_OPERATE, [
+          await q.query(sql.applyOperate, [
             now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
             writes.map((w) => w.closeAttempt),
           ]);
@@ -201,6 +209,8 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   };
 
   const outbox: Outbox<any> = {
+    name: sql.name,
+    schema: sql.schema,
     async transaction(db, fn) {
       const nudges: PendingNudge[] = [];
       const result = await runTransaction(db, (q, tx) => {
@@ -235,7 +245,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     retryNowMany: (ids, scope) => operate('retryNow', ids, scope, null),
     async eraseTenant(tenantKey) {
       if (typeof tenantKey !== 'string' || tenantKey.length === 0) throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a non-empty string');
-      return withSession(async (session) => (await session.exclusive((q) => q.query(JOB_ERASE_TENANT, [tenantKey]))).rowCount ?? 0);
+      return withSession(async (session) => (await session.exclusive((q) => q.query(sql.eraseTenant, [tenantKey]))).rowCount ?? 0);
     },
     [RUN]: {
       runtime,

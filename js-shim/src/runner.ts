@@ -8,8 +8,6 @@
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
 import type { Admitted } from './lease.js';
-import { JOB_CLAIM_DUE, JOB_CLAIM_TARGETS } from './queries/claim.js';
-import { JOB_SETTLE_THEN_CLAIM_DUE, JOB_SETTLE_THEN_CLAIM_TARGETS } from './queries/drain.js';
 import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { LaneSession } from './session.js';
@@ -202,12 +200,12 @@ class LanePump {
     try {
       if (carry.length > 0) {
         const items: Settlement[] = pair(carry, decide(this.rt, now, carry));
-        const statement = chunk ? JOB_SETTLE_THEN_CLAIM_TARGETS : JOB_SETTLE_THEN_CLAIM_DUE;
+        const statement = chunk ? this.rt.sql.settleThenClaimTargets : this.rt.sql.settleThenClaimDue;
         const out = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...settleColumns(items), ...claimArgs])).rows[0]);
         recordAll(this.rt, this.report, items, new Set(out.settled as string[]));
         rows = out.claimed as ClaimedRow[];
       } else {
-        const statement = chunk ? JOB_CLAIM_TARGETS : JOB_CLAIM_DUE;
+        const statement = chunk ? this.rt.sql.claimTargets : this.rt.sql.claimDue;
         rows = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...claimArgs])).rows as ClaimedRow[]);
       }
     } catch (error) {

@@ -1,5 +1,6 @@
 import type { OutboxOptions } from './config.js';
 import type { Core } from './core/core.js';
+import type { OutboxSql } from './queries/index.js';
 import type { Clock, CorePolicy, JobDefinition, OutboxEvent, QueueProducer } from './types.js';
 
 /** What every I/O routine of an outbox needs: the core, the registry, the clock, the sinks. */
@@ -13,6 +14,8 @@ export interface OutboxRuntime {
   versionTs: number | null;
   emit(event: OutboxEvent): void;
   queueFor(lane: string): QueueProducer | undefined;
+  /** The statements of this outbox's schema (the default `outbox`, or a named one's). */
+  sql: OutboxSql;
   /** A uint32 of entropy for the core's jitter. */
   seed(): number;
 }

@@ -4,7 +4,7 @@
 import { emptyReport, type Finished, type RunReport } from './attempt.js';
 import { PostboxError } from './errors.js';
 import { redact } from './handler.js';
-import { JOB_SETTLE_BATCH } from './queries/settle.js';
+import type { Statement } from './queries/statement.js';
 import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
@@ -42,7 +42,7 @@ export async function settleAll(rt: OutboxRuntime, session: LaneSession, finishe
   if (plain.length > 0) {
     const now = rt.clock.now();
     const items = pair(plain, decide(rt, now, plain));
-    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, items));
+    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(q, rt.sql.settleBatch, now, items));
     recordAll(rt, report, items, settled);
   }
   return report;
@@ -108,8 +108,8 @@ export function settleColumns(items: Settlement[]): unknown[] {
   ];
 }
 
-async function writeSettlements(q: LaneDb, now: number, items: Settlement[]): Promise<Set<string>> {
-  const { rows } = await run(q, JOB_SETTLE_BATCH, [now, ...settleColumns(items)]);
+async function writeSettlements(q: LaneDb, statement: Statement, now: number, items: Settlement[]): Promise<Set<string>> {
+  const { rows } = await run(q, statement, [now, ...settleColumns(items)]);
   return new Set(rows.map((r: { id: string }) => r.id));
 }
 
@@ -147,7 +147,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
     const at: { part: 'write' | 'hook' } = { part: 'write' };
     try {
       const settled = await session.transaction(async (tx) => {
-        const ids = await writeSettlements(tx, now, [[f, d]]);
+        const ids = await writeSettlements(tx, rt.sql.settleBatch, now, [[f, d]]);
         if (!ids.has(f.row.id)) return false;
         at.part = 'hook';
         if (f.commit && d.status === 'succeeded') await f.commit(tx);
@@ -168,7 +168,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
         // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
         const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error)) } };
         const [decision] = decide(rt, now, [failed]);
-        const written = await writeWithRetry(rt, session, (q) => writeSettlements(q, now, [[failed, decision!]]));
+        const written = await writeWithRetry(rt, session, (q) => writeSettlements(q, rt.sql.settleBatch, now, [[failed, decision!]]));
         record(rt, report, failed, decision!, written?.has(f.row.id) ?? false, written === null);
         return;
       }

@@ -1,6 +1,4 @@
-import { JOB_LIST_EXPIRED_LEASES } from './queries/claim.js';
 import { run } from './queries/statement.js';
-import { JOB_DELETE_FINISHED, JOB_LIST_DUE_FOR_HANDOFF } from './queries/sweep.js';
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
@@ -96,7 +94,7 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
       for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds);
       break;
     case 'retention': {
-      const { rowCount } = await session.exclusive((q) => q.query(JOB_DELETE_FINISHED, [step.succeededBefore, step.deadBefore, step.limit]));
+      const { rowCount } = await session.exclusive((q) => q.query(rt.sql.deleteFinished, [step.succeededBefore, step.deadBefore, step.limit]));
       report.deleted += rowCount ?? 0;
       if (rowCount) rt.emit({ type: 'retention', deleted: rowCount });
       break;
@@ -111,7 +109,7 @@ function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {
 /** Settles up to `limit` attempts whose lease expired unsettled as crashes. */
 async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport & { found: number }> {
   const kinds = rt.policies.map((p) => p.kind);
-  const rows = await session.exclusive(async (q) => (await run(q, JOB_LIST_EXPIRED_LEASES, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
+  const rows = await session.exclusive(async (q) => (await run(q, rt.sql.listExpiredLeases, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
   if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
   const report = await settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
   return { ...report, found: rows.length };
@@ -140,7 +138,7 @@ async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, ki
     rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: long jobs of this lane cannot run` });
     return 0;
   }
-  const rows = await session.exclusive(async (q) => (await q.query(JOB_LIST_DUE_FOR_HANDOFF, [rt.clock.now(), lane, kinds, 100])).rows as { id: string; kind: string; lane: string }[]);
+  const rows = await session.exclusive(async (q) => (await q.query(rt.sql.listDueForHandoff, [rt.clock.now(), lane, kinds, 100])).rows as { id: string; kind: string; lane: string }[]);
   if (rows.length > 0) {
     await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })));
     rt.emit({ type: 'handoff', lane, jobs: rows.length });

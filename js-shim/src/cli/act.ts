@@ -28,7 +28,16 @@ export interface ActFlags extends FilterFlags {
   max?: number;
   reason?: string;
   json?: boolean;
+  /** `--name`: the named outbox (default: the default outbox). */
+  name?: string;
 }
+
+/** An outbox without jobs for the operator's actions: the default one, or the one `--name` names. */
+const operatorOutbox = (databaseUrl: string, name: string | undefined) =>
+  createOutbox({ jobs: [], connect: createPgConnector(databaseUrl), ...(name === undefined ? {} : { name }) });
+
+/** The inspection option for `--name`. */
+const outboxOf = (name: string | undefined) => (name === undefined ? {} : { outbox: name });
 
 /** `cancel` / `replay` / `retry-now`, by ids or by filter. */
 export async function actCommand(databaseUrl: string, command: ActionCommand, rawIds: string[], flags: ActFlags): Promise<number> {
@@ -42,7 +51,7 @@ export async function actCommand(databaseUrl: string, command: ActionCommand, ra
   }
   if (ids.length > 0 && flags.max !== undefined) throw new UsageError('--max limits a filter; it does not apply to ids');
   if (flags.reason !== undefined && flags.reason.trim() === '') throw new UsageError('--reason must not be empty');
-  const outbox = createOutbox({ jobs: [], connect: createPgConnector(databaseUrl) });
+  const outbox = operatorOutbox(databaseUrl, flags.name);
   const reason = flags.reason ?? 'cancelled';
 
   if (ids.length > 0) {
@@ -92,7 +101,7 @@ async function previewIds(databaseUrl: string, command: ActionCommand, ids: stri
   const jobs = await withClient(databaseUrl, async (client) => {
     const out: { id: string; kind: string | null; status: string | null }[] = [];
     for (const id of ids) {
-      const job = await getJob(client, { id, ...tenant });
+      const job = await getJob(client, { id, ...tenant, ...outboxOf(flags.name) });
       out.push({ id, kind: job?.kind ?? null, status: job?.status ?? null });
     }
     return out;
@@ -129,10 +138,10 @@ function finish(report: OperateMatchingReport, flags: ActFlags): number {
 }
 
 /** `erase-tenant <tenantKey>`: deletes the tenant's jobs and their attempts. */
-export async function eraseTenantCommand(databaseUrl: string, tenantKey: string, flags: { dryRun?: boolean; yes?: boolean; json?: boolean }): Promise<number> {
+export async function eraseTenantCommand(databaseUrl: string, tenantKey: string, flags: { dryRun?: boolean; yes?: boolean; json?: boolean; name?: string }): Promise<number> {
   if (tenantKey.length === 0) throw new UsageError('erase-tenant: the tenant key must not be empty');
   const count = async () => {
-    const counts = await withClient(databaseUrl, (client) => countJobs(client, { tenantKey }));
+    const counts = await withClient(databaseUrl, (client) => countJobs(client, { tenantKey, ...outboxOf(flags.name) }));
     return Object.values(counts).reduce((a, b) => a + b, 0);
   };
   if (flags.dryRun) {
@@ -149,7 +158,7 @@ export async function eraseTenantCommand(databaseUrl: string, tenantKey: string,
       return EXIT.failed;
     }
   }
-  const erased = await createOutbox({ jobs: [], connect: createPgConnector(databaseUrl) }).eraseTenant(tenantKey);
+  const erased = await operatorOutbox(databaseUrl, flags.name).eraseTenant(tenantKey);
   if (flags.json) printJson({ tenantKey, dryRun: false, erased });
   else print(`erased ${plural(erased)} of tenant ${JSON.stringify(tenantKey)}`);
   return EXIT.ok;

@@ -5,6 +5,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { JobFilter } from '../inspect/index.js';
+import { OUTBOX_NAME_PATTERN } from '../name.js';
 import type { TenantScope } from '../outbox.js';
 import type { JobStatus } from '../types.js';
 
@@ -55,6 +56,14 @@ export function parseIntIn(min: number, max: number): (value: string) => number 
     if (!Number.isSafeInteger(n) || n < min || n > max) throw new InvalidArgumentError(`expected an integer in ${min}..${max}`);
     return n;
   };
+}
+
+/** `--name`: a named outbox's name, checked as `createOutbox({ name })` checks it. */
+export function parseOutboxName(value: string): string {
+  if (!OUTBOX_NAME_PATTERN.test(value)) {
+    throw new InvalidArgumentError('expected an outbox name: a lowercase letter, then up to 31 lowercase letters, digits or _');
+  }
+  return value;
 }
 
 export function parseCursor(value: string): string {

@@ -109,7 +109,9 @@ export function report(error: unknown): number {
   }
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && SQLSTATE_RE.test(code) && (error as { severity?: unknown }).severity !== undefined) {
-    const hint = code === '42P01' || code === '3F000' ? ' — is the schema migrated? run `postbox migrate`' : '';
+    // A named outbox's missing relation is "outbox_<name>.job": the hint names it back.
+    const named = /\boutbox_([a-z][a-z0-9_]*)\./.exec(describe(error))?.[1];
+    const hint = code === '42P01' || code === '3F000' ? ` — is the schema migrated? run \`postbox migrate${named ? ` --name ${named}` : ''}\`` : '';
     say(`database error: ${describe(error)} (SQLSTATE ${code})${hint}`);
     return EXIT.database;
   }

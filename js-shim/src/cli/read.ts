@@ -5,6 +5,7 @@
  */
 import { countBacklog, evaluateBacklog, getJob, listAttempts, listJobs, type JobView } from '../inspect/index.js';
 import { migrate, OUTBOX_MIGRATIONS } from '../sql/index.js';
+import { outboxSchemaName } from '../name.js';
 import { PostboxError } from '../errors.js';
 import { checkUuid, nonEmpty, toFilter, type FilterFlags } from './args.js';
 import { withClient } from './connect.js';
@@ -12,18 +13,26 @@ import { clip, EXIT, print, printJson, safe, table, time } from './output.js';
 
 interface JsonFlag {
   json?: boolean;
+  /** `--name`: the named outbox (default: the default outbox). */
+  name?: string;
 }
 
+/** The inspection option for `--name`. */
+const outboxOf = (opts: JsonFlag) => (opts.name === undefined ? {} : { outbox: opts.name });
+
 export async function migrateCommand(databaseUrl: string, opts: JsonFlag): Promise<number> {
-  const { applied } = await withClient(databaseUrl, (client) => migrate(client));
+  const { applied } = await withClient(databaseUrl, (client) => migrate(client, opts.name === undefined ? {} : { name: opts.name }));
   const latest = OUTBOX_MIGRATIONS.at(-1)?.version ?? 0;
+  const schema = outboxSchemaName(opts.name);
   const names = applied.map((v) => {
     const m = OUTBOX_MIGRATIONS.find((x) => x.version === v)!;
     return `${String(m.version).padStart(4, '0')}_${m.name}`;
   });
-  if (opts.json) printJson({ applied: names, latest });
-  else if (applied.length === 0) print(`schema is up to date (migration ${latest})`);
-  else print(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}: ${names.join(', ')}`);
+  // The default outbox's messages stay as they were; a named one's say which schema.
+  const where = opts.name === undefined ? '' : ` in schema ${schema}`;
+  if (opts.json) printJson({ applied: names, latest, ...(opts.name === undefined ? {} : { schema }) });
+  else if (applied.length === 0) print(`schema${opts.name === undefined ? '' : ` ${schema}`} is up to date (migration ${latest})`);
+  else print(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}${where}: ${names.join(', ')}`);
   return EXIT.ok;
 }
 
@@ -38,31 +47,32 @@ export async function verifySchemaCommand(databaseUrl: string, opts: JsonFlag): 
     }
     throw error;
   }
-  const drift = await withClient(databaseUrl, (client) => verify(client));
+  const drift = await withClient(databaseUrl, (client) => verify(client, opts.name === undefined ? {} : { name: opts.name }));
+  const schema = outboxSchemaName(opts.name);
   if (opts.json) printJson({ ok: drift.length === 0, drift });
   else if (drift.length === 0) print('schema matches: no drift');
   else {
     print(`schema drift (${drift.length}):`);
-    print(table(['PROBLEM', 'WHERE', 'DETAIL'], drift.map(describeDrift)));
+    print(table(['PROBLEM', 'WHERE', 'DETAIL'], drift.map((d) => describeDrift(d, schema))));
   }
   return drift.length === 0 ? EXIT.ok : EXIT.failed;
 }
 
-function describeDrift(d: Awaited<ReturnType<typeof import('../drizzle/index.js').verifyOutboxSchema>>[number]): string[] {
+function describeDrift(d: Awaited<ReturnType<typeof import('../drizzle/index.js').verifyOutboxSchema>>[number], schema: string): string[] {
   switch (d.type) {
     case 'unsupported_server':
       return [d.type, 'server', `server_version_num ${d.serverVersionNum} (14 or newer needed)`];
     case 'missing_table':
-      return [d.type, `outbox.${d.table}`, ''];
+      return [d.type, `${schema}.${d.table}`, ''];
     case 'missing_column':
-      return [d.type, `outbox.${d.table}.${d.column}`, ''];
+      return [d.type, `${schema}.${d.table}.${d.column}`, ''];
     case 'changed_column':
-      return [d.type, `outbox.${d.table}.${d.column}`, `expected ${d.expected}, found ${d.actual}`];
+      return [d.type, `${schema}.${d.table}.${d.column}`, `expected ${d.expected}, found ${d.actual}`];
     case 'missing_index':
     case 'invalid_index':
-      return [d.type, `outbox.${d.table}`, d.index];
+      return [d.type, `${schema}.${d.table}`, d.index];
     case 'missing_constraint':
-      return [d.type, `outbox.${d.table}`, d.constraint];
+      return [d.type, `${schema}.${d.table}`, d.constraint];
   }
 }
 
@@ -71,7 +81,7 @@ export async function statusCommand(
   opts: JsonFlag & { agedMs: number; failOn?: 'warn' | 'error'; tenant?: string | false },
 ): Promise<number> {
   const tenant = opts.tenant === undefined ? {} : { tenantKey: opts.tenant === false ? null : nonEmpty(opts.tenant, '--tenant') };
-  const backlog = await withClient(databaseUrl, (client) => countBacklog(client, { agedMs: opts.agedMs, ...tenant }));
+  const backlog = await withClient(databaseUrl, (client) => countBacklog(client, { agedMs: opts.agedMs, ...tenant, ...outboxOf(opts) }));
   // The grading is the core's, per row and for the sums; the command line only adds up.
   const rows = backlog.map(({ processing, ...r }) => ({ ...r, running: processing, severity: evaluateBacklog(r).severity }));
   const sum = (key: 'pending' | 'retrying' | 'due' | 'aged' | 'scheduled' | 'running' | 'stuck') => rows.reduce((n, r) => n + r[key], 0);
@@ -105,7 +115,7 @@ export async function listCommand(
 ): Promise<number> {
   const filter = toFilter(opts);
   const page = await withClient(databaseUrl, (client) =>
-    listJobs(client, { ...filter, limit: opts.limit, order: opts.order, ...(opts.cursor ? { cursor: opts.cursor } : {}) }),
+    listJobs(client, { ...filter, ...outboxOf(opts), limit: opts.limit, order: opts.order, ...(opts.cursor ? { cursor: opts.cursor } : {}) }),
   );
   if (opts.json) {
     printJson(page);
@@ -123,9 +133,9 @@ export async function showCommand(databaseUrl: string, rawId: string, opts: Json
   const id = checkUuid(rawId, 'job id');
   const tenant = opts.tenant === undefined ? {} : { tenantKey: opts.tenant === false ? null : opts.tenant };
   const found = await withClient(databaseUrl, async (client) => {
-    const job = await getJob(client, { id, ...tenant });
+    const job = await getJob(client, { id, ...tenant, ...outboxOf(opts) });
     // The job was found in the tenant scope, so its attempts are the operator's to see.
-    return job ? { job, attempts: await listAttempts(client, { jobId: id }) } : null;
+    return job ? { job, attempts: await listAttempts(client, { jobId: id, ...outboxOf(opts) }) } : null;
   });
   if (!found) {
     process.stderr.write(`postbox: no job ${id}${opts.tenant === undefined ? '' : ' in that tenant scope'}\n`);

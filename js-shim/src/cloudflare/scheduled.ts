@@ -1,6 +1,5 @@
 import { PostboxError } from '../errors.js';
 import { RUN, type Outbox } from '../outbox.js';
-import { SCHEDULE_LAST_RUNS, SCHEDULE_RECORD } from '../queries/schedule.js';
 import { run } from '../queries/statement.js';
 import type { OutboxRuntime } from '../runtime.js';
 import { errorMessage, type LaneSession } from '../session.js';
@@ -121,7 +120,7 @@ async function runSchedules(outbox: Outbox<any>, session: LaneSession, schedules
     for (const s of schedules) rt.emit({ type: 'schedule_failed', schedule: s.name, cron: s.cron, error: errorMessage(error), severity: 'error' });
     return [];
   };
-  const read = await tryOnSession(rt, session, (q) => run(q, SCHEDULE_LAST_RUNS, [schedules.map((s) => s.name)]));
+  const read = await tryOnSession(rt, session, (q) => run(q, rt.sql.scheduleLastRuns, [schedules.map((s) => s.name)]));
   // Nothing is enqueued without knowing what was: the next tick catches these occurrences up.
   if (!read.ok) return failAll(read.error);
   const lastAt = new Map<string, number>(read.value.rows.map((r: { name: string; last_at: string }) => [r.name, Number(r.last_at)]));
@@ -130,7 +129,7 @@ async function runSchedules(outbox: Outbox<any>, session: LaneSession, schedules
     at,
     schedules: schedules.map((s) => ({ name: s.name, expr: s.cron, lastAt: lastAt.get(s.name) ?? null })),
   });
-  const record = (name: string, occurrence: number) => (q: LaneDb) => run(q, SCHEDULE_RECORD, [name, occurrence, rt.clock.now()]);
+  const record = (name: string, occurrence: number) => (q: LaneDb) => run(q, rt.sql.scheduleRecord, [name, occurrence, rt.clock.now()]);
 
   const ran: ScheduleRun[] = [];
   for (let i = 0; i < schedules.length; i++) {

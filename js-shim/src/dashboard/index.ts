@@ -31,6 +31,7 @@ import {
 } from '../inspect/index.js';
 import { readOnly } from '../inspect/read.js';
 import { operateMatching, type OperatorAction } from '../operate.js';
+import { checkOutboxName } from '../name.js';
 import { RUN, type OperateResult, type Outbox, type TenantScope } from '../outbox.js';
 import type { JobStatus, LaneConnection } from '../types.js';
 import { SCRIPT, STYLE } from './assets.js';
@@ -65,6 +66,13 @@ export type DashboardAuthorize<Env> = (request: Request, env: Env) => boolean | 
 /** Options of `createDashboard`. Only `authorize` is required. */
 export interface DashboardOptions<Env> {
   authorize: DashboardAuthorize<Env>;
+  /**
+   * The named outbox the dashboard shows (`createOutbox({ name })`). Default: the name of the
+   * outbox `outboxFor(env)` returns, which the pages read and act on; when given, that outbox
+   * must carry this name (otherwise every request fails with `invalid_config`), so reads and
+   * actions can never reach two different outboxes.
+   */
+  name?: string;
   /** Where the handler is mounted, e.g. `/dashboard`. Default: the root. */
   basePath?: string;
   /**
@@ -140,6 +148,8 @@ interface Req<Env> {
   now: number;
   db(): Promise<TransactionalDb>;
   outbox(): Outbox<any>;
+  /** The outbox's name and schema (from `outboxFor(env)`, checked against the `name` option). */
+  named(): { name: string | null; schema: string };
   /** The CSRF token for forms ('' in read-only mode). */
   token: string;
 }
@@ -168,7 +178,8 @@ export function createDashboard<Env>(outboxFor: (env: Env) => Outbox<any>, optio
   if (!Number.isInteger(bulkMax) || bulkMax < 1) throw new PostboxError('invalid_config', 'createDashboard: bulkMax must be a positive integer');
   const agedMs = options.agedMs ?? 300_000;
   const clock = options.clock ?? { now: () => Date.now() };
-  const settings: Settings = { pageSize, statementTimeoutMs, windowMs, buckets, bulkMax, agedMs, thresholds: options.thresholds ?? {} };
+  const name = options.name === undefined ? undefined : checkOutboxName(options.name, 'createDashboard: name');
+  const settings: Settings = { name, pageSize, statementTimeoutMs, windowMs, buckets, bulkMax, agedMs, thresholds: options.thresholds ?? {} };
 
   return async (request, env, ctx) => {
     const url = new URL(request.url);
@@ -196,6 +207,8 @@ export function createDashboard<Env>(outboxFor: (env: Env) => Outbox<any>, optio
     let owned: Promise<TransactionalDb> | undefined;
     let outbox: Outbox<any> | undefined;
     const getOutbox = () => (outbox ??= outboxFor(env));
+    let resolved: { name: string | null; schema: string } | undefined;
+    const named = () => (resolved ??= outboxOf(getOutbox(), name));
     const db = async (): Promise<TransactionalDb> => {
       if (options.db) return (owned ??= Promise.resolve(options.db(env)));
       connection ??= getOutbox()[RUN].runtime.options.connect();
@@ -206,12 +219,12 @@ export function createDashboard<Env>(outboxFor: (env: Env) => Outbox<any>, optio
     try {
       if (rest === '/actions') {
         if (request.method !== 'POST') return plain(405, 'Method not allowed', { allow: 'POST' });
-        return await handleAction({ request, url, env, base, access, now: clock.now(), db, outbox: getOutbox, token: '' }, settings, secret, cookieNonce);
+        return await handleAction({ request, url, env, base, access, now: clock.now(), db, outbox: getOutbox, named, token: '' }, settings, secret, cookieNonce);
       }
       if (request.method !== 'GET' && request.method !== 'HEAD') return plain(405, 'Method not allowed', { allow: 'GET, HEAD' });
       const nonce = isNonce(cookieNonce) ? cookieNonce : newNonce();
       const token = access.readOnly ? '' : await tokenFor(secret, nonce);
-      const r: Req<Env> = { request, url, env, base, access, now: clock.now(), db, outbox: getOutbox, token };
+      const r: Req<Env> = { request, url, env, base, access, now: clock.now(), db, outbox: getOutbox, named, token };
       let res: Response;
       try {
         res = await route(r, rest, settings);
@@ -224,7 +237,7 @@ export function createDashboard<Env>(outboxFor: (env: Env) => Outbox<any>, optio
       }
       return res;
     } catch (error) {
-      return errorPage({ request, url, env, base, access, now: clock.now(), db, outbox: getOutbox, token: '' }, error);
+      return errorPage({ request, url, env, base, access, now: clock.now(), db, outbox: getOutbox, named, token: '' }, error);
     } finally {
       if (connection) {
         const closing = connection.then((c) => (c.isBroken?.() ? c.destroy() : c.close())).catch(() => undefined);
@@ -236,6 +249,7 @@ export function createDashboard<Env>(outboxFor: (env: Env) => Outbox<any>, optio
 }
 
 interface Settings {
+  name: string | null | undefined;
   pageSize: number;
   statementTimeoutMs: number;
   windowMs: number;
@@ -271,8 +285,29 @@ function asset(body: string, type: string): Response {
   return new Response(body, { status: 200, headers: { ...SECURITY_HEADERS, 'content-type': type } });
 }
 
+/** The outbox a request shows: `outboxFor(env)`'s, which must be the one the `name` option names. */
+function outboxOf(outbox: Outbox<any>, name: string | null | undefined): { name: string | null; schema: string } {
+  if (name !== undefined && outbox.name !== name) {
+    throw new PostboxError('invalid_config', `createDashboard: name is ${JSON.stringify(name)}, but outboxFor returns the ${outbox.name === null ? 'default outbox' : `outbox ${JSON.stringify(outbox.name)}`}`);
+  }
+  return { name: outbox.name, schema: outbox.schema };
+}
+
+/** Reads of this request: its statement timeout, in the outbox's schema. */
+function reads<Env>(r: Req<Env>, s: Settings): { statementTimeoutMs: number; outbox?: string } {
+  const { name } = r.named();
+  return name === null ? { statementTimeoutMs: s.statementTimeoutMs } : { statementTimeoutMs: s.statementTimeoutMs, outbox: name };
+}
+
 function page<Env>(r: Req<Env>, status: number, title: string, body: Html): Response {
+  let label: string | null = null;
+  try {
+    label = r.named().name;
+  } catch {
+    // A misconfigured name is what the error page explains; the header goes without it.
+  }
   const who = [
+    label === null ? null : `outbox ${label}`,
     r.access.tenantKey === undefined ? 'all tenants' : r.access.tenantKey === null ? 'jobs without a tenant' : `tenant ${r.access.tenantKey}`,
     r.access.readOnly ? 'read-only' : null,
   ].filter(Boolean).join(' · ');
@@ -366,15 +401,16 @@ function parseTime(name: string, text: string): Date {
 async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const db = await r.db();
   const tenant = r.access.tenantKey === undefined ? {} : { tenantKey: r.access.tenantKey };
-  const counts = await countJobs(db, { ...tenant, statementTimeoutMs: s.statementTimeoutMs });
-  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs: s.agedMs, statementTimeoutMs: s.statementTimeoutMs });
+  const counts = await countJobs(db, { ...tenant, ...reads(r, s) });
+  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs: s.agedMs, ...reads(r, s) });
   const bucketMs = Math.floor(s.windowMs / s.buckets);
   const since = Math.floor(r.now / bucketMs) * bucketMs - (s.buckets - 1) * bucketMs;
-  const stats = await readOnly(db, { statementTimeoutMs: s.statementTimeoutMs }, async (q) => ({
-    rates: await attemptRates(q, { since, bucketMs, buckets: s.buckets, ...tenant }),
-    dead: await deadLetterGrowth(q, { now: r.now, windowMs: DEAD_LETTER_WINDOW_MS, ...tenant }),
+  const schema = r.named().schema;
+  const stats = await readOnly(db, reads(r, s), async (q, ident) => ({
+    rates: await attemptRates(q, ident, { since, bucketMs, buckets: s.buckets, ...tenant }),
+    dead: await deadLetterGrowth(q, ident, { now: r.now, windowMs: DEAD_LETTER_WINDOW_MS, ...tenant }),
     // The table's health is the whole table's: shown only to operators of every tenant.
-    table: r.access.scope ? null : await tableHealth(q),
+    table: r.access.scope ? null : await tableHealth(q, schema),
   }));
 
   const totals = backlog.reduce((t, b) => ({ due: t.due + b.due, aged: t.aged + b.aged, stuck: t.stuck + b.stuck }), { due: 0, aged: 0, stuck: 0 });
@@ -417,7 +453,7 @@ ${rows.map((b) => html`<tr><td>${b.kind}</td><td>${b.lane}</td><td class="n">${b
 
 function tableHealthSection(t: TableHealth): Html {
   const x = t.oldestXmin;
-  return html`<h2>outbox.job table</h2><dl class="meta">
+  return html`<h2>${t.table} table</h2><dl class="meta">
 <dt>live tuples</dt><dd>${t.liveTuples}</dd><dt>dead tuples</dt><dd>${t.deadTuples} (${((t.deadTuples / Math.max(t.liveTuples, 1)) * 100).toFixed(0)}% of live)</dd>
 <dt>size</dt><dd>${(t.totalBytes / 1024 / 1024).toFixed(1)} MiB with indexes</dd>
 <dt>last autovacuum</dt><dd>${t.lastAutovacuumAgeMs === null ? 'never (since statistics were reset)' : `${duration(t.lastAutovacuumAgeMs)} ago`}</dd>
@@ -432,9 +468,9 @@ async function jobsPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const cursor = r.url.searchParams.get('cursor') ?? '';
   const where: JobFilter = r.access.scope ? { ...filter, tenantKey: r.access.tenantKey ?? null } : filter;
   const db = await r.db();
-  const list = await listJobs(db, { ...where, limit: s.pageSize, order, ...(cursor ? { cursor } : {}), statementTimeoutMs: s.statementTimeoutMs });
+  const list = await listJobs(db, { ...where, limit: s.pageSize, order, ...(cursor ? { cursor } : {}), ...reads(r, s) });
   const { status: _status, ...withoutStatus } = where;
-  const counts = await countJobs(db, { ...withoutStatus, statementTimeoutMs: s.statementTimeoutMs });
+  const counts = await countJobs(db, { ...withoutStatus, ...reads(r, s) });
   const matching = filter.status ? counts[filter.status] : STATUSES.reduce((n, st) => n + counts[st], 0);
 
   const link = (over: Record<string, string | undefined>) => `${r.base}/jobs${qs({ ...f, order: order === 'asc' ? 'asc' : undefined, ...over })}`;
@@ -477,9 +513,9 @@ function hiddenAction<Env>(r: Req<Env>, returnTo: string): Html {
 async function jobPage<Env>(r: Req<Env>, s: Settings, id: string): Promise<Response> {
   if (!UUID.test(id)) throw new HttpError(404, 'No such job: a job id is a UUID');
   const db = await r.db();
-  const job = await getJob(db, { id, ...(r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {}), statementTimeoutMs: s.statementTimeoutMs });
+  const job = await getJob(db, { id, ...(r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {}), ...reads(r, s) });
   if (!job) return page(r, 404, 'Job not found', html`<h1>Job not found</h1><p>No job ${id}${r.access.scope ? ' in your tenant' : ''}.</p>`);
-  const attempts = await listAttempts(db, { jobId: id, statementTimeoutMs: s.statementTimeoutMs });
+  const attempts = await listAttempts(db, { jobId: id, ...reads(r, s) });
   const here = `${r.base}/jobs/${job.id}`;
   const body = html`<h1>Job <span class="mono">${job.id}</span></h1>
 ${r.access.readOnly ? null : html`<form method="post" action="${r.base}/actions" class="actions">${hiddenAction(r, here)}<input type="hidden" name="id" value="${job.id}">${ACTIONS.map((a) => html`<button type="submit" name="op" value="${a}:selected"${raw(a === 'cancel' ? ' class="danger"' : '')}>${ACTION_LABEL[a]}</button>`)}</form>`}
@@ -526,6 +562,7 @@ async function handleAction<Env>(r: Req<Env>, s: Settings, secret: string | unde
   const action = op[1] as OperatorAction;
   const returnTo = safeReturn(r, field('return'));
   const outbox = r.outbox();
+  r.named(); // the outbox acted on must be the one the pages show
 
   if (op[2] === 'selected') {
     const ids = [...new Set(form.getAll('id').filter((v): v is string => typeof v === 'string'))];

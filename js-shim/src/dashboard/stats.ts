@@ -20,15 +20,16 @@ export interface RateBucket {
 /** Finished attempts per bucket over `[since, since + buckets * bucketMs)`, oldest first. */
 export async function attemptRates(
   q: Queryable,
+  s: string,
   opts: { since: number; bucketMs: number; buckets: number; tenantKey?: string | null },
 ): Promise<RateBucket[]> {
   const params: unknown[] = [opts.since, opts.bucketMs, opts.since + opts.bucketMs * opts.buckets];
-  const scoped = opts.tenantKey === undefined ? '' : `AND EXISTS (SELECT 1 FROM outbox.job j WHERE j.id = a.job_id AND ${tenantFilter(opts.tenantKey, params).replace('tenant_scope', 'j.tenant_scope')})`;
+  const scoped = opts.tenantKey === undefined ? '' : `AND EXISTS (SELECT 1 FROM ${s}.job j WHERE j.id = a.job_id AND ${tenantFilter(opts.tenantKey, params).replace('tenant_scope', 'j.tenant_scope')})`;
   const { rows } = await q.query(
     `SELECT floor((extract(epoch from a.finished_at) * 1000 - $1::bigint) / $2::bigint)::int AS bucket,
             count(*) FILTER (WHERE a.outcome = 'ok')::int AS ok,
             count(*) FILTER (WHERE a.outcome <> 'ok' AND a.outcome <> 'claim_late')::int AS failed
-       FROM outbox.attempt a
+       FROM ${s}.attempt a
       WHERE a.finished_at >= ${ts('$1')} AND a.finished_at < ${ts('$3')} ${scoped}
       GROUP BY 1`,
     params,
@@ -51,20 +52,22 @@ export interface DeadLetterGrowth {
   total: number;
 }
 
-export async function deadLetterGrowth(q: Queryable, opts: { now: number; windowMs: number; tenantKey?: string | null }): Promise<DeadLetterGrowth> {
+export async function deadLetterGrowth(q: Queryable, s: string, opts: { now: number; windowMs: number; tenantKey?: string | null }): Promise<DeadLetterGrowth> {
   const params: unknown[] = [opts.now, opts.windowMs];
   const { rows } = await q.query(
     `SELECT count(*) FILTER (WHERE finished_at > ${ts('($1::bigint - $2::bigint)')})::int AS last_window,
             count(*) FILTER (WHERE finished_at <= ${ts('($1::bigint - $2::bigint)')} AND finished_at > ${ts('($1::bigint - 2 * $2::bigint)')})::int AS previous_window,
             count(*)::int AS total
-       FROM outbox.job WHERE status = 'dead' AND ${tenantFilter(opts.tenantKey, params)}`,
+       FROM ${s}.job WHERE status = 'dead' AND ${tenantFilter(opts.tenantKey, params)}`,
     params,
   );
   return { lastWindow: rows[0].last_window, previousWindow: rows[0].previous_window, total: rows[0].total };
 }
 
-/** `outbox.job` as PostgreSQL's statistics see it. Ages are by the server's clock. */
+/** The job table (`outbox.job`, or a named outbox's) as PostgreSQL's statistics see it. Ages are by the server's clock. */
 export interface TableHealth {
+  /** The table, e.g. `outbox.job`. */
+  table: string;
   liveTuples: number;
   deadTuples: number;
   totalBytes: number;
@@ -79,12 +82,14 @@ export interface TableHealth {
   oldestXmin: { pid: number; xidAge: number; transactionAgeMs: number | null; state: string | null; applicationName: string | null } | null;
 }
 
-export async function tableHealth(q: Queryable): Promise<TableHealth | null> {
+/** `schema` unquoted (`outbox`, `outbox_billing`): it is compared as a value. */
+export async function tableHealth(q: Queryable, schema: string): Promise<TableHealth | null> {
   const table = await q.query(
     `SELECT n_live_tup::bigint AS live, n_dead_tup::bigint AS dead, pg_total_relation_size(relid)::bigint AS bytes,
             round(extract(epoch from now() - last_autovacuum) * 1000)::bigint AS autovacuum_ms,
             round(extract(epoch from now() - last_vacuum) * 1000)::bigint AS vacuum_ms
-       FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname = 'job'`,
+       FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'job'`,
+    [schema],
   );
   const t = table.rows[0];
   if (!t) return null;
@@ -98,6 +103,7 @@ export async function tableHealth(q: Queryable): Promise<TableHealth | null> {
   const h = holder.rows[0];
   const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
   return {
+    table: `${schema}.job`,
     liveTuples: Number(t.live),
     deadTuples: Number(t.dead),
     totalBytes: Number(t.bytes),
@@ -145,7 +151,7 @@ export function gradeTableHealth(h: TableHealth): HealthWarning[] {
   if (h.deadTuples >= DEAD_TUPLES_FLOOR && ratio >= DEAD_RATIO_WARN) {
     out.push({
       severity: ratio >= DEAD_RATIO_ERROR ? 'error' : 'warn',
-      title: 'Dead tuples in outbox.job',
+      title: `Dead tuples in ${h.table}`,
       detail: `${h.deadTuples} dead against ${h.liveTuples} live tuples (${(ratio * 100).toFixed(0)}%).`,
     });
     const lastVacuum = h.lastAutovacuumAgeMs;
@@ -153,7 +159,7 @@ export function gradeTableHealth(h: TableHealth): HealthWarning[] {
       out.push({
         severity: 'warn',
         title: 'Autovacuum is lagging',
-        detail: lastVacuum === null ? 'outbox.job has not been autovacuumed since statistics were reset.' : `The last autovacuum of outbox.job was ${minutes(lastVacuum)} ago.`,
+        detail: lastVacuum === null ? `${h.table} has not been autovacuumed since statistics were reset.` : `The last autovacuum of ${h.table} was ${minutes(lastVacuum)} ago.`,
       });
     }
   }

@@ -7,84 +7,120 @@
 import { sql } from 'drizzle-orm';
 import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { runTransaction, type TransactionalDb } from '../db.js';
-
-/** The `outbox` schema. */
-export const outboxSchema = pgSchema('outbox');
+import { checkOutboxName, outboxSchemaName } from '../name.js';
 
 const tstz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
-/** `outbox.job`: one row per job. */
-export const outboxJob = outboxSchema.table(
-  'job',
-  {
-    id: uuid('id').primaryKey(),
-    kind: text('kind').notNull(),
-    lane: text('lane').notNull().default('default'),
-    status: text('status').notNull().default('pending'),
-    payload: jsonb('payload').notNull(),
-    tenantKey: text('tenant_key'),
-    tenantScope: text('tenant_scope').generatedAlwaysAs(sql`COALESCE('t:' || tenant_key, 'n')`),
-    dedupeKey: text('dedupe_key'),
-    correlationId: text('correlation_id'),
-    metadata: jsonb('metadata'),
-    dueAt: tstz('due_at').notNull(),
-    createdAt: tstz('created_at').notNull(),
+/** The tables of one schema: `outbox`, or a named outbox's `outbox_<name>`. */
+function buildTables<S extends string>(schemaName: S) {
+  const schema = pgSchema(schemaName);
+  const job = schema.table(
+    'job',
+    {
+      id: uuid('id').primaryKey(),
+      kind: text('kind').notNull(),
+      lane: text('lane').notNull().default('default'),
+      status: text('status').notNull().default('pending'),
+      payload: jsonb('payload').notNull(),
+      tenantKey: text('tenant_key'),
+      tenantScope: text('tenant_scope').generatedAlwaysAs(sql`COALESCE('t:' || tenant_key, 'n')`),
+      dedupeKey: text('dedupe_key'),
+      correlationId: text('correlation_id'),
+      metadata: jsonb('metadata'),
+      dueAt: tstz('due_at').notNull(),
+      createdAt: tstz('created_at').notNull(),
+      updatedAt: tstz('updated_at').notNull(),
+      finishedAt: tstz('finished_at'),
+      attempts: integer('attempts').notNull().default(0),
+      attemptSeq: integer('attempt_seq').notNull().default(0),
+      crashes: integer('crashes').notNull().default(0),
+      streakCode: text('streak_code'),
+      streak: integer('streak').notNull().default(0),
+      leaseExpiresAt: tstz('lease_expires_at'),
+      lastErrorCode: text('last_error_code'),
+      lastErrorMessage: text('last_error_message'),
+      versionTs: bigint('version_ts', { mode: 'number' }),
+      replayedAt: tstz('replayed_at'),
+      nudgeSentAt: tstz('nudge_sent_at'),
+      maxAttempts: integer('max_attempts'),
+    },
+    (t) => [
+      check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')`),
+      check('job_finished_has_time', sql`(${t.status} IN ('succeeded', 'dead', 'cancelled')) = (${t.finishedAt} IS NOT NULL)`),
+      check('job_running_has_lease', sql`(${t.status} = 'running') = (${t.leaseExpiresAt} IS NOT NULL)`),
+      check('job_max_attempts_range', sql`${t.maxAttempts} BETWEEN 1 AND 1000`),
+      uniqueIndex('job_dedupe_key').on(t.tenantScope, t.dedupeKey).where(sql`dedupe_key IS NOT NULL`),
+      index('job_claimable').on(t.lane, t.dueAt, t.id).where(sql`status IN ('pending', 'retrying')`),
+      index('job_lease').on(t.leaseExpiresAt).where(sql`status = 'running'`),
+      index('job_finished').on(t.status, t.finishedAt).where(sql`finished_at IS NOT NULL`),
+      index('job_correlation').on(t.correlationId).where(sql`correlation_id IS NOT NULL`),
+      index('job_tenant').on(t.tenantKey, t.createdAt).where(sql`tenant_key IS NOT NULL`),
+      index('job_created').on(t.createdAt, t.id),
+    ],
+  );
+
+  const attempt = schema.table(
+    'attempt',
+    {
+      jobId: uuid('job_id').notNull().references(() => job.id, { onDelete: 'cascade' }),
+      seq: integer('seq').notNull(),
+      kind: text('kind').notNull(),
+      startedAt: tstz('started_at').notNull(),
+      leaseExpiresAt: tstz('lease_expires_at').notNull(),
+      finishedAt: tstz('finished_at'),
+      outcome: text('outcome'),
+      errorCode: text('error_code'),
+      errorMessage: text('error_message'),
+    },
+    (t) => [primaryKey({ name: 'attempt_pkey', columns: [t.jobId, t.seq] }), index('attempt_finished').on(t.finishedAt).where(sql`finished_at IS NOT NULL`)],
+  );
+
+  const scheduleRun = schema.table('schedule_run', {
+    name: text('name').primaryKey(),
+    lastAt: tstz('last_at').notNull(),
     updatedAt: tstz('updated_at').notNull(),
-    finishedAt: tstz('finished_at'),
-    attempts: integer('attempts').notNull().default(0),
-    attemptSeq: integer('attempt_seq').notNull().default(0),
-    crashes: integer('crashes').notNull().default(0),
-    streakCode: text('streak_code'),
-    streak: integer('streak').notNull().default(0),
-    leaseExpiresAt: tstz('lease_expires_at'),
-    lastErrorCode: text('last_error_code'),
-    lastErrorMessage: text('last_error_message'),
-    versionTs: bigint('version_ts', { mode: 'number' }),
-    replayedAt: tstz('replayed_at'),
-    nudgeSentAt: tstz('nudge_sent_at'),
-    maxAttempts: integer('max_attempts'),
-  },
-  (t) => [
-    check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')`),
-    check('job_finished_has_time', sql`(${t.status} IN ('succeeded', 'dead', 'cancelled')) = (${t.finishedAt} IS NOT NULL)`),
-    check('job_running_has_lease', sql`(${t.status} = 'running') = (${t.leaseExpiresAt} IS NOT NULL)`),
-    check('job_max_attempts_range', sql`${t.maxAttempts} BETWEEN 1 AND 1000`),
-    uniqueIndex('job_dedupe_key').on(t.tenantScope, t.dedupeKey).where(sql`dedupe_key IS NOT NULL`),
-    index('job_claimable').on(t.lane, t.dueAt, t.id).where(sql`status IN ('pending', 'retrying')`),
-    index('job_lease').on(t.leaseExpiresAt).where(sql`status = 'running'`),
-    index('job_finished').on(t.status, t.finishedAt).where(sql`finished_at IS NOT NULL`),
-    index('job_correlation').on(t.correlationId).where(sql`correlation_id IS NOT NULL`),
-    index('job_tenant').on(t.tenantKey, t.createdAt).where(sql`tenant_key IS NOT NULL`),
-    index('job_created').on(t.createdAt, t.id),
-  ],
-);
+  });
+  return { schema, job, attempt, scheduleRun };
+}
 
+/** The drizzle tables of one outbox, as {@link outboxTables} returns them. */
+export type OutboxTables<S extends string = string> = ReturnType<typeof buildTables<S>>;
+
+const defaults = buildTables('outbox');
+
+/** The `outbox` schema (the default outbox's). */
+export const outboxSchema = defaults.schema;
+/** `outbox.job`: one row per job. */
+export const outboxJob = defaults.job;
 /** `outbox.attempt`: one row per attempt to run a job. */
-export const outboxAttempt = outboxSchema.table(
-  'attempt',
-  {
-    jobId: uuid('job_id').notNull().references(() => outboxJob.id, { onDelete: 'cascade' }),
-    seq: integer('seq').notNull(),
-    kind: text('kind').notNull(),
-    startedAt: tstz('started_at').notNull(),
-    leaseExpiresAt: tstz('lease_expires_at').notNull(),
-    finishedAt: tstz('finished_at'),
-    outcome: text('outcome'),
-    errorCode: text('error_code'),
-    errorMessage: text('error_message'),
-  },
-  (t) => [primaryKey({ name: 'attempt_pkey', columns: [t.jobId, t.seq] }), index('attempt_finished').on(t.finishedAt).where(sql`finished_at IS NOT NULL`)],
-);
-
+export const outboxAttempt = defaults.attempt;
 /** `outbox.schedule_run`: per schedule, the latest occurrence a tick dealt with (catch-up starts after it). */
-export const outboxScheduleRun = outboxSchema.table('schedule_run', {
-  name: text('name').primaryKey(),
-  lastAt: tstz('last_at').notNull(),
-  updatedAt: tstz('updated_at').notNull(),
-});
+export const outboxScheduleRun = defaults.scheduleRun;
+
+const named = new Map<string, OutboxTables>();
+
+/**
+ * The drizzle tables of a named outbox (`createOutbox({ name })`), in its schema
+ * `outbox_<name>`: `{ schema, job, attempt, scheduleRun }`, the same columns, indexes and
+ * checks as the default tables. Without a name, the default outbox's. Built once per name;
+ * throws `PostboxError('invalid_config')` for an invalid name.
+ *
+ * @example
+ * ```ts
+ * const billing = outboxTables('billing');
+ * const dead = await db.select().from(billing.job).where(eq(billing.job.status, 'dead'));
+ * ```
+ */
+export function outboxTables(name?: string | null): OutboxTables {
+  const checked = checkOutboxName(name, 'outboxTables: name');
+  if (checked === null) return defaults;
+  let tables = named.get(checked);
+  if (!tables) named.set(checked, (tables = buildTables(outboxSchemaName(checked))));
+  return tables;
+}
 
 /** Every Postbox table, in the order drift is reported. */
-const outboxTables = [outboxJob, outboxAttempt, outboxScheduleRun];
+const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun];
 
 /** One difference between the database and the schema Postbox expects. */
 export type SchemaDrift =
@@ -97,29 +133,39 @@ export type SchemaDrift =
   | { type: 'missing_constraint'; table: string; constraint: string };
 
 /** What each column must be, as `information_schema` spells it, from the drizzle tables. */
-export function expectedColumns() {
-  return outboxTables.flatMap((table) => {
+export function expectedColumns(name?: string | null) {
+  return tableList(outboxTables(name)).flatMap((table) => {
     const config = getTableConfig(table);
     return config.columns.map((c) => ({ table: config.name, column: c.name, type: c.getSQLType(), notNull: c.notNull }));
   });
 }
 
+/** Options of {@link verifyOutboxSchema}. */
+export interface VerifyOutboxSchemaOptions {
+  /** A named outbox: checks its schema `outbox_<name>`. Default: the default outbox's `outbox`. */
+  name?: string;
+}
+
 /**
- * Compares the live `outbox` schema with the tables above: columns (type, nullability),
- * indexes (present and valid: a failed `CREATE INDEX CONCURRENTLY` leaves an invalid one),
- * constraints, and the server version. `[]` when they match; run it in CI or at deploy.
+ * Compares the live `outbox` schema (or a named outbox's) with the tables above: columns (type,
+ * nullability), indexes (present and valid: a failed `CREATE INDEX CONCURRENTLY` leaves an
+ * invalid one), constraints, and the server version. `[]` when they match; run it in CI or at deploy.
  */
-export async function verifyOutboxSchema(db: TransactionalDb): Promise<SchemaDrift[]> {
+export async function verifyOutboxSchema(db: TransactionalDb, opts: VerifyOutboxSchemaOptions = {}): Promise<SchemaDrift[]> {
+  const name = checkOutboxName(opts?.name, 'verifyOutboxSchema: name');
+  const schema = outboxSchemaName(name);
+  const expectedTables = tableList(outboxTables(name));
   return runTransaction(db, async (q) => {
     const drift: SchemaDrift[] = [];
     const version = Number((await q.query('SHOW server_version_num')).rows[0].server_version_num);
     if (version < 140000) drift.push({ type: 'unsupported_server', serverVersionNum: version });
     const { rows: columns } = await q.query(
-      `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = 'outbox'`,
+      `SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = $1`,
+      [schema],
     );
     const actual = new Map(columns.map((c: any) => [`${c.table_name}.${c.column_name}`, c]));
     const tables = new Set(columns.map((c: any) => c.table_name));
-    for (const expected of expectedColumns()) {
+    for (const expected of expectedColumns(name)) {
       if (!tables.has(expected.table)) {
         if (!drift.some((d) => d.type === 'missing_table' && d.table === expected.table)) drift.push({ type: 'missing_table', table: expected.table });
         continue;
@@ -138,13 +184,15 @@ export async function verifyOutboxSchema(db: TransactionalDb): Promise<SchemaDri
     const { rows: indexes } = await q.query(
       `SELECT t.relname AS table_name, i.relname AS index_name, x.indisvalid AS valid
          FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
-         JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = 'outbox'`,
+         JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = $1`,
+      [schema],
     );
     const { rows: constraints } = await q.query(
-      `SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'outbox'`,
+      `SELECT c.conname FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1`,
+      [schema],
     );
     const constraintNames = new Set(constraints.map((c: any) => c.conname));
-    for (const table of outboxTables) {
+    for (const table of expectedTables) {
       const config = getTableConfig(table);
       if (!tables.has(config.name)) continue;
       const expectedIndexes = [...config.indexes.map((i) => i.config.name!), `${config.name}_pkey`];

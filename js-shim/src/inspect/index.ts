@@ -44,9 +44,9 @@ function toView(r: any): JobView {
 
 /** One job by id, or `null` (also when it belongs to another tenant than `tenantKey`). */
 export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions): Promise<JobView | null> {
-  return readOnly(db, opts, async (q) => {
+  return readOnly(db, opts, async (q, s) => {
     const params: unknown[] = [opts.id];
-    const { rows } = await q.query(`SELECT ${JOB_COLUMNS} FROM outbox.job WHERE id = $1 AND ${tenantFilter(opts.tenantKey, params)}`, params);
+    const { rows } = await q.query(`SELECT ${JOB_COLUMNS} FROM ${s}.job WHERE id = $1 AND ${tenantFilter(opts.tenantKey, params)}`, params);
     return rows[0] ? toView(rows[0]) : null;
   });
 }
@@ -91,9 +91,9 @@ export async function listJobs(
   const limit = opts.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new PostboxError('invalid_input', 'limit must be an integer in 1..1000');
   const order = opts.order === 'desc' ? 'DESC' : 'ASC';
-  return readOnly(db, opts, async (q) => {
+  return readOnly(db, opts, async (q, s) => {
     const params: unknown[] = [];
-    let sql = `SELECT ${JOB_COLUMNS} FROM outbox.job WHERE ${where(opts, params)}`;
+    let sql = `SELECT ${JOB_COLUMNS} FROM ${s}.job WHERE ${where(opts, params)}`;
     if (opts.cursor) {
       const [createdMs, id] = decodeCursor(opts.cursor);
       params.push(createdMs, id);
@@ -116,9 +116,9 @@ function decodeCursor(cursor: string): [number, string] {
 
 /** Counts by status for the filter. */
 export async function countJobs(db: TransactionalDb, opts: JobFilter & ReadOptions = {}): Promise<Record<JobStatus, number>> {
-  return readOnly(db, opts, async (q) => {
+  return readOnly(db, opts, async (q, s) => {
     const params: unknown[] = [];
-    const { rows } = await q.query(`SELECT status, count(*)::int AS n FROM outbox.job WHERE ${where(opts, params)} GROUP BY status`, params);
+    const { rows } = await q.query(`SELECT status, count(*)::int AS n FROM ${s}.job WHERE ${where(opts, params)} GROUP BY status`, params);
     const counts: Record<JobStatus, number> = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 };
     for (const r of rows) counts[r.status as JobStatus] = r.n;
     return counts;
@@ -155,7 +155,7 @@ export async function countBacklog(
 ): Promise<BacklogRow[]> {
   const now = opts.now ?? Date.now();
   const agedMs = opts.agedMs ?? 300_000;
-  return readOnly(db, opts, async (q) => {
+  return readOnly(db, opts, async (q, s) => {
     const params: unknown[] = [now, agedMs];
     const { rows } = await q.query(
       `SELECT kind, lane,
@@ -166,7 +166,7 @@ export async function countBacklog(
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at > to_timestamp($1::bigint / 1000.0))::int AS scheduled,
               count(*) FILTER (WHERE status = 'running')::int AS processing,
               count(*) FILTER (WHERE status = 'running' AND lease_expires_at < to_timestamp($1::bigint / 1000.0))::int AS stuck
-         FROM outbox.job WHERE status IN ('pending', 'retrying', 'running') AND ${tenantFilter(opts.tenantKey, params)}
+         FROM ${s}.job WHERE status IN ('pending', 'retrying', 'running') AND ${tenantFilter(opts.tenantKey, params)}
         GROUP BY kind, lane ORDER BY kind, lane`,
       params,
     );
@@ -200,7 +200,7 @@ export async function aggregateAttemptOutcomes(
   if (opts.until !== undefined && (!(opts.until instanceof Date) || Number.isNaN(opts.until.getTime()))) {
     throw new PostboxError('invalid_input', 'aggregateAttemptOutcomes: until must be a valid Date');
   }
-  return readOnly(db, opts, async (q) => {
+  return readOnly(db, opts, async (q, s) => {
     const params: unknown[] = [opts.since.toISOString(), (opts.until ?? new Date()).toISOString()];
     let filter = '';
     if (opts.kind !== undefined) {
@@ -208,12 +208,12 @@ export async function aggregateAttemptOutcomes(
       filter += ` AND a.kind = $${params.length}`;
     }
     if (opts.tenantKey !== undefined) {
-      filter += ` AND a.job_id IN (SELECT id FROM outbox.job WHERE ${tenantFilter(opts.tenantKey, params)})`;
+      filter += ` AND a.job_id IN (SELECT id FROM ${s}.job WHERE ${tenantFilter(opts.tenantKey, params)})`;
     }
     const { rows } = await q.query(
       `SELECT a.kind, a.outcome, count(*)::int AS count,
               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY d.ms) AS pct, max(d.ms) AS max_ms
-         FROM outbox.attempt a
+         FROM ${s}.attempt a
          CROSS JOIN LATERAL (SELECT extract(epoch FROM a.finished_at - a.started_at) * 1000 AS ms) d
         WHERE a.finished_at >= $1::timestamptz AND a.finished_at < $2::timestamptz${filter}
         GROUP BY a.kind, a.outcome ORDER BY a.kind, a.outcome`,
@@ -243,10 +243,10 @@ export interface AttemptView {
 /** Every attempt of one job, in order (none for an unknown id). */
 export async function listAttempts(db: TransactionalDb, opts: { jobId: string } & ReadOptions): Promise<AttemptView[]> {
   if (typeof opts?.jobId !== 'string' || !UUID.test(opts.jobId)) throw new PostboxError('invalid_input', 'listAttempts: jobId must be a job id (a UUID)');
-  return readOnly(db, opts, async (q) => {
+  return readOnly(db, opts, async (q, s) => {
     const { rows } = await q.query(
       `SELECT seq, outcome, error_code, error_message, ${ms('started_at')} AS started_ms, ${ms('finished_at')} AS finished_ms
-         FROM outbox.attempt WHERE job_id = $1 ORDER BY seq`,
+         FROM ${s}.attempt WHERE job_id = $1 ORDER BY seq`,
       [opts.jobId],
     );
     return rows.map((r: any): AttemptView => {

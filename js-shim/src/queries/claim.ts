@@ -12,21 +12,21 @@ export type Pick = 'due' | 'targets';
  * The claim part of a statement: picks rows, leases each for its kind's lease and opens its
  * attempt. `$1` is now; from `first`: lane, kinds[], leaseMs[] (parallel to kinds), limit,
  * version cutoff (NULL: no deploy versions), and for `targets` ids[] and kinds[] (parallel).
- * Neither variant has optional clauses, so the server can keep one generic plan for each.
+ * `s` is the schema as written in SQL (see name.ts). Neither variant has optional clauses, so the server can keep one generic plan for each.
  */
-export function claimCtes(first: number, pick: Pick): string {
+export function claimCtes(s: string, first: number, pick: Pick): string {
   const p = (i: number) => `$${first + i}`;
   const claimable = `j.status IN ('pending', 'retrying') AND j.due_at <= ${ts('$1')}
      AND j.lane = ${p(0)} AND j.kind = ANY(${p(1)}::text[])
      AND (j.version_ts IS NULL OR j.version_ts <= COALESCE(${p(4)}::bigint, 9007199254740991))`;
   const picked =
     pick === 'due'
-      ? `SELECT j.id FROM outbox.job j
+      ? `SELECT j.id FROM ${s}.job j
    WHERE ${claimable}
    ORDER BY j.due_at, j.id
    LIMIT ${p(3)}
    FOR UPDATE SKIP LOCKED`
-      : `SELECT j.id FROM outbox.job j
+      : `SELECT j.id FROM ${s}.job j
     JOIN unnest(${p(5)}::uuid[], ${p(6)}::text[]) AS t(id, kind) ON j.id = t.id AND j.kind = t.kind
    WHERE ${claimable}
    LIMIT ${p(3)}
@@ -36,14 +36,14 @@ export function claimCtes(first: number, pick: Pick): string {
 ), picked AS (
   ${picked}
 ), claimed AS (
-  UPDATE outbox.job j
+  UPDATE ${s}.job j
      SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${ts('$1')},
          lease_expires_at = ${ts('$1')} + l.lease_ms * interval '1 millisecond'
     FROM picked p, lease l
    WHERE j.id = p.id AND l.kind = j.kind
   RETURNING j.*
 ), opened AS (
-  INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at)
+  INSERT INTO ${s}.attempt (job_id, seq, kind, started_at, lease_expires_at)
   SELECT id, attempt_seq, kind, ${ts('$1')}, lease_expires_at FROM claimed
 )`;
 }
@@ -51,41 +51,41 @@ export function claimCtes(first: number, pick: Pick): string {
 export { CLAIMED_COLUMNS };
 
 /** JobClaimDue: up to limit due jobs, oldest due first. $1 now, $2 lane … $6 cutoff. */
-export const JOB_CLAIM_DUE: Statement = {
+export const jobClaimDue = (s: string): Statement => ({
   name: 'postbox_claim_due',
-  text: `WITH ${claimCtes(2, 'due')}
+  text: `WITH ${claimCtes(s, 2, 'due')}
 SELECT ${CLAIMED_COLUMNS} FROM claimed`,
-};
+});
 
 /** JobClaimTargets: the claimable ones among nudged jobs. $1 now, $2 lane … $8 target kinds. */
-export const JOB_CLAIM_TARGETS: Statement = {
+export const jobClaimTargets = (s: string): Statement => ({
   name: 'postbox_claim_targets',
-  text: `WITH ${claimCtes(2, 'targets')}
+  text: `WITH ${claimCtes(s, 2, 'targets')}
 SELECT ${CLAIMED_COLUMNS} FROM claimed`,
-};
+});
 
 /**
  * JobListExpiredLeases: running jobs of registered kinds whose lease ended before $1.
  * No lock is needed: the settle that follows is fenced by attempt_seq and status.
  */
-export const JOB_LIST_EXPIRED_LEASES: Statement = {
+export const jobListExpiredLeases = (s: string): Statement => ({
   name: 'postbox_list_expired_leases',
   text: `
-SELECT ${CLAIMED_COLUMNS} FROM outbox.job
+SELECT ${CLAIMED_COLUMNS} FROM ${s}.job
  WHERE status = 'running' AND lease_expires_at < ${ts('$1')} AND kind = ANY($2::text[])
  ORDER BY lease_expires_at
  LIMIT $3`,
-};
+});
 
 /**
  * JobNextDue: when the earliest job a claim of this lane could take falls due (epoch ms, NULL
  * when none waits). The claim's own predicate without its `due_at <= now`. $1 lane, $2
  * kinds[], $3 version cutoff (NULL: no deploy versions). The test kit skips its clock there.
  */
-export const JOB_NEXT_DUE: Statement = {
+export const jobNextDue = (s: string): Statement => ({
   name: 'postbox_next_due',
   text: `
-SELECT ${ms('min(due_at)')} AS due FROM outbox.job
+SELECT ${ms('min(due_at)')} AS due FROM ${s}.job
  WHERE status IN ('pending', 'retrying') AND lane = $1 AND kind = ANY($2::text[])
    AND (version_ts IS NULL OR version_ts <= COALESCE($3::bigint, 9007199254740991))`,
-};
+});

@@ -9,12 +9,12 @@ import type { Statement } from './statement.js';
  * settle arrays, then the claim's (see claimCtes). Returns one row: the ids actually settled
  * and the claimed jobs, both as JSON.
  */
-const settleThenClaim = (pick: Pick): Statement => ({
+const settleThenClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_settle_then_claim_${pick}`,
-  text: `WITH ${settleCtes(2)}, ${claimCtes(2 + SETTLE_PARAMS, pick)}
+  text: `WITH ${settleCtes(s, 2)}, ${claimCtes(s, 2 + SETTLE_PARAMS, pick)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
        (SELECT COALESCE(json_agg(c), '[]') FROM (SELECT ${CLAIMED_COLUMNS} FROM claimed) c) AS claimed`,
 });
 
-export const JOB_SETTLE_THEN_CLAIM_DUE = settleThenClaim('due');
-export const JOB_SETTLE_THEN_CLAIM_TARGETS = settleThenClaim('targets');
+export const jobSettleThenClaimDue = (s: string) => settleThenClaim(s, 'due');
+export const jobSettleThenClaimTargets = (s: string) => settleThenClaim(s, 'targets');

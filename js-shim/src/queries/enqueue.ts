@@ -6,9 +6,9 @@ import { ts } from './time.js';
  * dedupe key in the same tenant scope (and whether its payload is this one's); returns no row only when a concurrent transaction
  * inserted the key after this statement's snapshot (then JobFindByDedupeMany finds it).
  */
-export const JOB_INSERT_ONE = `
+export const jobInsertOne = (s: string) => `
 WITH ins AS (
-  INSERT INTO outbox.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
+  INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                           due_at, created_at, updated_at, version_ts, max_attempts)
   VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11, $12::int)
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
@@ -16,13 +16,13 @@ WITH ins AS (
 )
 SELECT id, kind, true AS created, true AS same_payload FROM ins
 UNION ALL
-SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload FROM outbox.job
+SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload FROM ${s}.job
  WHERE $6::text IS NOT NULL AND dedupe_key = $6 AND tenant_scope = COALESCE('t:' || $5::text, 'n')
    AND NOT EXISTS (SELECT 1 FROM ins)`;
 
 /** The INSERT of JobInsertMany's items that pass `filter`. */
-const insertItems = (filter: string) => `
-  INSERT INTO outbox.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
+const insertItems = (s: string, filter: string) => `
+  INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                           due_at, created_at, updated_at, version_ts, max_attempts)
   SELECT id, $8, $9, 'pending', payload, tenant_key, dedupe_key, correlation_id, NULLIF(metadata, 'null'::jsonb),
          ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts
@@ -45,7 +45,7 @@ const insertItems = (filter: string) => `
  * when a concurrent transaction inserted the key after this statement's snapshot; then
  * JobFindByDedupeMany finds it.
  */
-export const JOB_INSERT_MANY = `
+export const jobInsertMany = (s: string) => `
 WITH item AS (
   SELECT t.id::uuid AS id, t.payload, t.tenant_key, t.dedupe_key, t.correlation_id, t.metadata, t.due_ms::bigint AS due_ms,
          t.max_attempts::int AS max_attempts, t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope
@@ -53,15 +53,15 @@ WITH item AS (
                     jsonb_array_elements_text($4::jsonb), jsonb_array_elements_text($5::jsonb), jsonb_array_elements($6::jsonb),
                     jsonb_array_elements_text($7::jsonb), jsonb_array_elements_text($12::jsonb))
          WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, max_attempts, ord)
-), plain AS (${insertItems('dedupe_key IS NULL')}
-), keyed AS (${insertItems('dedupe_key IS NOT NULL ORDER BY ord')}
+), plain AS (${insertItems(s, 'dedupe_key IS NULL')}
+), keyed AS (${insertItems(s, 'dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind, tenant_scope, dedupe_key, payload
 )
 SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COALESCE(f.payload, h.payload) = i.payload AS same_payload
   FROM item i
   LEFT JOIN keyed f ON f.dedupe_key = i.dedupe_key AND f.tenant_scope = i.tenant_scope
-  LEFT JOIN outbox.job h ON f.id IS NULL AND h.dedupe_key IS NOT NULL
+  LEFT JOIN ${s}.job h ON f.id IS NULL AND h.dedupe_key IS NOT NULL
                         AND h.dedupe_key = i.dedupe_key AND h.tenant_scope = i.tenant_scope
  WHERE i.dedupe_key IS NOT NULL AND f.id IS DISTINCT FROM i.id`;
 
@@ -69,7 +69,7 @@ SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COAL
  * JobFindByDedupeMany: the jobs holding dedupe keys[] ($1) in tenant scopes (keys[] $2), by
  * `ord`, and whether each one's payload equals the item's (JSON texts[] $3).
  */
-export const JOB_FIND_BY_DEDUPE_MANY = `
+export const jobFindByDedupeMany = (s: string) => `
 SELECT t.ord, j.id, j.kind, j.payload = t.payload::jsonb AS same_payload
   FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(dedupe_key, tenant_key, payload, ord)
-  JOIN outbox.job j ON j.dedupe_key = t.dedupe_key AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;
+  JOIN ${s}.job j ON j.dedupe_key = t.dedupe_key AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;

@@ -8,15 +8,15 @@ import { ts } from './time.js';
  * no longer owns the job changes nothing. $1 id, $2 attempt_seq, $3 new lease (epoch ms), $4 now.
  * Returns the job's id when the lease was written.
  */
-export const JOB_HEARTBEAT: Statement = {
+export const jobHeartbeat = (s: string): Statement => ({
   name: 'postbox_heartbeat',
   text: `WITH beat AS (
-  UPDATE outbox.job SET lease_expires_at = ${ts('$3')}
+  UPDATE ${s}.job SET lease_expires_at = ${ts('$3')}
    WHERE id = $1 AND attempt_seq = $2 AND status = 'running' AND lease_expires_at > ${ts('$4')}
   RETURNING id, attempt_seq
 ), attempt AS (
-  UPDATE outbox.attempt a SET lease_expires_at = ${ts('$3')}
+  UPDATE ${s}.attempt a SET lease_expires_at = ${ts('$3')}
     FROM beat WHERE a.job_id = beat.id AND a.seq = beat.attempt_seq AND a.finished_at IS NULL
 )
 SELECT id FROM beat`,
-};
+});

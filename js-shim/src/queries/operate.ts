@@ -5,8 +5,8 @@ const scoped = (anyParam: string, tenantParam: string) =>
   `(${anyParam}::bool OR tenant_scope = COALESCE('t:' || ${tenantParam}::text, 'n'))`;
 
 /** JobGetForOperate: status of jobs an operator acts on, locked for the action. */
-export const JOB_LOCK_FOR_OPERATE = `
-SELECT id, kind, lane, status FROM outbox.job
+export const jobLockForOperate = (s: string) => `
+SELECT id, kind, lane, status FROM ${s}.job
  WHERE id = ANY($1::uuid[]) AND ${scoped('$2', '$3')}
  FOR UPDATE`;
 
@@ -14,17 +14,17 @@ SELECT id, kind, lane, status FROM outbox.job
  * JobApplyOperate: writes operator decisions made by the core. `close` (the core's
  * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement.
  */
-export const JOB_APPLY_OPERATE = `
+export const jobApplyOperate = (s: string) => `
 WITH o AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[], $7::text[])
     AS o(id, status, due_ms, reset, reason, close)
 ), closed AS (
-  UPDATE outbox.attempt a
+  UPDATE ${s}.attempt a
      SET finished_at = ${ts('$1')}, outcome = o.close, error_code = o.reason
-    FROM o JOIN outbox.job cj ON cj.id = o.id
+    FROM o JOIN ${s}.job cj ON cj.id = o.id
    WHERE o.close IS NOT NULL AND a.job_id = o.id AND a.seq = cj.attempt_seq AND a.finished_at IS NULL
 )
-UPDATE outbox.job j
+UPDATE ${s}.job j
    SET status = o.status,
        due_at = COALESCE(to_timestamp(o.due_ms / 1000.0), j.due_at),
        attempts = CASE WHEN o.reset THEN 0 ELSE j.attempts END,
@@ -40,4 +40,4 @@ UPDATE outbox.job j
 RETURNING j.id, j.kind, j.lane, j.status`;
 
 /** JobEraseTenant: deletes every job (and, by cascade, attempt) of one tenant. */
-export const JOB_ERASE_TENANT = `DELETE FROM outbox.job WHERE tenant_key = $1`;
+export const jobEraseTenant = (s: string) => `DELETE FROM ${s}.job WHERE tenant_key = $1`;

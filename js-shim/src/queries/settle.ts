@@ -2,14 +2,14 @@ import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
 /** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
-const settleCtes = (first: number): string => {
+const settleCtes = (s: string, first: number): string => {
   const p = (i: number) => `$${first + i}`;
   return `s AS (
   SELECT * FROM unnest(${p(0)}::uuid[], ${p(1)}::int[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::int[], ${p(5)}::int[],
                        ${p(6)}::text[], ${p(7)}::int[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::bool[], ${p(11)}::text[])
     AS s(id, seq, status, due_ms, attempts, crashes, streak_code, streak, error_code, error_message, finished, outcome)
 ), settled AS (
-  UPDATE outbox.job j
+  UPDATE ${s}.job j
      SET status = s.status,
          due_at = COALESCE(to_timestamp(s.due_ms / 1000.0), j.due_at),
          attempts = s.attempts, crashes = s.crashes, streak_code = s.streak_code, streak = s.streak,
@@ -22,7 +22,7 @@ const settleCtes = (first: number): string => {
      AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
   RETURNING j.id
 ), closed AS (
-  UPDATE outbox.attempt a
+  UPDATE ${s}.attempt a
      SET finished_at = ${ts('$1')}, outcome = s.outcome, error_code = s.error_code, error_message = s.error_message
     FROM s JOIN settled ON settled.id = s.id
    WHERE a.job_id = s.id AND a.seq = s.seq AND a.finished_at IS NULL
@@ -41,8 +41,8 @@ export { settleCtes };
  * $1 now, $2..$13 parallel arrays (id, seq, status, due ms, attempts, crashes, streak code,
  * streak, error code, error message, finished, outcome). Returns the ids actually settled.
  */
-export const JOB_SETTLE_BATCH: Statement = {
+export const jobSettleBatch = (s: string): Statement => ({
   name: 'postbox_settle_batch',
-  text: `WITH ${settleCtes(2)}
+  text: `WITH ${settleCtes(s, 2)}
 SELECT id FROM settled`,
-};
+});

@@ -8,7 +8,6 @@ import { runTransaction, type TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
 import { runDrain, runRecovery } from '../consumer.js';
 import { RUN, type Outbox } from '../outbox.js';
-import { JOB_NEXT_DUE } from '../queries/claim.js';
 import { addReport, emptyReport, type RunReport } from '../runner.js';
 import type { Clock, Queryable } from '../types.js';
 
@@ -97,7 +96,7 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
         version: rt.versionTs === null ? null : { timestamp: rt.versionTs }, target: null,
       });
       if (plan.kinds.length === 0) continue;
-      const due = (await q.query(JOB_NEXT_DUE.text, [lane, plan.kinds, plan.versionCutoff])).rows[0]?.due;
+      const due = (await q.query(rt.sql.nextDue.text, [lane, plan.kinds, plan.versionCutoff])).rows[0]?.due;
       if (due !== null && due !== undefined && (next === null || Number(due) < next)) next = Number(due);
     }
     return next;

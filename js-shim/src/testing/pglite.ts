@@ -3,6 +3,7 @@
 // every handle here queues on one lock; a handle that opens a transaction keeps the lock until
 // the transaction ends, so no other handle's statement can land inside it.
 import { PostboxError } from '../errors.js';
+import { checkOutboxName } from '../name.js';
 import { migrate } from '../sql/index.js';
 import type { Connector, LaneConnection, LaneDb } from '../types.js';
 
@@ -54,6 +55,8 @@ export interface OutboxTestDatabase {
 export interface OutboxTestDatabaseOptions {
   /** A PGlite instance to use instead of a fresh in-memory one; it is migrated, and not closed by `close()`. */
   pglite?: PGliteLike;
+  /** Named outboxes (`createOutbox({ name })`) to migrate too, each in its own schema, besides the default one. */
+  names?: readonly string[];
 }
 
 /** The first migrated test database of this process, as a data directory (about 40 MB). */
@@ -72,6 +75,7 @@ const PGLITE_MODULE = '@electric-sql/pglite';
  * transaction open. Test races against a real PostgreSQL.
  */
 export async function createOutboxTestDatabase(options: OutboxTestDatabaseOptions = {}): Promise<OutboxTestDatabase> {
+  const names = (options.names ?? []).map((name) => checkOutboxName(name, 'createOutboxTestDatabase: names')!);
   let pglite = options.pglite;
   const owned = !pglite;
   if (!pglite) {
@@ -94,6 +98,8 @@ export async function createOutboxTestDatabase(options: OutboxTestDatabaseOption
     template = copy;
     await copy.catch(() => undefined);
   }
+  // After the copy: later test databases start with the default schema only.
+  for (const name of names) await migrate(shared, { name });
   const db: TestDb = {
     query: (text, values) => shared.query(text, values),
     async connect() {

@@ -20,6 +20,7 @@ export {
   type WebhookPayload,
   type WebhookDeliveryInput,
   type WebhookEndpointInfo,
+  type WebhookEndpointOptions,
 } from './job.js';
 export { signWebhook, decodeSecret, type SignWebhookInput } from './sign.js';
 export {

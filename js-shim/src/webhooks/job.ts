@@ -6,7 +6,7 @@ import { PostboxError } from '../errors.js';
 import { HANDLER_RUNTIME, type HandlerRuntime } from '../handler.js';
 import { uuidv7 } from '../ids.js';
 import { defer, defineJobFor, fail, ok, retry } from '../jobs.js';
-import { WEBHOOK_ENDPOINT_ENABLE, WEBHOOK_ENDPOINT_GET, WEBHOOK_ENDPOINT_LIST, WEBHOOK_ENDPOINT_SET } from '../queries/webhook.js';
+import { outboxSql, type OutboxSql } from '../queries/index.js';
 import type { EnqueueOptions, HandlerOutcome, JobContext, JobDefinition, Queryable } from '../types.js';
 import { signWebhook } from './sign.js';
 
@@ -149,10 +149,10 @@ export function webhookDelivery(input: WebhookDeliveryInput): EnqueueOptions<Web
   };
 }
 
-async function loadEndpoint(db: Queryable, id: string, now: number): Promise<StoredEndpoint> {
+async function loadEndpoint(sql: OutboxSql, db: Queryable, id: string, now: number): Promise<StoredEndpoint> {
   // An empty answer means a concurrent first delivery is creating the row: ask again.
   for (let tries = 0; tries < 3; tries++) {
-    const { rows } = await db.query(WEBHOOK_ENDPOINT_GET, [id, now]);
+    const { rows } = await db.query(sql.webhookEndpointGet, [id, now]);
     const row = rows[0];
     if (row) {
       const num = (v: unknown) => (v === null ? null : Number(v));
@@ -162,8 +162,8 @@ async function loadEndpoint(db: Queryable, id: string, now: number): Promise<Sto
   throw new PostboxError('webhook_endpoint', `webhook endpoint ${id} could not be read`);
 }
 
-async function storeEndpoint(db: Queryable, id: string, next: EndpointState, reason: string | null, now: number, version: string): Promise<boolean> {
-  const { rows } = await db.query(WEBHOOK_ENDPOINT_SET, [id, next.state, next.failures, next.openedAt, next.failingSince, reason, now, version]);
+async function storeEndpoint(sql: OutboxSql, db: Queryable, id: string, next: EndpointState, reason: string | null, now: number, version: string): Promise<boolean> {
+  const { rows } = await db.query(sql.webhookEndpointSet, [id, next.state, next.failures, next.openedAt, next.failingSince, reason, now, version]);
   return rows.length > 0;
 }
 
@@ -204,12 +204,12 @@ export function defineWebhookJob<Deps = unknown>(spec: WebhookJobSpec<Deps>): Jo
     };
 
     let now = hrt.now();
-    const stored = await loadEndpoint(ctx.db, p.endpoint, now);
+    const stored = await loadEndpoint(hrt.sql, ctx.db, p.endpoint, now);
     const gate = core.call<Gate>('webhook', { op: 'gate', now, cooldownMs: breaker.cooldownMs, probeMs, endpoint: stored.state });
     if (gate.disabled) return fail({ code: 'endpoint_disabled' });
     if (!gate.deliver) return defer({ code: 'endpoint_paused', after: Math.max(0, (gate.retryAt ?? now) - now) });
     // Taking the probe: only one delivery's write lands; the others look again shortly.
-    if (gate.endpoint && !(await storeEndpoint(ctx.db, p.endpoint, gate.endpoint, null, now, stored.version))) {
+    if (gate.endpoint && !(await storeEndpoint(hrt.sql, ctx.db, p.endpoint, gate.endpoint, null, now, stored.version))) {
       return defer({ code: 'endpoint_paused', after: 1_000 });
     }
 
@@ -249,17 +249,17 @@ export function defineWebhookJob<Deps = unknown>(spec: WebhookJobSpec<Deps>): Jo
     now = hrt.now();
     const outcome = core.call<DeliveryOutcome>('webhook', { op: 'outcome', now, maxRetryAfterMs, ...input });
     // The breaker learns of it; a concurrent write (another delivery) means: read and decide again.
-    let current = gate.endpoint ? await loadEndpoint(ctx.db, p.endpoint, now) : stored;
+    let current = gate.endpoint ? await loadEndpoint(hrt.sql, ctx.db, p.endpoint, now) : stored;
     for (let tries = 0; tries < 5; tries++) {
       const decision = core.call<RecordDecision>('webhook', {
         op: 'record', now, threshold: breaker.threshold, disableAfterMs: breaker.disableAfterMs, endpoint: current.state, signal: outcome.signal,
       });
       if (!decision.changed) break;
-      if (await storeEndpoint(ctx.db, p.endpoint, decision.endpoint, decision.event?.reason ?? null, now, current.version)) {
+      if (await storeEndpoint(hrt.sql, ctx.db, p.endpoint, decision.endpoint, decision.event?.reason ?? null, now, current.version)) {
         if (decision.event) emit(decision.event, decision.endpoint.failures);
         break;
       }
-      current = await loadEndpoint(ctx.db, p.endpoint, now);
+      current = await loadEndpoint(hrt.sql, ctx.db, p.endpoint, now);
     }
 
     if (outcome.type === 'ok') return ok();
@@ -288,9 +288,15 @@ export interface WebhookEndpointInfo {
   updatedAt: number;
 }
 
+/** Which outbox an endpoint helper reads or writes: a named one's own endpoint table (default: the default outbox's). */
+export interface WebhookEndpointOptions {
+  /** The outbox's name, as given to `createOutbox({ name })`. */
+  outbox?: string;
+}
+
 /** Every webhook endpoint's breaker state. `db` is any node-postgres `Client`, `PoolClient` or `Pool`. */
-export async function listWebhookEndpoints(db: Queryable): Promise<WebhookEndpointInfo[]> {
-  const { rows } = await db.query(WEBHOOK_ENDPOINT_LIST);
+export async function listWebhookEndpoints(db: Queryable, opts: WebhookEndpointOptions = {}): Promise<WebhookEndpointInfo[]> {
+  const { rows } = await db.query(outboxSql(opts.outbox).webhookEndpointList);
   const num = (v: unknown) => (v === null ? null : Number(v));
   return rows.map((r: any) => ({
     id: r.id, state: r.state, failures: r.failures, openedAt: num(r.opened_ms), failingSince: num(r.failing_ms),
@@ -300,9 +306,15 @@ export async function listWebhookEndpoints(db: Queryable): Promise<WebhookEndpoi
 
 /**
  * Turns a disabled (or paused) endpoint back on: closed, no failures. Replay its dead
- * deliveries afterwards with `outbox.replayMany`; they keep their `webhook-id`s.
+ * deliveries afterwards with `outbox.replayMany`; they keep their `webhook-id`s. The third
+ * argument is `now` (epoch ms) or `{ now?, outbox? }` for a named outbox's endpoint.
  */
-export async function enableWebhookEndpoint(db: Queryable, id: string, now: number = Date.now()): Promise<boolean> {
-  const { rows } = await db.query(WEBHOOK_ENDPOINT_ENABLE, [id, now]);
+export async function enableWebhookEndpoint(
+  db: Queryable,
+  id: string,
+  nowOrOptions: number | (WebhookEndpointOptions & { now?: number }) = Date.now(),
+): Promise<boolean> {
+  const opts = typeof nowOrOptions === 'number' ? { now: nowOrOptions } : nowOrOptions;
+  const { rows } = await db.query(outboxSql(opts.outbox).webhookEndpointEnable, [id, opts.now ?? Date.now()]);
   return rows.length > 0;
 }

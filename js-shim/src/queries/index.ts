@@ -1,0 +1,102 @@
+/**
+ * Every statement of one outbox, built once per schema and cached: the default outbox's
+ * statements name schema `outbox` exactly as before; a named outbox's name its own schema (a
+ * checked name, quoted) and carry their own prepared-statement names, since one connection may
+ * serve two outboxes and the server keeps one plan per name.
+ * @module
+ */
+import { checkOutboxName, outboxSchemaName, schemaIdent } from '../name.js';
+import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobNextDue } from './claim.js';
+import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
+import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
+import { jobHeartbeat } from './heartbeat.js';
+import { jobApplyOperate, jobEraseTenant, jobLockForOperate } from './operate.js';
+import { scheduleLastRuns, scheduleRecord } from './schedule.js';
+import { jobSettleBatch } from './settle.js';
+import type { Statement } from './statement.js';
+import { jobDeleteFinished, jobListDueForHandoff } from './sweep.js';
+import { webhookEndpointEnable, webhookEndpointGet, webhookEndpointList, webhookEndpointSet } from './webhook.js';
+
+/** The statements of one outbox. */
+export interface OutboxSql {
+  /** The outbox's name; `null` for the default outbox. */
+  readonly name: string | null;
+  /** Its schema, unquoted: `outbox` or `outbox_<name>`. */
+  readonly schema: string;
+  /** Its schema as written in SQL (`outbox`, or `"outbox_<name>"`). */
+  readonly ident: string;
+  readonly claimDue: Statement;
+  readonly claimTargets: Statement;
+  readonly listExpiredLeases: Statement;
+  readonly nextDue: Statement;
+  readonly settleThenClaimDue: Statement;
+  readonly settleThenClaimTargets: Statement;
+  readonly settleBatch: Statement;
+  readonly heartbeat: Statement;
+  readonly scheduleLastRuns: Statement;
+  readonly scheduleRecord: Statement;
+  readonly insertOne: string;
+  readonly insertMany: string;
+  readonly findByDedupeMany: string;
+  readonly lockForOperate: string;
+  readonly applyOperate: string;
+  readonly eraseTenant: string;
+  readonly deleteFinished: string;
+  readonly listDueForHandoff: string;
+  readonly webhookEndpointGet: string;
+  readonly webhookEndpointSet: string;
+  readonly webhookEndpointEnable: string;
+  readonly webhookEndpointList: string;
+}
+
+const cache = new Map<string | null, OutboxSql>();
+
+/**
+ * A named outbox's prepared statements are `<name>:<statement>` (e.g. `billing:claim_due`),
+ * within PostgreSQL's 63 bytes for any valid name; the default outbox's keep their names.
+ */
+function named(name: string | null, statement: Statement): Statement {
+  if (name === null) return statement;
+  return { name: `${name}:${statement.name.replace(/^postbox_/, '')}`, text: statement.text };
+}
+
+/**
+ * The statements of the outbox `name` (`undefined` / `null`: the default outbox). Throws
+ * `PostboxError('invalid_config')` for an invalid name.
+ */
+export function outboxSql(name?: string | null): OutboxSql {
+  const checked = checkOutboxName(name);
+  const hit = cache.get(checked);
+  if (hit) return hit;
+  const s = schemaIdent(checked);
+  const n = (statement: Statement) => named(checked, statement);
+  const sql: OutboxSql = Object.freeze({
+    name: checked,
+    schema: outboxSchemaName(checked),
+    ident: s,
+    claimDue: n(jobClaimDue(s)),
+    claimTargets: n(jobClaimTargets(s)),
+    listExpiredLeases: n(jobListExpiredLeases(s)),
+    nextDue: n(jobNextDue(s)),
+    settleThenClaimDue: n(jobSettleThenClaimDue(s)),
+    settleThenClaimTargets: n(jobSettleThenClaimTargets(s)),
+    settleBatch: n(jobSettleBatch(s)),
+    heartbeat: n(jobHeartbeat(s)),
+    scheduleLastRuns: n(scheduleLastRuns(s)),
+    scheduleRecord: n(scheduleRecord(s)),
+    insertOne: jobInsertOne(s),
+    insertMany: jobInsertMany(s),
+    findByDedupeMany: jobFindByDedupeMany(s),
+    lockForOperate: jobLockForOperate(s),
+    applyOperate: jobApplyOperate(s),
+    eraseTenant: jobEraseTenant(s),
+    deleteFinished: jobDeleteFinished(s),
+    listDueForHandoff: jobListDueForHandoff(s),
+    webhookEndpointGet: webhookEndpointGet(s),
+    webhookEndpointSet: webhookEndpointSet(s),
+    webhookEndpointEnable: webhookEndpointEnable(s),
+    webhookEndpointList: webhookEndpointList(s),
+  });
+  cache.set(checked, sql);
+  return sql;
+}
