@@ -2,40 +2,21 @@
 // mode, CSRF, escaping of hostile data, filters and cursor paging, actions on a selection and
 // on a filter, tenant scope, and the overview's backlog, charts and health warnings.
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok } from 'postbox';
 import { createDashboard, type DashboardAccess } from 'postbox/dashboard';
 import { listAttempts } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
-import { migrate } from 'postbox/sql';
-import { startPostgres, type PgServer } from '../support/postgres.ts';
+import { useMigratedDb } from '../support/migrated-db.ts';
 
-let server: PgServer;
-let pool: pg.Pool;
-let url: string;
-
-before(async () => {
-  server = await startPostgres();
-  url = await server.createDatabase('dashboard');
-  pool = new pg.Pool({ connectionString: url, max: 3 });
-  const client = await pool.connect();
-  await migrate(client);
-  client.release();
-});
-after(async () => {
-  await pool?.end();
-  await server?.stop();
-});
-beforeEach(async () => {
-  await pool.query('DELETE FROM outbox.job');
-});
+const db = useMigratedDb('dashboard', { max: 3, resetEachTest: true });
 
 const HOSTILE = '<img src=x onerror=alert(1)>';
 const note = defineJob({ kind: 'dash.note', payload: z.object({ text: z.string() }), timeoutMs: 5_000, handle: async () => ok() });
 const other = defineJob({ kind: 'dash.other', lane: 'slow', payload: z.object({ n: z.number() }), timeoutMs: 5_000, handle: async () => ok() });
-const outbox = () => createOutbox({ jobs: [note, other], connect: createPgConnector(url) });
+const outbox = () => createOutbox({ jobs: [note, other], connect: createPgConnector(db.url) });
 
 /** Roles by header, so one handler serves every case. */
 function authorize(request: Request): boolean | DashboardAccess {
@@ -83,11 +64,11 @@ class Session {
 }
 
 async function seed(job: typeof note | typeof other, items: { payload: any; tenantKey?: string; correlationId?: string }[]): Promise<string[]> {
-  const results = await outbox().transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job as typeof note, items));
+  const results = await outbox().transaction(db.pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job as typeof note, items));
   return results.map((r) => (r as { id: string }).id);
 }
-const kill = (ids: string[]) => pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), attempts = 3, last_error_code = 'boom' WHERE id = ANY($1::uuid[])`, [ids]);
-const statusOf = async (id: string) => (await pool.query('SELECT status FROM outbox.job WHERE id = $1', [id])).rows[0]?.status;
+const kill = (ids: string[]) => db.pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), attempts = 3, last_error_code = 'boom' WHERE id = ANY($1::uuid[])`, [ids]);
+const statusOf = async (id: string) => (await db.pool.query('SELECT status FROM outbox.job WHERE id = $1', [id])).rows[0]?.status;
 const rowIds = (body: string) => [...body.matchAll(/name="id" value="([0-9a-f-]{36})"/g)].map((m) => m[1]!);
 const listedIds = (body: string) => [...body.matchAll(/href="\/dash\/jobs\/([0-9a-f-]{36})"/g)].map((m) => m[1]!);
 
@@ -188,8 +169,8 @@ describe('CSRF', () => {
 describe('rendering', () => {
   test('a hostile payload, error message, attempt message and tenant render as text', async () => {
     const [id] = await seed(note, [{ payload: { text: HOSTILE }, tenantKey: '<b>t</b>', correlationId: '"><script>alert(2)</script>' }]);
-    await pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), last_error_code = 'x', last_error_message = $2 WHERE id = $1`, [id, `<script>alert(3)</script>${HOSTILE}`]);
-    await pool.query(
+    await db.pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), last_error_code = 'x', last_error_message = $2 WHERE id = $1`, [id, `<script>alert(3)</script>${HOSTILE}`]);
+    await db.pool.query(
       `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code, error_message)
        VALUES ($1, 1, 'dash.note', now() - interval '2 seconds', now() + interval '30 seconds', now(), 'fail', 'x', $2)`,
       [id, HOSTILE],
@@ -212,18 +193,18 @@ describe('rendering', () => {
 
   test('listAttempts returns every attempt with outcome, code, message and duration', async () => {
     const [id] = await seed(note, [{ payload: { text: 'a' } }]);
-    await pool.query(
+    await db.pool.query(
       `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code, error_message) VALUES
        ($1, 1, 'dash.note', '2026-01-01T00:00:00Z', '2026-01-01T00:01:00Z', '2026-01-01T00:00:01.5Z', 'retry', 'rate_limited', 'slow down'),
        ($1, 2, 'dash.note', '2026-01-01T00:05:00Z', '2026-01-01T00:06:00Z', NULL, NULL, NULL, NULL)`,
       [id],
     );
-    const attempts = await listAttempts(pool, { jobId: id! });
+    const attempts = await listAttempts(db.pool, { jobId: id! });
     assert.deepEqual(attempts, [
       { attempt: 1, outcome: 'retry', code: 'rate_limited', message: 'slow down', startedAt: new Date('2026-01-01T00:00:00Z'), finishedAt: new Date('2026-01-01T00:00:01.5Z'), durationMs: 1500 },
       { attempt: 2, outcome: null, code: null, startedAt: new Date('2026-01-01T00:05:00Z'), finishedAt: null, durationMs: null },
     ]);
-    await assert.rejects(listAttempts(pool, { jobId: 'nope' }), /jobId must be a job id/);
+    await assert.rejects(listAttempts(db.pool, { jobId: 'nope' }), /jobId must be a job id/);
   });
 });
 
@@ -257,7 +238,7 @@ describe('jobs list', () => {
     assert.deepEqual(listedIds(dead.body), [b[0]]);
     assert.match(dead.body, /dead <b>1<\/b>/);
     // Created time range (UTC, as a datetime-local field sends it).
-    await pool.query(`UPDATE outbox.job SET created_at = '2026-03-01T10:00:00Z' WHERE id = $1`, [a[3]]);
+    await db.pool.query(`UPDATE outbox.job SET created_at = '2026-03-01T10:00:00Z' WHERE id = $1`, [a[3]]);
     assert.deepEqual(listedIds((await s.get('/dash/jobs?from=2026-03-01T09:00&to=2026-03-01T11:00')).body), [a[3]]);
     assert.deepEqual(listedIds((await s.get('/dash/jobs?to=2026-03-01T09:59:59')).body), []);
     // Bad filters are 400s with the reason.
@@ -275,7 +256,7 @@ describe('actions', () => {
   test('on a selection: replay dead jobs; the core refuses the ones whose status does not allow it', async () => {
     const ids = await seed(note, Array.from({ length: 4 }, (_, n) => ({ payload: { text: `s${n}` } })));
     await kill(ids.slice(0, 3));
-    await pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = now() WHERE id = $1`, [ids[3]]);
+    await db.pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = now() WHERE id = $1`, [ids[3]]);
     const s = new Session();
     const page = await s.get('/dash/jobs?status=dead');
     assert.deepEqual(new Set(rowIds(page.body)), new Set(ids.slice(0, 3)));
@@ -302,11 +283,11 @@ describe('actions', () => {
     assert.equal(confirm.res.status, 200);
     assert.match(confirm.body, /Cancel 5 job\(s\)\?/);
     assert.match(confirm.body, /name="confirm" value="1"/);
-    assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'cancelled'`)).rows[0].n, 0);
+    assert.equal((await db.pool.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'cancelled'`)).rows[0].n, 0);
     const done = await s.post([...filter, ['confirm', '1']]);
     assert.equal(done.res.status, 303);
     assert.match(done.res.headers.get('location')!, /done=cancel&changed=5&refused=0/);
-    const { rows } = await pool.query(`SELECT kind, status, count(*)::int AS n FROM outbox.job GROUP BY 1, 2 ORDER BY 1`);
+    const { rows } = await db.pool.query(`SELECT kind, status, count(*)::int AS n FROM outbox.job GROUP BY 1, 2 ORDER BY 1`);
     assert.deepEqual(rows, [{ kind: 'dash.note', status: 'cancelled', n: 5 }, { kind: 'dash.other', status: 'pending', n: 2 }]);
     // Replay everything cancelled (no other filter): only those five.
     const replay = await s.post([['f_status', 'cancelled'], ['op', 'replay:filter'], ['confirm', '1']]);
@@ -346,17 +327,17 @@ describe('overview', () => {
     const notes = await seed(note, Array.from({ length: 3 }, (_, n) => ({ payload: { text: `o${n}` } })));
     const slow = await seed(other, [{ payload: { n: 1 } }, { payload: { n: 2 } }]);
     // One aged (due 10 minutes ago), one stuck (running, lease expired), one dead just now.
-    await pool.query(`UPDATE outbox.job SET due_at = now() - interval '10 minutes' WHERE id = $1`, [notes[0]]);
-    await pool.query(`UPDATE outbox.job SET status = 'running', lease_expires_at = now() - interval '1 minute' WHERE id = $1`, [slow[0]]);
+    await db.pool.query(`UPDATE outbox.job SET due_at = now() - interval '10 minutes' WHERE id = $1`, [notes[0]]);
+    await db.pool.query(`UPDATE outbox.job SET status = 'running', lease_expires_at = now() - interval '1 minute' WHERE id = $1`, [slow[0]]);
     await kill([notes[2]!]);
-    await pool.query(
+    await db.pool.query(
       `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code) VALUES
        ($1, 1, 'dash.note', now() - interval '3 minutes', now(), now() - interval '2 minutes', 'retry', 'x'),
        ($1, 2, 'dash.note', now() - interval '1 minute', now(), now() - interval '50 seconds', 'ok', NULL)`,
       [notes[1]],
     );
     // A session holding a snapshot: the table health names it.
-    const holder = new pg.Client({ connectionString: url, application_name: 'snapshot-holder' });
+    const holder = new pg.Client({ connectionString: db.url, application_name: 'snapshot-holder' });
     await holder.connect();
     try {
       await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
@@ -384,10 +365,10 @@ describe('overview', () => {
 
   test('reads through a handle the caller owns when `db` is given, and never closes it', async () => {
     await seed(note, [{ payload: { text: 'p' } }]);
-    const viaPool = createDashboard(() => outbox(), { authorize: () => true, db: () => pool });
+    const viaPool = createDashboard(() => outbox(), { authorize: () => true, db: () => db.pool });
     const res = await viaPool(new Request(`${BASE}/jobs`), {});
     assert.equal(res.status, 200);
     assert.equal(listedIds((await res.text()).replaceAll('href="/jobs/', 'href="/dash/jobs/')).length, 1);
-    assert.equal((await pool.query('SELECT 1 AS one')).rows[0].one, 1);
+    assert.equal((await db.pool.query('SELECT 1 AS one')).rows[0].one, 1);
   });
 });

@@ -3,36 +3,16 @@
 // `ctx` is checked against the test clock. (Hand-off, nudge_failed, claim_late and settle_failed
 // inside workerd are in outbox.test.ts and faults.test.ts.)
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, test } from 'node:test';
-import pg from 'pg';
+import { test } from 'node:test';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok, retry, type JobContext, type OutboxEvent, type QueueProducer } from 'postbox';
 import { createScheduledHandler } from 'postbox/cloudflare';
 import { createPgConnector } from 'postbox/pg';
-import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
-import { startPostgres, type PgServer } from '../support/postgres.ts';
+import { useMigratedDb } from '../support/migrated-db.ts';
 
-let server: PgServer;
-let url: string;
-let pool: pg.Pool;
+const db = useMigratedDb('events', { max: 3, resetEachTest: true });
 const T0 = Date.parse('2026-11-30T12:00:00.000Z');
-
-before(async () => {
-  server = await startPostgres();
-  url = await server.createDatabase('events');
-  pool = new pg.Pool({ connectionString: url, max: 3 });
-  const client = await pool.connect();
-  await migrate(client);
-  client.release();
-});
-after(async () => {
-  await pool?.end();
-  await server?.stop();
-});
-beforeEach(async () => {
-  await pool.query('DELETE FROM outbox.job');
-});
 
 const seen: { kind: string; ctx: Omit<JobContext, 'db' | 'signal' | 'deps' | 'remainingMs'> & { remainingMs: number; aborted: boolean } }[] = [];
 const probe = defineJob({
@@ -64,7 +44,7 @@ function setup(opts: { events?: (e: OutboxEvent) => void; maxPayloadBytes?: numb
   const events: OutboxEvent[] = [];
   const outbox = createOutbox({
     jobs: [probe],
-    connect: createPgConnector(url),
+    connect: createPgConnector(db.url),
     clock,
     events: opts.events ?? ((e) => events.push(e)),
     ...(opts.maxPayloadBytes ? { maxPayloadBytes: opts.maxPayloadBytes } : {}),
@@ -73,7 +53,7 @@ function setup(opts: { events?: (e: OutboxEvent) => void; maxPayloadBytes?: numb
   return { clock, events, outbox };
 }
 const enqueue = (outbox: ReturnType<typeof setup>['outbox'], then: 'ok' | 'retry' | 'throw', extra: object = {}) =>
-  outbox.transaction(pool, async (_tx, enq) => {
+  outbox.transaction(db.pool, async (_tx, enq) => {
     const r = await enq(probe, { payload: { then }, ...extra });
     assert.equal(r.status, 'created');
     return (r as { id: string }).id;
@@ -84,7 +64,7 @@ test('ctx: ids, attempt, deadline and remainingMs on the outbox clock, tenant, c
   seen.length = 0;
   const { clock, outbox } = setup();
   const id = await enqueue(outbox, 'ok', { tenantKey: 'acme', correlationId: 'req-7', metadata: { source: 'signup', n: 1 } });
-  await runUntilIdle(outbox, { clock, db: pool });
+  await runUntilIdle(outbox, { clock, db: db.pool });
   assert.deepEqual(seen.map((s) => s.ctx), [{
     jobId: id, kind: 'ev.probe', attempt: 1, idempotencyKey: id, deadline: T0 + 4_000, remainingMs: 4_000, aborted: false,
     tenantKey: 'acme', correlationId: 'req-7', metadata: { source: 'signup', n: 1 },
@@ -95,7 +75,7 @@ test('events: job_settled on every settlement, streak_warning at warnAtStreak, d
   seen.length = 0;
   const { clock, events, outbox } = setup();
   const id = await enqueue(outbox, 'retry');
-  await runUntilIdle(outbox, { clock, db: pool });
+  await runUntilIdle(outbox, { clock, db: db.pool });
   assert.deepEqual(seen.map((s) => s.ctx.attempt), [1, 2, 3, 4, 5], 'ctx.attempt counts charged attempts');
   const settled = ofType(events, 'job_settled');
   assert.deepEqual(settled.map((e) => [e.to, e.outcome, e.code, e.attempt]), [
@@ -108,8 +88,8 @@ test('events: job_settled on every settlement, streak_warning at warnAtStreak, d
 test('a classify that throws is reported as infra_error and the default (retry unexpected) applies', async () => {
   const { clock, events, outbox } = setup();
   const id = await enqueue(outbox, 'throw');
-  await runUntilIdle(outbox, { clock, db: pool, maxRounds: 1 }).catch(() => undefined);
-  const job = (await pool.query('SELECT status, last_error_code, last_error_message FROM outbox.job WHERE id = $1', [id])).rows[0];
+  await runUntilIdle(outbox, { clock, db: db.pool, maxRounds: 1 }).catch(() => undefined);
+  const job = (await db.pool.query('SELECT status, last_error_code, last_error_message FROM outbox.job WHERE id = $1', [id])).rows[0];
   assert.deepEqual(job, { status: 'retrying', last_error_code: 'unexpected', last_error_message: 'classify me' });
   assert.deepEqual(ofType(events, 'infra_error')[0], { type: 'infra_error', where: 'classify(ev.probe)', error: 'classify itself broke' });
 });
@@ -118,10 +98,10 @@ test('an event sink that throws breaks nothing: the job still runs and settles',
   let calls = 0;
   const { clock, outbox } = setup({ events: () => { calls++; throw new Error('sink down'); } });
   const id = await enqueue(outbox, 'ok');
-  const report = await runUntilIdle(outbox, { clock, db: pool });
+  const report = await runUntilIdle(outbox, { clock, db: db.pool });
   assert.equal(report.succeeded, 1);
   assert.ok(calls > 0, 'the sink was called');
-  assert.equal((await pool.query('SELECT status FROM outbox.job WHERE id = $1', [id])).rows[0].status, 'succeeded');
+  assert.equal((await db.pool.query('SELECT status FROM outbox.job WHERE id = $1', [id])).rows[0].status, 'succeeded');
 });
 
 test('nudge_skipped: a lane without a queue leaves its jobs to the sweep, and says so', async () => {
@@ -134,9 +114,9 @@ test('nudge_skipped: a lane without a queue leaves its jobs to the sweep, and sa
 
 test('a custom maxPayloadBytes refuses a payload over it, naming the limit', async () => {
   const { outbox } = setup({ maxPayloadBytes: 15 });
-  const small = await outbox.transaction(pool, (_tx, enq) => enq(probe, { payload: { then: 'ok' } }));
+  const small = await outbox.transaction(db.pool, (_tx, enq) => enq(probe, { payload: { then: 'ok' } }));
   assert.equal(small.status, 'created', '{"then":"ok"} is 13 bytes');
-  const big = await outbox.transaction(pool, (_tx, enq) => enq(probe, { payload: { then: 'retry' } }));
+  const big = await outbox.transaction(db.pool, (_tx, enq) => enq(probe, { payload: { then: 'retry' } }));
   assert.equal(big.status, 'invalid_payload');
   assert.equal((big as { issues: { message: string }[] }).issues[0]!.message, 'payload is 16 bytes; the limit is 15');
 });
@@ -148,15 +128,15 @@ test('recovered and retention: a sweep recovers an expired lease and deletes fin
   const old = await enqueue(outbox, 'ok');
   const recent = await enqueue(outbox, 'ok');
   // One attempt died holding its lease; one job finished two days ago, one an hour ago.
-  await pool.query(`UPDATE outbox.job SET status = 'running', attempt_seq = 1, lease_expires_at = $2 WHERE id = $1`, [crashed, new Date(T0 - 1_000)]);
-  await pool.query(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at) VALUES ($1, 1, 'ev.probe', $2, $3)`, [crashed, new Date(T0 - 60_000), new Date(T0 - 1_000)]);
-  await pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = $2 WHERE id = $1`, [old, new Date(T0 - 2 * 86_400_000)]);
-  await pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = $2 WHERE id = $1`, [recent, new Date(T0 - 3_600_000)]);
+  await db.pool.query(`UPDATE outbox.job SET status = 'running', attempt_seq = 1, lease_expires_at = $2 WHERE id = $1`, [crashed, new Date(T0 - 1_000)]);
+  await db.pool.query(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at) VALUES ($1, 1, 'ev.probe', $2, $3)`, [crashed, new Date(T0 - 60_000), new Date(T0 - 1_000)]);
+  await db.pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = $2 WHERE id = $1`, [old, new Date(T0 - 2 * 86_400_000)]);
+  await db.pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = $2 WHERE id = $1`, [recent, new Date(T0 - 3_600_000)]);
   const report = await sweep({ cron: '*/5 * * * *', scheduledTime: clock.now() }, {});
   assert.deepEqual(ofType(events, 'recovered'), [{ type: 'recovered', jobs: 1 }]);
   assert.deepEqual(ofType(events, 'retention'), [{ type: 'retention', deleted: 1 }]);
   assert.equal(report.deleted, 1);
-  const left = (await pool.query('SELECT id, status FROM outbox.job ORDER BY id')).rows;
+  const left = (await db.pool.query('SELECT id, status FROM outbox.job ORDER BY id')).rows;
   assert.deepEqual(new Set(left.map((r) => r.id)), new Set([crashed, recent]), 'only the job past retention is gone');
-  assert.equal((await pool.query(`SELECT outcome FROM outbox.attempt WHERE job_id = $1 AND seq = 1`, [crashed])).rows[0].outcome, 'crash');
+  assert.equal((await db.pool.query(`SELECT outcome FROM outbox.attempt WHERE job_id = $1 AND seq = 1`, [crashed])).rows[0].outcome, 'crash');
 });
