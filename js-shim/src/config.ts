@@ -53,6 +53,20 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   strictEnqueue?: boolean;
   /** Job id generator. Default uuid v7. Must return a UUID. */
   generateId?: () => string;
+  /**
+   * Write `nudge_sent_at` on the jobs of every nudge sent (one statement per sent batch, on a
+   * connection of its own). Off by default: it costs a statement after each commit. A failed
+   * write is an `infra_error` event and never fails the enqueue. Sweep hand-offs are always
+   * recorded, since their cooldown reads it.
+   */
+  recordNudges?: boolean;
+  /**
+   * Bound, in ms, on the SQL of one operator action (`cancel`, `replay`, `retryNow` and their
+   * `Many` forms, `eraseTenant`): its statements run under this `statement_timeout` and
+   * `lock_timeout`, so an action blocked by a lock rejects with `PostboxError('timeout')` and
+   * changes nothing. Default 30 000; an integer in 1..2147483647.
+   */
+  operationTimeoutMs?: number;
   /** For tests: see `createTestClock` in `./testing`. */
   clock?: Clock;
 }

@@ -1,5 +1,5 @@
 import type { OutboxRuntime } from './runtime.js';
-import { errorMessage } from './session.js';
+import { errorMessage, LaneSession } from './session.js';
 
 export interface PendingNudge {
   id: string;
@@ -9,7 +9,7 @@ export interface PendingNudge {
 }
 
 /** A coalesced nudge from the core's pack: a single-job or a multi-job message body. */
-type Body = { t: 'job' } | { t: 'jobs'; ids: string[] };
+type Body = { t: 'job'; id: string } | { t: 'jobs'; ids: string[] };
 interface Batch {
   lane: string;
   messages: { body: Body; delaySeconds: number }[];
@@ -18,13 +18,22 @@ interface Batch {
 // The core packs at most this many jobs a call (pb_nudge pack).
 const PACK_MAX_JOBS = 5000;
 
+/** How `sendNudges` records what it sent in `nudge_sent_at`. */
+export interface RecordNudges {
+  /** Write `nudge_sent_at` (default: the outbox's `recordNudges` option). */
+  record?: boolean;
+  /** The session to write on; without it, one is opened for the call and closed after. */
+  session?: LaneSession;
+}
+
 /**
  * Sends nudges after a commit. The core coalesces them: jobs of one lane, kind and delay share
  * messages of up to 100 ids, and each lane's messages go in `sendBatch` calls sized to Queues'
- * limits. Never throws: a lost nudge only delays a job until the next sweep, so failures
- * become events.
+ * limits. When recording, each sent batch's jobs get `nudge_sent_at` in one statement. Returns
+ * the ids of the jobs whose nudge went out. Never throws: a lost nudge only delays a job until
+ * the next sweep, so failures become events.
  */
-export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudge[]): Promise<void> {
+export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudge[], opts: RecordNudges = {}): Promise<string[]> {
   const queued: PendingNudge[] = [];
   const unqueued = new Map<string, number>();
   for (const n of nudges) {
@@ -34,23 +43,61 @@ export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudg
   for (const [lane, jobs] of unqueued) {
     rt.emit({ type: 'nudge_skipped', jobs, reason: `no queue for lane ${lane}; the cron sweep will run them` });
   }
-  for (let i = 0; i < queued.length; i += PACK_MAX_JOBS) {
-    const jobs = queued.slice(i, i + PACK_MAX_JOBS);
-    let batches: Batch[];
-    try {
-      batches = rt.core.call<{ batches: Batch[] }>('nudge', { op: 'pack', jobs }).batches;
-    } catch (error) {
-      rt.emit({ type: 'nudge_failed', jobs: jobs.length, error: errorMessage(error) });
-      continue;
-    }
-    for (const batch of batches) {
+  const sent: string[] = [];
+  const recorder = (opts.record ?? rt.options.recordNudges === true) ? new Recorder(rt, opts.session) : null;
+  try {
+    for (let i = 0; i < queued.length; i += PACK_MAX_JOBS) {
+      const jobs = queued.slice(i, i + PACK_MAX_JOBS);
+      let batches: Batch[];
       try {
-        await rt.queueFor(batch.lane)!.sendBatch(batch.messages.map(({ body, delaySeconds }) => (delaySeconds > 0 ? { body, delaySeconds } : { body })));
+        batches = rt.core.call<{ batches: Batch[] }>('nudge', { op: 'pack', jobs }).batches;
       } catch (error) {
-        const jobs = batch.messages.reduce((sum, { body }) => sum + (body.t === 'jobs' ? body.ids.length : 1), 0);
-        rt.emit({ type: 'nudge_failed', jobs, error: errorMessage(error) });
+        rt.emit({ type: 'nudge_failed', jobs: jobs.length, error: errorMessage(error) });
+        continue;
+      }
+      for (const batch of batches) {
+        const ids = batch.messages.flatMap(({ body }) => (body.t === 'jobs' ? body.ids : [body.id]));
+        try {
+          await rt.queueFor(batch.lane)!.sendBatch(batch.messages.map(({ body, delaySeconds }) => (delaySeconds > 0 ? { body, delaySeconds } : { body })));
+        } catch (error) {
+          rt.emit({ type: 'nudge_failed', jobs: ids.length, error: errorMessage(error) });
+          continue;
+        }
+        sent.push(...ids);
+        await recorder?.record(ids);
       }
     }
+  } finally {
+    await recorder?.close();
+  }
+  return sent;
+}
+
+/**
+ * Writes `nudge_sent_at` after each sent batch. A failed write is an `infra_error` event and
+ * ends recording for the call (the nudges themselves went out; only the note is missing).
+ */
+class Recorder {
+  #rt: OutboxRuntime;
+  #session: LaneSession;
+  #own: boolean;
+  #failed = false;
+  constructor(rt: OutboxRuntime, session: LaneSession | undefined) {
+    this.#rt = rt;
+    this.#own = session === undefined;
+    this.#session = session ?? new LaneSession(rt.options.connect);
+  }
+  async record(ids: readonly string[]): Promise<void> {
+    if (this.#failed || ids.length === 0) return;
+    try {
+      await this.#session.exclusive((q) => q.query(this.#rt.sql.recordNudges, [this.#rt.clock.now(), ids]));
+    } catch (error) {
+      this.#failed = true;
+      this.#rt.emit({ type: 'infra_error', where: 'record nudges', error: errorMessage(error) });
+    }
+  }
+  async close(): Promise<void> {
+    if (this.#own) await this.#session.close();
   }
 }
 

@@ -10,6 +10,7 @@ import { outboxSql } from './queries/index.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
 import { randomSeed, type OutboxRuntime } from './runtime.js';
 import { LaneSession, errorMessage } from './session.js';
+import type { LaneDb } from './types.js';
 import { recoverExpired, runSweep, type SweepOptions, type SweepReport } from './sweep.js';
 import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
@@ -128,6 +129,14 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   if (options.generateId !== undefined && typeof options.generateId !== 'function') {
     throw new PostboxError('invalid_config', 'createOutbox: generateId must be a function returning a UUID');
   }
+  const operationTimeoutMs = options.operationTimeoutMs ?? 30_000;
+  // PostgreSQL's statement_timeout is an int of ms.
+  if (!Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > 2_147_483_647) {
+    throw new PostboxError('invalid_config', 'createOutbox: operationTimeoutMs must be an integer in 1..2147483647');
+  }
+  if (options.recordNudges !== undefined && typeof options.recordNudges !== 'boolean') {
+    throw new PostboxError('invalid_config', 'createOutbox: recordNudges must be a boolean');
+  }
   const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
   const runtime: OutboxRuntime = {
     core: getCore(),
@@ -168,42 +177,63 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     }
   };
 
+  /**
+   * Runs an operator action's SQL in one transaction bounded by `operationTimeoutMs`: a lock
+   * held elsewhere makes it fail (and roll back) instead of waiting without end.
+   */
+  const operatorTransaction = async <T>(what: string, fn: (q: LaneDb) => Promise<T>): Promise<T> => {
+    try {
+      return await withSession((session) =>
+        session.transaction(async (q) => {
+          const bound = String(operationTimeoutMs);
+          await q.query(`SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`, [bound]);
+          return fn(q);
+        }),
+      );
+    } catch (error) {
+      const code = (error as { code?: unknown } | null)?.code;
+      // 57014: statement_timeout cancelled it; 55P03: lock_timeout gave up on a lock.
+      if (code === '57014' || code === '55P03') {
+        throw new PostboxError('timeout', `${what}: not done within operationTimeoutMs (${operationTimeoutMs} ms): ${errorMessage(error)}`, { cause: error });
+      }
+      throw error;
+    }
+  };
+
   const operate = async (action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) => {
     const anyTenant = !scope || !('tenantKey' in scope);
     const now = runtime.clock.now();
-    const { results, nudges } = await withSession((session) =>
-      session.transaction(async (q) => {
-        const { rows } = await q.query(sql.lockForOperate, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
-        const found = new Map(rows.map((r: { id: string; status: string; kind: string; lane: string }) => [r.id, r]));
-        const results: OperateResult[] = [];
-        const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
-        for (const id of ids) {
-          const row = found.get(id);
-          if (!row) {
-            results.push({ id, status: 'not_found' });
-            continue;
-          }
-          const decision = runtime.core.call<OperateDecision>('operate', { action, now, job: { status: row.status } });
-          if (!decision.ok) {
-            results.push({ id, status: 'invalid_state', jobStatus: row.status });
-            continue;
-          }
-          writes.push({ id, ...decision });
-          results.push({ id, status: 'ok', jobStatus: decision.status });
+    const { results, nudges } = await operatorTransaction(action, async (q) => {
+      const { rows } = await q.query(sql.lockForOperate, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
+      const found = new Map(rows.map((r: { id: string; status: string; kind: string; lane: string }) => [r.id, r]));
+      const results: OperateResult[] = [];
+      const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
+      for (const id of ids) {
+        const row = found.get(id);
+        if (!row) {
+          results.push({ id, status: 'not_found' });
+          continue;
         }
-        if (writes.length > 0) {
-          await q.query(sql.applyOperate, [
-            now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
-            writes.map((w) => w.closeAttempt),
-          ]);
+        const decision = runtime.core.call<OperateDecision>('operate', { action, now, job: { status: row.status } });
+        if (!decision.ok) {
+          results.push({ id, status: 'invalid_state', jobStatus: row.status });
+          continue;
         }
-        const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {
-          const row = found.get(w.id)!;
-          return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
-        });
-        return { results, nudges };
-      }),
-    );
+        writes.push({ id, ...decision });
+        results.push({ id, status: 'ok', jobStatus: decision.status });
+      }
+      if (writes.length > 0) {
+        await q.query(sql.applyOperate, [
+          now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
+          writes.map((w) => w.closeAttempt),
+        ]);
+      }
+      const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {
+        const row = found.get(w.id)!;
+        return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
+      });
+      return { results, nudges };
+    });
     await sendNudges(runtime, nudges);
     return results;
   };
@@ -245,7 +275,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     retryNowMany: (ids, scope) => operate('retryNow', ids, scope, null),
     async eraseTenant(tenantKey) {
       if (typeof tenantKey !== 'string' || tenantKey.length === 0) throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a non-empty string');
-      return withSession(async (session) => (await session.exclusive((q) => q.query(sql.eraseTenant, [tenantKey]))).rowCount ?? 0);
+      return operatorTransaction('eraseTenant', async (q) => (await q.query(sql.eraseTenant, [tenantKey])).rowCount ?? 0);
     },
     [RUN]: {
       runtime,

@@ -19,13 +19,19 @@ export interface SweepOptions {
   recoveryBudgetMs?: number;
   reserved?: readonly ReservedSweep[];
   retention?: { succeededRetentionMs?: number; deadRetentionMs?: number };
+  /**
+   * A job handed to its lane's queue is not handed off again for this long (read from its
+   * `nudge_sent_at`), so a long job waiting for its consumer is not re-nudged on every sweep.
+   * Default 15 min.
+   */
+  handoffCooldownMs?: number;
 }
 
 type SweepStep =
   | { type: 'recover'; deadlineAt: number; limit: number }
   | { type: 'reserved'; name: string; kinds: string[]; maxJobs: number; deadlineAt: number }
   | { type: 'drain'; kinds: string[]; deadlineAt: number }
-  | { type: 'handoff'; lanes: { lane: string; kinds: string[] }[] }
+  | { type: 'handoff'; nudgedBefore: number; lanes: { lane: string; kinds: string[] }[] }
   | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number };
 
 /** What a sweep did. */
@@ -48,6 +54,7 @@ export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedA
     startedAt,
     ...(opts.invocationBudgetMs === undefined ? {} : { invocationBudgetMs: opts.invocationBudgetMs }),
     ...(opts.recoveryBudgetMs === undefined ? {} : { recoveryBudgetMs: opts.recoveryBudgetMs }),
+    ...(opts.handoffCooldownMs === undefined ? {} : { handoffCooldownMs: opts.handoffCooldownMs }),
     reserved: (opts.reserved ?? []).map((r) => ({ name: r.name, kinds: r.kinds, maxJobs: r.budget.maxJobs, deadlineMs: r.budget.deadlineMs })),
     retention: {
       ...(opts.retention?.succeededRetentionMs === undefined ? {} : { succeededMs: opts.retention.succeededRetentionMs }),
@@ -91,7 +98,7 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
       break;
     }
     case 'handoff':
-      for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds);
+      for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds, step.nudgedBefore);
       break;
     case 'retention': {
       const { rowCount } = await session.exclusive((q) => q.query(rt.sql.deleteFinished, [step.succeededBefore, step.deadBefore, step.limit]));
@@ -132,16 +139,21 @@ export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): P
   }
 }
 
-/** Nudges due jobs whose lease is too long for the sweep onto their lane's queue. */
-async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, kinds: string[]): Promise<number> {
+/**
+ * Nudges due jobs whose lease is too long for the sweep onto their lane's queue, skipping those
+ * nudged since the core's cooldown cutoff. Hand-off nudges are always recorded (`nudge_sent_at`):
+ * the cooldown reads it. Returns how many went out.
+ */
+async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, kinds: string[], nudgedBefore: number): Promise<number> {
   if (!rt.queueFor(lane)) {
     rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: long jobs of this lane cannot run` });
     return 0;
   }
-  const rows = await session.exclusive(async (q) => (await q.query(rt.sql.listDueForHandoff, [rt.clock.now(), lane, kinds, 100])).rows as { id: string; kind: string; lane: string }[]);
-  if (rows.length > 0) {
-    await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })));
-    rt.emit({ type: 'handoff', lane, jobs: rows.length });
-  }
-  return rows.length;
+  const rows = await session.exclusive(
+    async (q) => (await q.query(rt.sql.listDueForHandoff, [rt.clock.now(), lane, kinds, 100, nudgedBefore])).rows as { id: string; kind: string; lane: string }[],
+  );
+  if (rows.length === 0) return 0;
+  const sent = await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })), { record: true, session });
+  if (sent.length > 0) rt.emit({ type: 'handoff', lane, jobs: sent.length });
+  return sent.length;
 }

@@ -20,7 +20,7 @@ TEST_CASE("sweep plan: recover, reserved, drain, handoff, retention") {
         R"({"type":"recover","deadlineAt":1700000120000,"limit":500},)"
         R"({"type":"reserved","name":"mail","kinds":["email.welcome"],"maxJobs":50,"deadlineAt":1700000055000},)"
         R"({"type":"drain","kinds":["audit.log","email.welcome"],"deadlineAt":1700000840000},)"
-        R"({"type":"handoff","lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
+        R"({"type":"handoff","nudgedBefore":1699999110000,"lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
         R"({"type":"retention","succeededBefore":1699395210000,"deadBefore":1692224010000,"limit":1000}]})");
 }
 
@@ -32,11 +32,22 @@ TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
   CHECK(call(pb_sweep, in).out ==
         R"({"deadlineAt":1000,"steps":[{"type":"recover","deadlineAt":1000,"limit":500},)"
         R"({"type":"reserved","name":"r","kinds":["k"],"maxJobs":1,"deadlineAt":1000},)"
-        R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","lanes":[]},)"
+        R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","nudgedBefore":0,"lanes":[]},)"
         R"({"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
   CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":[]})").out ==
         R"({"deadlineAt":840000,"steps":[{"type":"recover","deadlineAt":120000,"limit":500},{"type":"drain","kinds":[],"deadlineAt":840000},)"
-        R"({"type":"handoff","lanes":[]},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+        R"({"type":"handoff","nudgedBefore":0,"lanes":[]},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+}
+
+TEST_CASE("sweep plan: the hand-off cooldown") {
+  // Jobs nudged within the cooldown are skipped; the cutoff never goes below 0.
+  const std::string base = R"({"op":"plan","now":1700000000000,"startedAt":1700000000000,"policies":[{"kind":"k","timeoutMs":600000}])";
+  CHECK(call(pb_sweep, base + R"(,"handoffCooldownMs":60000})").out.find(R"("type":"handoff","nudgedBefore":1699999940000,)") != std::string::npos);
+  CHECK(call(pb_sweep, base + "}").out.find(R"("type":"handoff","nudgedBefore":1699999100000,)") != std::string::npos);
+  CHECK(call(pb_sweep, base + R"(,"handoffCooldownMs":0})").out.find(R"("nudgedBefore":1700000000000,)") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"plan","now":5,"startedAt":0,"handoffCooldownMs":60000,"policies":[]})").out.find(R"("nudgedBefore":0,)") != std::string::npos);
+  CHECK(call(pb_sweep, base + R"(,"handoffCooldownMs":-1})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'handoffCooldownMs' must be an integer in [0, 9007199254740991]"}})");
 }
 
 TEST_CASE("sweep plan: invalid inputs") {

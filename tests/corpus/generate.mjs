@@ -609,6 +609,12 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     const h = step(o, 'handoff');
     want(!h || h.lanes.length === 0, 'nothing handed off');
   });
+  w('plan handoff cooldown default', plan({}), (o) => want(step(o, 'handoff').nudgedBefore === NOW - 900000, 'cooldown defaults to 15 min'));
+  w('plan handoff cooldown set', plan({ handoffCooldownMs: 60000 }), (o) => want(step(o, 'handoff').nudgedBefore === NOW - 60000, 'nudgedBefore = now - cooldown'));
+  w('plan handoff cooldown zero', plan({ handoffCooldownMs: 0 }), (o) => want(step(o, 'handoff').nudgedBefore === NOW, 'no cooldown: anything nudged before now'));
+  w('plan handoff cooldown past epoch', plan({ now: 1000, startedAt: 1000, handoffCooldownMs: 60000 }), (o) => want(step(o, 'handoff').nudgedBefore === 0, 'cutoff not below 0'));
+  w('plan handoff cooldown negative', plan({ handoffCooldownMs: -1 }), isError('invalid_input', 'handoffCooldownMs'));
+  w('plan handoff cooldown float', plan({ handoffCooldownMs: 1.5 }), isError('invalid_input', 'handoffCooldownMs'));
   w('plan lease at budget edge', plan({ sweepLeaseBudgetMs: 90000 }), (o) => {
     const kinds = step(o, 'drain').kinds;
     want(kinds.includes('crm.sync') && kinds.includes('email.welcome'), 'leaseMs = budget still runs');

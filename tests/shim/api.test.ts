@@ -74,6 +74,10 @@ describe('definitions fail fast with typed errors', () => {
     const connect = createPgConnector(url);
     rejects(() => createOutbox({ jobs: [note, note], connect }), 'invalid_config', /twice/);
     rejects(() => createOutbox({ jobs: [note], connect, lanes: 9 }), 'invalid_config', /lanes/);
+    for (const operationTimeoutMs of [0, 1.5, -1, 2 ** 31, '300' as never]) {
+      rejects(() => createOutbox({ jobs: [note], connect, operationTimeoutMs }), 'invalid_config', /operationTimeoutMs must be an integer in 1\.\.2147483647/);
+    }
+    rejects(() => createOutbox({ jobs: [note], connect, recordNudges: 'yes' as never }), 'invalid_config', /recordNudges must be a boolean/);
   });
 });
 

@@ -5,6 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 import { crashWhileRunning, startOutboxEnv, until, type OutboxEnv } from './outbox-env.ts';
 
@@ -197,6 +198,53 @@ describe('the sweep report', () => {
     assert.deepEqual(events.filter((e) => e.type === 'recovered'), [{ type: 'recovered', jobs: 1 }]);
     assert.deepEqual(events.filter((e) => e.type === 'handoff'), [{ type: 'handoff', lane: 'bulk', jobs: 1 }]);
     // The handed-off job runs from its lane's queue (Miniflare's), not in the sweep.
+    await until(async () => (await env.job(long)).status === 'succeeded');
+  });
+
+  test('a long job is handed off once per cooldown: the next sweep skips it, a sweep after the cooldown hands it off again', async () => {
+    const long = (await env.post('/enqueue', { jobs: [{ kind: 'test.bulk', payload: { key: 'cooldown' }, delayMs: HOUR }] })).body[0].id;
+    await env.post('/clock', { offsetMs: 2 * HOUR });
+    await env.sent();
+    // Its consumer never gets to it (as when the queue is backed up): a KEY SHARE lock makes the
+    // claim's FOR UPDATE SKIP LOCKED pass it by, while the sweep can still read and mark it.
+    const holder = new pg.Client({ connectionString: env.dbUrl });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM outbox.job WHERE id = $1 FOR KEY SHARE', [long]);
+      const bulkIds = async () => (await env.sent()).filter((b) => b.queue === 'postbox-bulk').flatMap((b) => b.messages.map((m) => m.body.id ?? m.body.ids));
+      const first = (await env.post('/sweep', {})).body;
+      assert.equal(first.handedOff, 1);
+      const nudgedAt = (await env.job(long)).nudge_sent_at as Date;
+      assert.ok(nudgedAt, 'the hand-off is recorded');
+      assert.equal(nudgedAt.getTime() - Date.now() > HOUR, true, 'recorded on the outbox clock');
+      const second = (await env.post('/sweep', {})).body;
+      assert.equal(second.handedOff, 0, 'within the cooldown: not nudged again');
+      assert.deepEqual(await bulkIds(), [long], 'one nudge for two sweeps');
+      assert.equal((await env.job(long)).status, 'pending');
+      assert.deepEqual((await env.events()).filter((e) => e.type === 'handoff'), [{ type: 'handoff', lane: 'bulk', jobs: 1 }]);
+      // The default cooldown is 15 minutes.
+      await env.post('/clock', { offsetMs: 2 * HOUR + 14 * 60_000 });
+      assert.equal((await env.post('/sweep', {})).body.handedOff, 0, 'still within 15 min');
+      await env.post('/clock', { offsetMs: 2 * HOUR + 16 * 60_000 });
+      assert.equal((await env.post('/sweep', {})).body.handedOff, 1, 'after the cooldown: handed off again');
+      assert.deepEqual(await bulkIds(), [long]);
+      assert.ok(((await env.job(long)).nudge_sent_at as Date).getTime() > nudgedAt.getTime() + 15 * 60_000, 'the new hand-off is recorded');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+  });
+
+  test('a hand-off whose send fails starts no cooldown: the next sweep tries again', async () => {
+    const long = (await env.post('/enqueue', { jobs: [{ kind: 'test.bulk', payload: { key: 'lost' }, delayMs: HOUR }] })).body[0].id;
+    await env.post('/clock', { offsetMs: 2 * HOUR });
+    await env.post('/queue-down', { down: true });
+    assert.equal((await env.post('/sweep', {})).body.handedOff, 0);
+    assert.equal((await env.job(long)).nudge_sent_at, null);
+    assert.deepEqual((await env.events()).filter((e) => e.type === 'nudge_failed').map((e) => e.jobs), [1]);
+    await env.post('/queue-down', { down: false });
+    assert.equal((await env.post('/sweep', {})).body.handedOff, 1);
     await until(async () => (await env.job(long)).status === 'succeeded');
   });
 

@@ -34,6 +34,10 @@ struct SweepInput {
   int64_t invocation_budget_ms = kDefaultInvocationBudgetMs;
   int64_t recovery_budget_ms = 120000;
   int64_t sweep_lease_budget_ms = 180000;
+  // A handed-off job is not nudged again for this long: a consumer busy with a full
+  // invocation (15 min at most) may not have reached it yet, and a re-nudge every sweep only
+  // piles up messages. A lost nudge is resent after it.
+  int64_t handoff_cooldown_ms = 900000;
   std::vector<Reserved> reserved;
   int64_t succeeded_ms = 604800000;  // 7 days
   int64_t dead_ms = 7776000000;      // 90 days
@@ -100,6 +104,7 @@ Status read_sweep(od::object& root, const Where& where, SweepInput& in) {
                       : key == "invocationBudgetMs" ? &in.invocation_budget_ms
                       : key == "recoveryBudgetMs"   ? &in.recovery_budget_ms
                       : key == "sweepLeaseBudgetMs" ? &in.sweep_lease_budget_ms
+                      : key == "handoffCooldownMs"  ? &in.handoff_cooldown_ms
                                                     : nullptr;
     if (target != nullptr) {
       const bool budget = key == "invocationBudgetMs";
@@ -201,6 +206,8 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
 
   out.begin_object();
   out.field("type", "handoff");
+  // Jobs nudged at or after this instant are skipped (`nudge_sent_at`).
+  out.field("nudgedBefore", std::max<int64_t>(0, in.now - in.handoff_cooldown_ms));
   out.key("lanes");
   out.begin_array();
   std::string_view open_lane;

@@ -14,7 +14,7 @@ import { jobApplyOperate, jobEraseTenant, jobLockForOperate } from './operate.js
 import { scheduleLastRuns, scheduleRecord } from './schedule.js';
 import { jobSettleBatch } from './settle.js';
 import type { Statement } from './statement.js';
-import { jobDeleteFinished, jobListDueForHandoff } from './sweep.js';
+import { jobDeleteFinished, jobListDueForHandoff, jobRecordNudges } from './sweep.js';
 import { webhookEndpointEnable, webhookEndpointGet, webhookEndpointList, webhookEndpointSet } from './webhook.js';
 
 /** The statements of one outbox. */
@@ -43,6 +43,7 @@ export interface OutboxSql {
   readonly eraseTenant: string;
   readonly deleteFinished: string;
   readonly listDueForHandoff: string;
+  readonly recordNudges: string;
   readonly webhookEndpointGet: string;
   readonly webhookEndpointSet: string;
   readonly webhookEndpointEnable: string;
@@ -92,6 +93,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     eraseTenant: jobEraseTenant(s),
     deleteFinished: jobDeleteFinished(s),
     listDueForHandoff: jobListDueForHandoff(s),
+    recordNudges: jobRecordNudges(s),
     webhookEndpointGet: webhookEndpointGet(s),
     webhookEndpointSet: webhookEndpointSet(s),
     webhookEndpointEnable: webhookEndpointEnable(s),

@@ -1,4 +1,4 @@
-import { ms, ts } from './time.js';
+import { ts } from './time.js';
 
 /** JobDeleteFinished: retention. Deletes finished jobs past their retention, bounded. */
 export const jobDeleteFinished = (s: string) => `
@@ -10,11 +10,17 @@ WITH doomed AS (
 )
 DELETE FROM ${s}.job j USING doomed d WHERE j.id = d.id`;
 
-/** JobListDueForHandoff: due jobs of long-lease kinds, to nudge onto their lane's queue. */
+/**
+ * JobListDueForHandoff: due jobs of long-lease kinds, to nudge onto their lane's queue; jobs
+ * nudged at or after the core's cutoff ($5) are left alone (the hand-off cooldown).
+ */
 export const jobListDueForHandoff = (s: string) => `
-UPDATE ${s}.job j SET nudge_sent_at = ${ts('$1')}
- WHERE j.id IN (SELECT id FROM ${s}.job
-                 WHERE status IN ('pending', 'retrying') AND due_at <= ${ts('$1')}
-                   AND lane = $2 AND kind = ANY($3::text[])
-                 ORDER BY due_at LIMIT $4)
-RETURNING j.id, j.kind, j.lane, ${ms('j.due_at')} AS due_ms`;
+SELECT id, kind, lane FROM ${s}.job
+ WHERE status IN ('pending', 'retrying') AND due_at <= ${ts('$1')}
+   AND lane = $2 AND kind = ANY($3::text[])
+   AND (nudge_sent_at IS NULL OR nudge_sent_at < ${ts('$5')})
+ ORDER BY due_at LIMIT $4`;
+
+/** JobRecordNudges: when jobs were last nudged (one statement per sent batch). */
+export const jobRecordNudges = (s: string) => `
+UPDATE ${s}.job SET nudge_sent_at = ${ts('$1')} WHERE id = ANY($2::uuid[])`;
