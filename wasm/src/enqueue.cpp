@@ -124,22 +124,12 @@ Status enqueue_one(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
-// Every item of an enqueueMany list in one call: {"results":[<one decision>,…]} in input order.
-// Over kMaxBatchItems items, or over kMaxBatchPayloadBytes of payloads to write, the whole
-// batch is refused (too_large), so nothing of it is written. The settings are read first (they
-// may follow the items); decisions are written as the items are read.
-Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
-  Settings s;
-  Job ignored;
-  Status status = read_settings(root, where, s, ignored);
-  if (!status) return status;
-  bool empty = false, has_items = false;
-  if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
-  int64_t written = 0;
-  out.begin_object();
-  out.key("results");
-  out.begin_array();
-  status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+// Calls `fn(item, item_where)` for each object of the root's "items" array (at most
+// kMaxBatchItems, else too_large); an element that is not an object is invalid_input, named.
+template <typename Fn>
+Status for_each_item(od::object& root, const Where& where, Fn&& fn) {
+  bool has_items = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key != "items") return ok_status();
     has_items = true;
     Result<od::array> list = input::read_array(field, where, key);
@@ -150,17 +140,38 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
       const Where item_where = where.indexed("items", index);
       od::object obj;
       if (value.get_object().get(obj) != simdjson::SUCCESS) return input::family_error(item_where, ErrorCode::invalid_input, "must be an object");
-      Job job;
-      Status item = read_fields(obj, item_where, nullptr, job);
-      if (!item) return item;
-      if (job.payload_bytes < 0) return input::missing(item_where, "payloadBytes");
-      if (job.payload_bytes <= s.max_payload) written += job.payload_bytes;
-      write_decision(out, s, job);
-      return ok_status();
+      return fn(obj, item_where);
     });
   });
   if (!status) return status;
-  if (!has_items) return input::missing(where, "items");
+  return has_items ? ok_status() : Status(input::missing(where, "items"));
+}
+
+// Every item of an enqueueMany list in one call: {"results":[<one decision>,…]} in input order.
+// Over kMaxBatchItems items, or over kMaxBatchPayloadBytes of payloads to write, the whole
+// batch is refused (too_large), so nothing of it is written. The settings are read first (they
+// may follow the items); decisions are written as the items are read.
+Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
+  Settings s;
+  Job ignored;
+  Status status = read_settings(root, where, s, ignored);
+  if (!status) return status;
+  bool empty = false;
+  if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  int64_t written = 0;
+  out.begin_object();
+  out.key("results");
+  out.begin_array();
+  status = for_each_item(root, where, [&](od::object& obj, const Where& item_where) -> Status {
+    Job job;
+    Status item = read_fields(obj, item_where, nullptr, job);
+    if (!item) return item;
+    if (job.payload_bytes < 0) return input::missing(item_where, "payloadBytes");
+    if (job.payload_bytes <= s.max_payload) written += job.payload_bytes;
+    write_decision(out, s, job);
+    return ok_status();
+  });
+  if (!status) return status;
   if (written > kMaxBatchPayloadBytes) {
     return Error{ErrorCode::too_large, "enqueue: field 'items' must hold at most 16777216 bytes of payloads"};
   }
@@ -175,48 +186,35 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
 // different request hears about it instead of silently getting the old job.
 // {"op":"dedupe","items":[{"sameKind":true,"samePayload":false},…]} → {"results":[…]}.
 Status enqueue_dedupe(od::object& root, const Where& where, JsonWriter& out) {
-  bool has_items = false;
   out.begin_object();
   out.key("results");
   out.begin_array();
-  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
-    if (key != "items") return ok_status();
-    has_items = true;
-    Result<od::array> list = input::read_array(field, where, key);
-    if (!list) return list.take_error();
-    Where capped = where;
-    capped.code = ErrorCode::too_large;
-    return input::for_each_element(list.value(), capped, key, kMaxBatchItems, [&](od::value& value, uint32_t index) -> Status {
-      const Where item_where = where.indexed("items", index);
-      od::object obj;
-      if (value.get_object().get(obj) != simdjson::SUCCESS) return input::family_error(item_where, ErrorCode::invalid_input, "must be an object");
-      int seen = 0;
-      bool same_kind = false, same_payload = false;
-      Status item = input::for_each_field(obj, item_where, [&](std::string_view name, od::value& flag) -> Status {
-        bool* target = name == "sameKind" ? &same_kind : name == "samePayload" ? &same_payload : nullptr;
-        if (target == nullptr) return ok_status();
-        Result<bool> b = input::read_bool(flag, item_where, name);
-        if (!b) return b.take_error();
-        *target = b.value();
-        seen |= target == &same_kind ? 1 : 2;
-        return ok_status();
-      });
-      if (!item) return item;
-      if ((seen & 1) == 0) return input::missing(item_where, "sameKind");
-      if ((seen & 2) == 0) return input::missing(item_where, "samePayload");
-      out.begin_object();
-      if (same_kind && same_payload) {
-        out.field("status", "exists");
-      } else {
-        out.field("status", "dedupe_conflict");
-        out.field("reason", same_kind ? "payload" : "kind");
-      }
-      out.end_object();
+  Status status = for_each_item(root, where, [&](od::object& obj, const Where& item_where) -> Status {
+    int seen = 0;
+    bool same_kind = false, same_payload = false;
+    Status item = input::for_each_field(obj, item_where, [&](std::string_view name, od::value& flag) -> Status {
+      bool* target = name == "sameKind" ? &same_kind : name == "samePayload" ? &same_payload : nullptr;
+      if (target == nullptr) return ok_status();
+      Result<bool> b = input::read_bool(flag, item_where, name);
+      if (!b) return b.take_error();
+      *target = b.value();
+      seen |= target == &same_kind ? 1 : 2;
       return ok_status();
     });
+    if (!item) return item;
+    if ((seen & 1) == 0) return input::missing(item_where, "sameKind");
+    if ((seen & 2) == 0) return input::missing(item_where, "samePayload");
+    out.begin_object();
+    if (same_kind && same_payload) {
+      out.field("status", "exists");
+    } else {
+      out.field("status", "dedupe_conflict");
+      out.field("reason", same_kind ? "payload" : "kind");
+    }
+    out.end_object();
+    return ok_status();
   });
   if (!status) return status;
-  if (!has_items) return input::missing(where, "items");
   out.end_array();
   out.end_object();
   return ok_status();
