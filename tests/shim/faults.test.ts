@@ -143,12 +143,19 @@ for (const hook of ['commit', 'onTransition'] as const) {
 test('a settle that keeps losing its connection gives up with settle_failed; the sweep recovers the job and nothing is lost', async () => {
   const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'twice', do: 'commit_slow' } }] });
   const id = res.body[0].id;
+  // pg_terminate_backend only signals: the killed session can stay visible in pg_stat_activity for a moment, so the
+  // second kill must wait for a different session (the retry's), not re-kill the first.
+  const killed: number[] = [];
   const killHook = () => until(async () => {
     const rows = await env.sql(
-      `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
-        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%in_commit_hook%'`,
+      `SELECT pid, pg_terminate_backend(pid) AS ok FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%in_commit_hook%'
+          AND NOT (pid = ANY($1::int[]))`,
+      [killed],
     );
-    return rows.length > 0 ? rows : undefined;
+    if (rows.length === 0) return undefined;
+    killed.push(...rows.map((r: { pid: number }) => r.pid));
+    return rows;
   });
   await killHook();
   await killHook(); // the retry on a fresh session loses its connection too: the core says give up
