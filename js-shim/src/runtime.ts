@@ -20,6 +20,15 @@ export interface OutboxRuntime {
   seed(): number;
 }
 
+// Entropy is drawn 256 values at a time: one getRandomValues call per settled job was a visible
+// share of a short job's cost.
+const pool = new Uint32Array(256);
+let poolAt = pool.length;
+
 export function randomSeed(): number {
-  return crypto.getRandomValues(new Uint32Array(1))[0] ?? 0;
+  if (poolAt === pool.length) {
+    crypto.getRandomValues(pool);
+    poolAt = 0;
+  }
+  return pool[poolAt++]!;
 }

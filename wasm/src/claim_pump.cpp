@@ -4,14 +4,15 @@
 // has room, a claim. This decides, from the lane's counts, what that statement is and when.
 //
 //   batches    = lookahead in batches of `concurrency`: 1 until handlers have run, then as many
-//                (at most 3) as keep a buffered job's wait, one slowest-recent handler per batch
+//                (at most 4) as keep a buffered job's wait, one slowest-recent handler per batch
 //                ahead of it, inside the claim slack (`slackMs`, the plan's smallest: margin
 //                − settle reserve, 20 s for spans of 30 s and more; 20 s when not given)
 //   window     = concurrency × (1 + batches)
 //   room       = window − running − buffered
 //   claim when   claiming is allowed and (room ≥ concurrency × ⌈batches / 2⌉, or a slot is idle
-//                with nothing buffered): claims stay large, and the next arrives before the
-//                buffer runs dry
+//                with nothing buffered): claims stay large, and with fast handlers (4 batches)
+//                the next claim leaves while two batches are still buffered, so a statement
+//                that takes up to two handler runs arrives before the buffer runs dry
 //   settle when  not claiming, and: claims are over and `concurrency` settlements wait, the
 //                oldest has waited kSettleFlushMs (20 ms), or the lane is idle. While claims
 //                go on, settlements ride on the next claim (within those 20 ms) rather than

@@ -32,7 +32,7 @@ constexpr int64_t kSettleFlushMs = 20;
 
 // Batches of `concurrency` claimed ahead (1 to kMaxLookaheadBatches): as many as recent
 // handlers say can wait their turn and still start inside a lease's claim slack.
-constexpr int64_t kMaxLookaheadBatches = 3;
+constexpr int64_t kMaxLookaheadBatches = 4;
 int64_t lookahead_batches(const PumpInput& in);
 
 enum class PumpAction { claim, settle, wait, done };
