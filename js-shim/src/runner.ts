@@ -36,6 +36,8 @@ type Target = { id: string; kind: string };
 
 /** How many of the lane's latest handler runs the pump is told about (their slowest). */
 const RECENT_RUNS = 32;
+/** How many of the lane's latest statements the pump is told about (their slowest). */
+const RECENT_STATEMENTS = 8;
 
 export interface DrainOptions {
   lane: string;
@@ -85,6 +87,8 @@ class LanePump {
   #wake: (() => void) | null = null;
   /** How long the lane's last handlers ran (ms, real time), newest last: the core sizes the lookahead from them. */
   readonly #recentMs: number[] = [];
+  /** How long the lane's last statements took (ms, real time, round trip included), newest last. */
+  readonly #statementMs: number[] = [];
   #plannedKinds: number | undefined;
   /** The last plan's smallest claim slack: how long a claimed job may wait for a slot. */
   #slackMs: number | null = null;
@@ -153,6 +157,7 @@ class LanePump {
       slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
       oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
       slackMs: this.#slackMs,
+      statementMs: this.#statementMs.length === 0 ? null : Math.ceil(Math.max(...this.#statementMs)),
     });
   }
 
@@ -197,6 +202,7 @@ class LanePump {
     const claimArgs: unknown[] = [this.opts.lane, claimPlan.kinds, claimPlan.leaseMs, n, claimPlan.versionCutoff];
     if (chunk) claimArgs.push(chunk.map((t) => t.id), chunk.map((t) => t.kind));
     let rows: ClaimedRow[];
+    const startedAt = performance.now();
     try {
       if (carry.length > 0) {
         const items: Settlement[] = pair(carry, decide(this.rt, now, carry));
@@ -217,6 +223,8 @@ class LanePump {
       this.#release();
       return;
     }
+    this.#statementMs.push(performance.now() - startedAt);
+    if (this.#statementMs.length > RECENT_STATEMENTS) this.#statementMs.shift();
     this.report.claimed += rows.length;
     this.#lastClaimFull = rows.length === n;
     if (chunk ? this.targets!.length === 0 : rows.length < n) this.#exhausted = true;

@@ -157,3 +157,34 @@ TEST_CASE("pump: while claims go on, settlements wait (up to 20 ms) to ride on t
   in.oldest_settle_age_ms = 1;
   CHECK(decide_pump(in).action == PumpAction::settle);
 }
+
+TEST_CASE("pump: statements slower than handlers (a far database) widen the lookahead to cover them") {
+  PumpInput in = lane(8, 0, 0, 0, true);
+  in.slowest_recent_ms = 2;
+  in.statement_ms = 3;  // two handler runs: the minimum four batches already cover it
+  CHECK(postbox::lookahead_batches(in) == 4);
+  in.statement_ms = 5;  // three runs: six batches, so three are still buffered when a claim leaves
+  CHECK(postbox::lookahead_batches(in) == 6);
+  in.statement_ms = 12;
+  CHECK(postbox::lookahead_batches(in) == 12);
+  in.statement_ms = 1000;  // capped
+  CHECK(postbox::lookahead_batches(in) == 16);
+  // The claim slack still bounds it: 1.5 s handlers and 4 s of slack allow two batches.
+  in.slowest_recent_ms = 1500;
+  in.slack_ms = 4000;
+  in.statement_ms = 30000;
+  CHECK(postbox::lookahead_batches(in) == 2);
+}
+
+TEST_CASE("pump: a claim waits for no more room than one statement can take (maxBatch)") {
+  PumpInput in = lane(32, 32, 0, 0, true);
+  in.slowest_recent_ms = 2;
+  in.statement_ms = 12;  // 12 batches: window 32 × 13 = 416, half the lookahead is 192 rows
+  in.max_batch = 100;
+  in.buffered = 300;     // room 84 < 100
+  CHECK(decide_pump(in).action == PumpAction::wait);
+  in.buffered = 284;     // room 100
+  const auto step = decide_pump(in);
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 100);
+}
