@@ -106,3 +106,4 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
 
 export { createOutboxTestDatabase, type OutboxTestDatabase, type OutboxTestDatabaseOptions, type PGliteLike, type TestDb, type TestDbClient } from './pglite.js';
 export type { RunReport };
+export { outboxStoreContract, type OutboxStoreContractOptions, type StoreScenario } from './store-contract.js';
