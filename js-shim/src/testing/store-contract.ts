@@ -249,6 +249,12 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       ok(first.every((j) => j.attempt_seq === 1 && Number(j.lease_expires_ms) === d.now + d.policy(KIND).leaseMs), 'each claim opens attempt 1 with the lease asked for');
       eq((await d.claim(10)).map((j) => j.id), [late], 'then the rest that is due; never a running one, a future one or another lane\'s');
       eq((await d.job(future)).status, 'pending', 'the future job waits');
+      // Claims racing each other never share a job.
+      d.now = T0 + 120_000;
+      for (let i = 0; i < 6; i++) await d.one();
+      const raced = await Promise.all([d.claim(4), d.claim(4), d.claim(4)]);
+      const all = raced.flat().map((j) => j.id);
+      eq([all.length, new Set(all).size], [7, 7], 'concurrent claims take every due job once');
       const targeted = await d.claim(10, { lane: 'bulk', kinds: [OTHER_KIND], leaseMs: [d.policy(OTHER_KIND).leaseMs], targets: [{ id: future, kind: KIND }] });
       eq(targeted.length, 0, 'a target of another kind or lane is not claimed');
     }),
@@ -292,6 +298,16 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       eq(expired?.id, id, 'then it is listed');
       eq((await d.settle(expired!, { type: 'crash' })).settled, true, 'and recovered');
       eq((await d.store.listAttempts(d.db, { jobId: id })).map((a) => a.outcome), ['crash'], 'its attempt closed as a crash');
+      // Beats are batch-shaped: several attempts in one call, each fenced on its own.
+      const x = await d.one();
+      const y = await d.one();
+      const claimed = await d.claim(2);
+      eq(claimed.map((j) => j.id).sort(), [x, y].sort(), 'two claimed');
+      const beats = claimed.map((j) => ({ id: j.id, attemptSeq: j.attempt_seq, leaseExpiresAt: Number(j.lease_expires_ms) + 5000 }));
+      beats.push({ id: x, attemptSeq: 99, leaseExpiresAt: d.now + 1 });
+      eq((await d.store.heartbeat(d.db, { now: d.now, beats })).sort(), [x, y].sort(), 'both owners\' beats are written, the stray one is not');
+      const expiries = (await d.store.listExpiredLeases(d.db, { now: d.now + 10 * 86_400_000, kinds: [KIND], limit: 10 })).map((j) => [j.id, Number(j.lease_expires_ms)]);
+      eq(expiries.sort(), beats.slice(0, 2).map((b) => [b.id, b.leaseExpiresAt]).sort(), 'each lease is the one written for it');
     }),
 
     scenario('every outcome is settled as the core decides', async (d) => {
