@@ -1,14 +1,18 @@
 // The store conformance suite (postbox/testing's outboxStoreContract) against the memory store
 // and the PostgreSQL store on a real server (the default outbox and a named one in one
-// database); broken stores that must fail it; and the PostgreSQL store's transaction keeping
-// the callback's error when the rollback itself fails.
+// database), in Node and inside workerd (tests/shim/fixtures/store-worker.ts); broken stores
+// that must fail it; and the PostgreSQL store's transaction keeping the callback's error when
+// the rollback itself fails.
 import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { MemoryOutboxDatabase, MemoryOutboxStore, postgresOutboxStore, PostgresOutboxStore } from 'postbox';
 import { migrate } from 'postbox/sql';
 import { outboxStoreContract } from 'postbox/testing';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
+import { startWorker, type TestWorker } from '../support/worker.ts';
 
 const OTHER = 'contract_b';
 
@@ -121,6 +125,23 @@ describe('PostgreSQL store', () => {
     });
     assert.ok(scenarios.length >= 12);
     for (const s of scenarios) await t.test(s.name, s.run);
+  });
+
+  test('inside workerd: the suite passes on the memory store and on PostgreSQL over Hyperdrive', async () => {
+    const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/store-worker.ts');
+    let worker: TestWorker | undefined;
+    try {
+      worker = await startWorker({ entry: fixture, databaseUrl: url });
+      for (const store of ['memory', 'postgres']) {
+        const res = await worker.fetch('/run', { method: 'POST', body: JSON.stringify({ store, otherName: OTHER }), headers: { 'content-type': 'application/json' } });
+        assert.equal(res.status, 200);
+        const results = (await res.json()) as { name: string; ok: boolean; error?: string }[];
+        assert.ok(results.length >= 12, `${store}: every scenario ran`);
+        assert.deepEqual(results.filter((r) => !r.ok), [], `${store}: every scenario passes in workerd`);
+      }
+    } finally {
+      await worker?.dispose();
+    }
   });
 
   test('one store per name, and a typed error for a bad one', () => {
