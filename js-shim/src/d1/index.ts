@@ -25,6 +25,7 @@ import { SqliteOutboxStore } from '../sqlite/store.js';
 
 export { d1Driver, sqliteMigrations, sqliteTablePrefix, type D1Like, type D1StatementLike, type SqliteDriver, type SqliteMigration };
 export { jsonEqual } from '../sqlite/store.js';
+export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite/outbox.js';
 
 /** One queued entry of a D1 transaction's batch. */
 type Entry = { app: D1StatementLike } | { store: SqlStatement };

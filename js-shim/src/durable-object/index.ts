@@ -23,6 +23,7 @@ import { SqliteOutboxStore } from '../sqlite/store.js';
 
 export { durableObjectDriver, sqliteMigrations, sqliteTablePrefix, type DurableObjectSqlStorage, type SqliteDriver, type SqliteMigration };
 export { jsonEqual } from '../sqlite/store.js';
+export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite/outbox.js';
 
 /** The part of `DurableObjectStorage` the store uses (`ctx.storage` of a SQLite-backed Durable Object). */
 export interface DurableObjectStorageLike extends DurableObjectSqlStorage {
