@@ -45,10 +45,16 @@ export class Accounts extends DurableObject<Env> {
       const { email } = (await request.json()) as { email?: unknown };
       if (typeof email !== 'string' || !email.includes('@')) return Response.json({ error: 'email required' }, { status: 400 });
       const id = crypto.randomUUID();
-      const job = await this.#outbox.store.transaction(storage, async (tx) => {
-        tx.sql.exec('INSERT INTO users (id, email) VALUES (?, ?)', id, email);
-        return this.#outbox.enqueue(tx, welcomeEmail, { payload: { userId: id, email }, dedupeKey: `welcome:${id}` });
-      });
+      let job;
+      try {
+        job = await this.#outbox.store.transaction(storage, async (tx) => {
+          tx.sql.exec('INSERT INTO users (id, email) VALUES (?, ?)', id, email);
+          return this.#outbox.enqueue(tx, welcomeEmail, { payload: { userId: id, email }, dedupeKey: `welcome:${id}` });
+        });
+      } catch (error) {
+        // A taken email fails the transaction: no user and no job.
+        return Response.json({ error: String(error) }, { status: 409 });
+      }
       // The nudge: an alarm now runs the job within moments instead of at the next sweep.
       await storage.setAlarm(Date.now());
       return Response.json({ user: { id, email }, job }, { status: 201 });
