@@ -8,10 +8,10 @@
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
 import type { Admitted } from './lease.js';
-import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { LaneSession } from './session.js';
-import { decide, needsHooks, pair, recordAll, settleAll, settleColumns, settleHooked, type Settlement } from './settle.js';
+import { decide, needsHooks, pair, recordAll, settleAll, settleHooked, settleWrites, type Settlement } from './settle.js';
+import type { ClaimInput } from './store/contract.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
 
@@ -194,19 +194,17 @@ class LanePump {
     }
     const chunk = this.targets?.splice(0, n);
     const now = this.rt.clock.now();
-    const claimArgs: unknown[] = [this.opts.lane, claimPlan.kinds, claimPlan.leaseMs, n, claimPlan.versionCutoff];
-    if (chunk) claimArgs.push(chunk.map((t) => t.id), chunk.map((t) => t.kind));
+    const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
+    if (chunk) claim.targets = chunk;
     let rows: ClaimedRow[];
     try {
       if (carry.length > 0) {
         const items: Settlement[] = pair(carry, decide(this.rt, now, carry));
-        const statement = chunk ? this.rt.sql.settleThenClaimTargets : this.rt.sql.settleThenClaimDue;
-        const out = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...settleColumns(items), ...claimArgs])).rows[0]);
-        recordAll(this.rt, this.report, items, new Set(out.settled as string[]));
-        rows = out.claimed as ClaimedRow[];
+        const out = await this.session.exclusive((q) => this.rt.store.settleThenClaim(q, { now, items: settleWrites(items) }, claim));
+        recordAll(this.rt, this.report, items, new Set(out.settled));
+        rows = out.claimed;
       } else {
-        const statement = chunk ? this.rt.sql.claimTargets : this.rt.sql.claimDue;
-        rows = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...claimArgs])).rows as ClaimedRow[]);
+        rows = await this.session.exclusive((q) => this.rt.store.claim(q, claim));
       }
     } catch (error) {
       // The statement failed as a whole, so it claimed nothing: write its settlements on a fresh
