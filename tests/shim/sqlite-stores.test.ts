@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import { outboxStoreContract } from '../../js-shim/src/testing/store-contract.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 import { scenarios } from './fixtures/sqlite/scenarios.ts';
 import { d1Scenarios, durableObjectScenarios } from './fixtures/sqlite/transactions.ts';
@@ -33,6 +34,21 @@ for (const [flavor, list] of Object.entries(flavors)) {
     for (const name of Object.keys(list)) {
       test(name, async () => {
         const res = await worker.fetch(`/${flavor}/run?name=${encodeURIComponent(name)}`);
+        const text = await res.text();
+        assert.equal(res.status, 200, text);
+      });
+    }
+  });
+}
+
+
+// postbox/testing's conformance suite: every scenario runs inside workerd on each store.
+const contract = outboxStoreContract({ makeStore: () => undefined as never, db: () => undefined }).map((s) => s.name);
+for (const flavor of ['d1', 'durable-object']) {
+  describe(`conformance suite on ${flavor === 'd1' ? 'D1' : 'a Durable Object'} (workerd)`, () => {
+    for (const name of contract) {
+      test(name, async () => {
+        const res = await worker.fetch(`/contract/${flavor}/run?name=${encodeURIComponent(name)}`);
         const text = await res.text();
         assert.equal(res.status, 200, text);
       });

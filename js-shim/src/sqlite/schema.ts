@@ -10,7 +10,7 @@ import type { SqliteDriver } from './driver.js';
 
 /**
  * The table prefix of an outbox: `outbox_` (no name) or `outbox_<name>_`. No two outboxes'
- * tables can meet: a named outbox's tables all end in one of the five table names after its
+ * tables can meet: a named outbox's tables all end in one of the six table names after its
  * own `_`, and none of those names is another's suffix. Throws `PostboxError('invalid_config')`
  * for an invalid name.
  */
@@ -99,6 +99,11 @@ function migrations(p: string): SqliteMigration[] {
   created_at      INTEGER NOT NULL,
   updated_at      INTEGER NOT NULL,
   CHECK ((state = 'disabled') = (disabled_reason IS NOT NULL))
+) STRICT`,
+        // One row, rewritten by each guard of a D1 transaction (see sqlite/statements.ts).
+        `CREATE TABLE IF NOT EXISTS ${p}guard (
+  id INTEGER PRIMARY KEY NOT NULL CHECK (id = 0),
+  ok INTEGER NOT NULL CONSTRAINT postbox_conflict CHECK (ok = 1)
 ) STRICT`,
         `CREATE TABLE IF NOT EXISTS ${p}schedule_run (
   name       TEXT    PRIMARY KEY NOT NULL,

@@ -67,6 +67,16 @@ export interface SqliteSql {
   readonly recordNudges: string;
   /** `?1` id. */
   readonly listAttempts: string;
+  /**
+   * Guards of a D1 transaction, run in its batch before its writes: each fails the batch (CHECK
+   * constraint `postbox_conflict`) when what the transaction read has changed since.
+   * `?1` expected holders (JSON array of key, scope, holder id or null).
+   */
+  readonly guardHolders: string;
+  /** `?1` expected states (JSON array of id, status, seq). */
+  readonly guardStates: string;
+  /** `?1` tenant key, `?2` the number of its jobs read. */
+  readonly guardTenantCount: string;
   /** `?1` schedule names (JSON array). */
   readonly scheduleLastRuns: string;
   /** `?1` name, `?2` occurrence (ms), `?3` now. Never moves back. */
@@ -132,6 +142,12 @@ RETURNING ${claimedColumns(`${job}.`)}`;
   const doomed = `SELECT id FROM ${job}
    WHERE (status = 'succeeded' AND finished_at < ?1) OR (status IN ('dead', 'cancelled') AND finished_at < ?2)
    ORDER BY finished_at, id LIMIT ?3`;
+
+  // A guard writes ok = 0 into the one-row guard table when its condition holds, which its
+  // CHECK refuses: the batch fails with "CHECK constraint failed: postbox_conflict" and rolls back.
+  const guard = (violated: string) => `
+INSERT INTO ${p}guard (id, ok) VALUES (0, CASE WHEN ${violated} THEN 0 ELSE 1 END)
+ON CONFLICT (id) DO UPDATE SET ok = excluded.ok`;
 
   const sql: SqliteSql = Object.freeze({
     prefix: p,
@@ -230,6 +246,13 @@ SELECT j.id AS id, j.kind AS kind, j.lane AS lane FROM ${job} j
    AND (j.nudge_sent_at IS NULL OR j.nudge_sent_at < ?5)
  ORDER BY j.due_at, j.id LIMIT ?4`,
     recordNudges: `UPDATE ${job} SET nudge_sent_at = ?1 WHERE id IN (SELECT value FROM json_each(?2))`,
+    guardHolders: guard(`EXISTS (SELECT 1 FROM json_each(?1) e
+       LEFT JOIN ${job} j ON j.dedupe_key = e.value ->> 'key' AND j.tenant_scope = e.value ->> 'scope'
+      WHERE j.id IS NOT (e.value ->> 'holder'))`),
+    guardStates: guard(`EXISTS (SELECT 1 FROM json_each(?1) e
+       LEFT JOIN ${job} j ON j.id = e.value ->> 'id'
+      WHERE j.id IS NULL OR j.status <> e.value ->> 'status' OR j.attempt_seq <> e.value ->> 'seq')`),
+    guardTenantCount: guard(`(SELECT count(*) FROM ${job} WHERE tenant_key = ?1) <> ?2`),
     listAttempts: `
 SELECT seq, outcome, error_code, error_message, started_at, finished_at FROM ${attempt} WHERE job_id = ?1 ORDER BY seq`,
     scheduleLastRuns: `SELECT name, last_at FROM ${p}schedule_run WHERE name IN (SELECT value FROM json_each(?1))`,

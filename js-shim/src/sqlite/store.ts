@@ -29,7 +29,9 @@ export interface SqlitePlan<T> {
 const APPEND_CHUNK_BYTES = 1_500_000;
 
 /** What `lockForOperate` read, so `applyOperate` writes only over that state. */
-interface OperateSeen {
+export interface OperateSeen {
+  kind: string;
+  lane: string;
   status: string;
   seq: number;
 }
@@ -47,6 +49,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   /** Per handle, what the last `lockForOperate` read of each job (D1 holds no lock, so the write checks it). */
   readonly #seen = new WeakMap<object, Map<string, OperateSeen>>();
 
+
   constructor(options: { name?: string | null } = {}) {
     this.tablePrefix = sqliteTablePrefix(options.name);
     this.name = options.name ?? null;
@@ -63,12 +66,13 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     return migrateSqlite(this.driver(db), this.name);
   }
 
-  #run(handle: Db | Tx, statements: SqlStatement[]): Promise<SqlRow[][]> {
+  /** Runs statements on `handle` as one atomic batch. */
+  protected exec(handle: Db | Tx, statements: SqlStatement[]): Promise<SqlRow[][]> {
     return this.driver(handle).batch(statements);
   }
 
   async #one(handle: Db | Tx, sql: string, params: SqlValue[]): Promise<SqlRow[]> {
-    const [rows] = await this.#run(handle, [{ sql, params }]);
+    const [rows] = await this.exec(handle, [{ sql, params }]);
     return rows ?? [];
   }
 
@@ -114,7 +118,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   async append(tx: Tx, input: AppendInput): Promise<AppendRow[]> {
     const plan = this.planAppend(input);
     if (input.items.length === 0) return [];
-    return plan.read(await this.#run(tx, plan.statements));
+    return plan.read(await this.exec(tx, plan.statements));
   }
 
   // ---- claim and settle --------------------------------------------------------------------
@@ -144,13 +148,13 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
 
   async claim(db: Db, input: ClaimInput): Promise<ClaimedJob[]> {
     if (input.limit <= 0 || input.kinds.length === 0 || input.targets?.length === 0) return [];
-    const [rows] = await this.#run(db, this.#claimStatements(input, []));
+    const [rows] = await this.exec(db, this.#claimStatements(input, []));
     return toClaimed(rows ?? [], input.targets === undefined);
   }
 
   async settle(db: Db, input: SettleInput): Promise<string[]> {
     if (input.items.length === 0) return [];
-    const results = await this.#run(db, this.#settleStatements(input));
+    const results = await this.exec(db, this.#settleStatements(input));
     return (results[1] ?? []).map((r) => String(r.id));
   }
 
@@ -160,14 +164,14 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     if (settle.items.length === 0) return { settled: [], claimed: await this.claim(db, claim) };
     // The claim never takes a job this settle touches (the contract; one statement on PostgreSQL).
     const exclude = settle.items.map((s) => s.id);
-    const results = await this.#run(db, [...this.#settleStatements(settle), ...this.#claimStatements(claim, exclude)]);
+    const results = await this.exec(db, [...this.#settleStatements(settle), ...this.#claimStatements(claim, exclude)]);
     return { settled: (results[1] ?? []).map((r) => String(r.id)), claimed: toClaimed(results[2] ?? [], claim.targets === undefined) };
   }
 
   async heartbeat(db: Db, input: HeartbeatInput): Promise<string[]> {
     if (input.beats.length === 0) return [];
     const beats = JSON.stringify(input.beats);
-    const results = await this.#run(db, [
+    const results = await this.exec(db, [
       { sql: this.sql.heartbeatAttempts, params: [input.now, beats] },
       { sql: this.sql.heartbeatJobs, params: [input.now, beats] },
     ]);
@@ -191,21 +195,21 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     if (input.ids.length === 0) return [];
     const anyTenant = input.tenantKey === undefined ? 1 : 0;
     const rows = await this.#one(tx, this.sql.lockForOperate, [JSON.stringify(input.ids), anyTenant, input.tenantKey ?? null]);
-    const seen = this.#seenOf(tx);
-    for (const r of rows) seen.set(String(r.id), { status: String(r.status), seq: Number(r.attempt_seq) });
+    const seen = this.seenOf(tx);
+    for (const r of rows) seen.set(String(r.id), { kind: String(r.kind), lane: String(r.lane), status: String(r.status), seq: Number(r.attempt_seq) });
     return rows.map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane), status: r.status as JobStatus }));
   }
 
   async applyOperate(tx: Tx, input: ApplyOperateInput): Promise<OperateTarget[]> {
     if (input.writes.length === 0) return [];
-    const seen = this.#seenOf(tx);
+    const seen = this.seenOf(tx);
     const writes = input.writes.map((w) => {
       const from = seen.get(w.id);
-      // A write whose job this handle did not read is fenced against the job's current state.
+      // A write for a job this handle did not read is not applied (its fence matches nothing).
       return { ...w, reset: w.reset ? 1 : 0, fromStatus: from?.status ?? null, fromSeq: from?.seq ?? null };
     });
     const json = JSON.stringify(writes);
-    const results = await this.#run(tx, [
+    const results = await this.exec(tx, [
       { sql: this.sql.operateAttempts, params: [input.now, json] },
       { sql: this.sql.operateJobs, params: [input.now, json] },
     ]);
@@ -213,7 +217,8 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     return (results[1] ?? []).map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane), status: r.status as JobStatus }));
   }
 
-  #seenOf(handle: Db | Tx): Map<string, OperateSeen> {
+  /** What `lockForOperate` read with `handle`, by job id. */
+  protected seenOf(handle: Db | Tx): Map<string, OperateSeen> {
     const key = handle as object;
     let seen = this.#seen.get(key);
     if (!seen) this.#seen.set(key, (seen = new Map()));
@@ -222,7 +227,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
 
   async eraseTenant(tx: Tx, tenantKey: string): Promise<number> {
     if (typeof tenantKey !== 'string') throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a string');
-    const results = await this.#run(tx, [
+    const results = await this.exec(tx, [
       { sql: this.sql.eraseTenantAttempts, params: [tenantKey] },
       { sql: this.sql.eraseTenantJobs, params: [tenantKey] },
     ]);
@@ -232,7 +237,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   async deleteFinished(db: Db, input: RetentionInput): Promise<number> {
     if (input.limit <= 0) return 0;
     const params = [input.succeededBefore, input.deadBefore, input.limit];
-    const results = await this.#run(db, [
+    const results = await this.exec(db, [
       { sql: this.sql.deleteFinishedAttempts, params },
       { sql: this.sql.deleteFinishedJobs, params },
     ]);
