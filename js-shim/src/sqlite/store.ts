@@ -324,16 +324,34 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
 
 // ---- helpers -------------------------------------------------------------------------------
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Bad input is refused before anything is written, with a typed error naming the item. */
 function checkAppend(input: AppendInput): void {
-  if (typeof input.kind !== 'string' || typeof input.lane !== 'string') throw new PostboxError('invalid_input', 'append: kind and lane must be strings');
-  for (const item of input.items) {
-    if (typeof item.id !== 'string' || typeof item.payloadJson !== 'string' || !Number.isFinite(item.dueAt)) {
-      throw new PostboxError('invalid_input', 'append: every item needs an id, payloadJson (text) and a finite dueAt');
-    }
+  if (typeof input?.kind !== 'string' || typeof input.lane !== 'string' || !Array.isArray(input.items)) {
+    throw new PostboxError('invalid_input', 'append: kind and lane must be strings and items an array');
   }
+  if (!Number.isSafeInteger(input.now) || (input.versionTs !== null && !Number.isSafeInteger(input.versionTs))) {
+    throw new PostboxError('invalid_input', 'append: now and versionTs must be integers (epoch ms)');
+  }
+  input.items.forEach((item, i) => {
+    if (typeof item?.id !== 'string' || !UUID.test(item.id)) throw new PostboxError('invalid_id', `append: items[${i}].id must be a UUID`);
+    if (!Number.isSafeInteger(item.dueAt)) throw new PostboxError('invalid_input', `append: items[${i}].dueAt must be an integer (epoch ms)`);
+    for (const [field, text] of [['payloadJson', item.payloadJson], ['metadataJson', item.metadataJson ?? 'null']] as const) {
+      try {
+        if (typeof text !== 'string') throw new Error('not text');
+        JSON.parse(text);
+      } catch {
+        throw new PostboxError('invalid_input', `append: items[${i}].${field} must be JSON text`);
+      }
+    }
+  });
 }
 
 function checkClaim(input: ClaimInput): void {
+  if (!Number.isSafeInteger(input.now) || typeof input.lane !== 'string' || !Number.isInteger(input.limit)) {
+    throw new PostboxError('invalid_input', 'claim: now and limit must be integers and lane a string');
+  }
   if (input.kinds.length !== input.leaseMs.length) throw new PostboxError('invalid_input', 'claim: kinds and leaseMs must be parallel arrays');
   if (!input.leaseMs.every((ms) => Number.isFinite(ms) && ms > 0)) throw new PostboxError('invalid_input', 'claim: every leaseMs must be a positive number');
 }
