@@ -7,16 +7,20 @@
  * whether a claimed job may start (`admit`), each settlement (`pb_settle`) and the sweep's steps
  * and cut-offs (`pb_sweep`). This file does the I/O around them.
  *
- * What it does not do (yet) that `createOutbox` does on PostgreSQL: heartbeats (`ctx.heartbeat`
- * rejects; a kind's lease covers its timeout), `ok({ commit })` and `onTransition` hooks (a
- * handler's `commit` is refused as `hook_failed`), Queue nudges, schedules and reserved sweeps.
+ * Heartbeats work as with `createOutbox` (the same lease: `ctx.heartbeat()`, automatic beats, the
+ * stop point). What it does not do (yet) that `createOutbox` does on PostgreSQL: `ok({ commit })`
+ * and `onTransition` hooks (a handler's `commit` settles as `hook_failed`), Queue nudges,
+ * schedules, reserved sweeps, deploy versions and concurrency across drains.
  * @module
  */
 import { getCore, isCoreError, type Core } from '../core/core.js';
 import { PostboxError } from '../errors.js';
+import { AttemptLease, lostError, type Admitted } from '../lease.js';
+import type { OutboxRuntime } from '../runtime.js';
 import { randomSeed } from '../runtime.js';
+import type { LaneSession } from '../session.js';
 import type { AppendInput, AppendRow, ClaimedJob, OutboxStore, SettleWrite } from '../store/contract.js';
-import type { CorePolicy, EnqueueOptions, EnqueueResult, HandlerOutcome, JobDefinition } from '../types.js';
+import type { CorePolicy, EnqueueOptions, EnqueueResult, HandlerOutcome, JobDefinition, OutboxEvent } from '../types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -36,6 +40,8 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   retention?: { succeededMs?: number; deadMs?: number };
   /** New job ids (default `crypto.randomUUID`). */
   generateId?: () => string;
+  /** Where lease events go (`lease_lost`, `infra_error` of a failed beat). */
+  events?: (event: OutboxEvent) => void;
 }
 
 /** What a drain or sweep did, by resulting status. */
@@ -50,6 +56,8 @@ export interface SqliteRunReport {
   stale: number;
   /** Expired leases settled as crashes. */
   recovered: number;
+  /** Attempts that lost their job while running (nothing settled: its new owner or the recovery decides). */
+  lost: number;
   /** Finished jobs deleted by retention. */
   deleted: number;
 }
@@ -84,7 +92,7 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
   nextDueAt(db: Db): Promise<number | null>;
 }
 
-const emptyReport = (): SqliteRunReport => ({ claimed: 0, succeeded: 0, retrying: 0, pending: 0, dead: 0, cancelled: 0, stale: 0, recovered: 0, deleted: 0 });
+const emptyReport = (): SqliteRunReport => ({ claimed: 0, succeeded: 0, retrying: 0, pending: 0, dead: 0, cancelled: 0, stale: 0, recovered: 0, lost: 0, deleted: 0 });
 
 function callCore<T>(core: Core, family: Parameters<Core['call']>[0], input: unknown, what: string): T {
   const out = core.call<T | { error: { code: string; message: string } }>(family, input);
@@ -239,22 +247,41 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     }
   }
 
-  /** Runs one claimed job: admit (the core), validate, the handler under its timeout. */
-  async function run(row: ClaimedJob, deadlineAt: number): Promise<CoreOutcome> {
+  const emit = (event: OutboxEvent) => {
+    try {
+      options.events?.(event);
+    } catch {
+      // A throwing sink must not fail the attempt.
+    }
+  };
+  // What the lease (lease.ts) needs of a runtime: the clock, the core, the store and the sink.
+  const leaseRuntime = { clock: { now }, core, store, emit } as unknown as OutboxRuntime;
+
+  /** Runs one claimed job: admit (the core), its lease, validate, the handler under its timeout. `null`: it lost its job. */
+  async function run(db: Db, row: ClaimedJob, deadlineAt: number): Promise<CoreOutcome | null> {
     const job = registry.get(row.kind)!;
-    const admitted = callCore<{ start: true; deadline: number } | { start: false; reason: string }>(core, 'claim', {
-      op: 'admit', now: now(), deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs, heartbeatMs: null,
+    const admitted = callCore<(Admitted & { start: true }) | { start: false; reason: string }>(core, 'claim', {
+      op: 'admit', now: now(), deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
+      heartbeatMs: job.policy.heartbeatMs ?? null,
     }, 'admit');
     if (!admitted.start) return { type: admitted.reason };
     const controller = new AbortController();
+    let closed = false;
+    let onLost: () => void = () => undefined;
+    const lostLease = new Promise<'lost'>((resolve) => (onLost = () => resolve('lost')));
+    const session = { exclusive: <T>(fn: (q: Db) => Promise<T>) => fn(db) } as unknown as LaneSession;
+    const lease = new AttemptLease(leaseRuntime, session, job, row, admitted, () => onLost());
     const ctx = {
       jobId: row.id, kind: row.kind, attempt: row.attempts + 1, idempotencyKey: row.id, signal: controller.signal, deadline: admitted.deadline,
       remainingMs: () => Math.max(0, admitted.deadline - now()),
       heartbeat: async (): Promise<number> => {
-        throw new PostboxError('heartbeat_failed', 'heartbeats are not supported on a SQLite store yet: the lease covers the timeout');
+        if (lease.lost) throw lostError(lease.lost);
+        if (closed) throw new PostboxError('attempt_closed', 'ctx.heartbeat() called after the attempt returned or timed out');
+        return lease.beat();
       },
       db: undefined as never, deps: options.deps, tenantKey: row.tenant_key, correlationId: row.correlation_id, metadata: row.metadata,
     };
+    lease.start();
     const work = (async (): Promise<CoreOutcome> => {
       const validated = await job.payload['~standard'].validate(row.payload);
       if (validated.issues) return { type: 'invalid_payload', message: validated.issues.map((i) => i.message).join('; ') };
@@ -269,11 +296,18 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       return { ...fromHandler(outcome ?? { type: 'retry', code: 'unexpected' }), message: error instanceof Error ? error.message : String(error) };
     });
     let timer: ReturnType<typeof setTimeout> | undefined;
+    // Real time, whatever the outbox's clock says (as createOutbox).
     const timeout = new Promise<CoreOutcome>((resolve) => {
       timer = setTimeout(() => resolve({ type: 'timeout', message: `timed out after ${job.policy.timeoutMs} ms` }), job.policy.timeoutMs);
     });
-    const outcome = await Promise.race([work, timeout]);
+    const outcome = await Promise.race([work, timeout, lostLease]);
     clearTimeout(timer);
+    lease.end();
+    closed = true;
+    if (outcome === 'lost') {
+      controller.abort(lostError(lease.lost ?? 'not_owner'));
+      return null;
+    }
     if (outcome.type === 'timeout') controller.abort(new PostboxError('timeout', `attempt of ${row.kind} timed out`));
     return outcome;
   }
@@ -289,8 +323,9 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       const claimed = await store.claim(db, { now: at, lane, kinds: plan.kinds, leaseMs: plan.leaseMs, limit, versionCutoff: plan.versionCutoff });
       report.claimed += claimed.length;
       if (claimed.length === 0) return;
-      const outcomes = await Promise.all(claimed.map((row) => run(row, deadlineAt)));
-      await settle(db, claimed.map((row, i) => ({ row, outcome: outcomes[i]! })), report);
+      const outcomes = await Promise.all(claimed.map((row) => run(db, row, deadlineAt)));
+      report.lost += outcomes.filter((o) => o === null).length;
+      await settle(db, claimed.flatMap((row, i) => (outcomes[i] ? [{ row, outcome: outcomes[i]! }] : [])), report);
       if (claimed.length < limit) return;
     }
   }
