@@ -1,14 +1,18 @@
 // The store conformance suite (postbox/testing's outboxStoreContract) against the memory store
 // and the PostgreSQL store on a real server (the default outbox and a named one in one
-// database); broken stores that must fail it; and the PostgreSQL store's transaction keeping
-// the callback's error when the rollback itself fails.
+// database), in Node and inside workerd (tests/shim/fixtures/store-worker.ts); broken stores
+// that must fail it; and the PostgreSQL store's transaction keeping the callback's error when
+// the rollback itself fails.
 import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { MemoryOutboxDatabase, MemoryOutboxStore, postgresOutboxStore, PostgresOutboxStore } from 'postbox';
+import { MemoryOutboxDatabase, MemoryOutboxStore, postgresOutboxStore, PostgresOutboxStore, type LaneDb } from 'postbox';
 import { migrate } from 'postbox/sql';
 import { outboxStoreContract } from 'postbox/testing';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
+import { startWorker, type TestWorker } from '../support/worker.ts';
 
 const OTHER = 'contract_b';
 
@@ -33,6 +37,31 @@ describe('memory store', () => {
     assert.equal(await store.getJob(undefined, { id }), null, 'a refused list writes nothing');
     assert.throws(() => new MemoryOutboxStore({ name: 'Bad Name' }), { code: 'invalid_config' });
   });
+});
+
+test('the batched-append scenario runs when the store has appendStatements and a batch runner is given', async () => {
+  // A stand-in for a store without interactive transactions: its "statement" is the append itself.
+  let database = new MemoryOutboxDatabase();
+  let last: MemoryOutboxStore | undefined;
+  const scenarios = outboxStoreContract<unknown>({
+    makeStore: (name) => {
+      const store = new MemoryOutboxStore({ name, database });
+      (store as { appendStatements?: unknown }).appendStatements = (_db: unknown, input: unknown) => ({ statements: [input], read: (results: unknown[]) => results[0] });
+      return (last = store);
+    },
+    db: () => undefined,
+    reset: async () => {
+      database = new MemoryOutboxDatabase();
+    },
+    runBatch: async (db, statements) => [await last!.append(db, statements[0] as never)],
+  });
+  const batched = scenarios.find((s) => s.name.startsWith('append as batched statements'));
+  assert.ok(batched);
+  await batched.run();
+  // Without appendStatements the scenario says what is missing.
+  const without = outboxStoreContract<unknown>({ makeStore: () => new MemoryOutboxStore(), db: () => undefined, runBatch: async () => [] });
+  await assert.rejects(without.find((s) => s.name.startsWith('append as batched'))!.run(), /no appendStatements/);
+  assert.equal(outboxStoreContract<unknown>({ makeStore: () => new MemoryOutboxStore(), db: () => undefined }).some((s) => s.name.startsWith('append as batched')), false);
 });
 
 describe('the suite fails broken stores', () => {
@@ -111,9 +140,12 @@ describe('PostgreSQL store', () => {
   });
 
   test('the suite passes on the default and a named outbox', async (t) => {
+    // A pool: racing claims then run on connections of their own, as lanes do (SKIP LOCKED).
+    const pool = new pg.Pool({ connectionString: url, max: 4 });
+    t.after(() => pool.end());
     const scenarios = outboxStoreContract({
       makeStore: (name) => postgresOutboxStore(name),
-      db: () => client,
+      db: () => pool as unknown as LaneDb,
       reset: async () => {
         await client.query(`TRUNCATE outbox.job, "outbox_${OTHER}".job CASCADE`);
       },
@@ -121,6 +153,23 @@ describe('PostgreSQL store', () => {
     });
     assert.ok(scenarios.length >= 12);
     for (const s of scenarios) await t.test(s.name, s.run);
+  });
+
+  test('inside workerd: the suite passes on the memory store and on PostgreSQL over Hyperdrive', async () => {
+    const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/store-worker.ts');
+    let worker: TestWorker | undefined;
+    try {
+      worker = await startWorker({ entry: fixture, databaseUrl: url });
+      for (const store of ['memory', 'postgres']) {
+        const res = await worker.fetch('/run', { method: 'POST', body: JSON.stringify({ store, otherName: OTHER }), headers: { 'content-type': 'application/json' } });
+        assert.equal(res.status, 200);
+        const results = (await res.json()) as { name: string; ok: boolean; error?: string }[];
+        assert.ok(results.length >= 12, `${store}: every scenario ran`);
+        assert.deepEqual(results.filter((r) => !r.ok), [], `${store}: every scenario passes in workerd`);
+      }
+    } finally {
+      await worker?.dispose();
+    }
   });
 
   test('one store per name, and a typed error for a bad one', () => {

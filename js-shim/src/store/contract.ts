@@ -291,7 +291,8 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
 
   /**
    * `settle` then `claim` as one operation (one statement on PostgreSQL). The claim never takes
-   * a job this settle touches.
+   * a job this settle touches. Both halves carry the same `now` (the PostgreSQL store refuses
+   * two with `invalid_input`: its statement has one).
    */
   settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }>;
 

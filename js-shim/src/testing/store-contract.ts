@@ -30,6 +30,11 @@ export interface OutboxStoreContractOptions<Db, Tx> {
   reset?(): Promise<void>;
   /** The second outbox of the isolation scenario. Default `contract_b`. */
   otherName?: string;
+  /**
+   * Runs the statements of `store.appendStatements` as one batch and resolves to their results,
+   * in order (for D1: `db.batch(statements)`). Given, the suite also checks the batched append.
+   */
+  runBatch?(db: Db, statements: unknown[]): Promise<unknown[]>;
 }
 
 /** The epoch every scenario starts at: far from the real clock, so a store that reads its own clock fails. */
@@ -76,6 +81,8 @@ class Driver<Db, Tx> {
   constructor(
     readonly store: OutboxStore<Db, Tx>,
     readonly db: Db,
+    /** Set: appends go through `appendStatements` and this batch runner instead of `append`. */
+    readonly runBatch: ((db: Db, statements: unknown[]) => Promise<unknown[]>) | null = null,
   ) {
     const core = getCore();
     this.policies = [
@@ -105,13 +112,21 @@ class Driver<Db, Tx> {
       items: items.map((i, n) => ({ delayMs: i.delayMs ?? 0, payloadBytes: payloads[n]!.length })),
     }).results;
     ok(decided.every((d) => d.ok), 'the core refused a contract item');
-    const rows = await store.append(tx as Tx, {
+    const input = {
       kind, lane: this.policy(kind).lane, now: this.now, versionTs: null,
       items: items.map((i, n) => ({
         id: crypto.randomUUID(), payloadJson: payloads[n]!, tenantKey: i.tenantKey ?? null, dedupeKey: i.dedupeKey ?? null,
         correlationId: i.correlationId ?? null, metadataJson: null, dueAt: decided[n]!.dueAt, maxAttempts: null,
       })),
-    });
+    };
+    let rows: AppendRow[];
+    if (this.runBatch) {
+      ok(store.appendStatements, 'runBatch is given but the store has no appendStatements');
+      const batch = store.appendStatements(tx as Db, input);
+      rows = batch.read(await this.runBatch(tx as Db, batch.statements));
+    } else {
+      rows = await store.append(tx as Tx, input);
+    }
     eq(rows.length, items.length, 'append returns one row per item');
     const held = rows.filter((r) => !r.created);
     const verdicts = held.length === 0 ? [] : core.call<{ results: { status: string; reason?: string }[] }>('enqueue', {
@@ -186,16 +201,31 @@ class Driver<Db, Tx> {
  */
 export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOptions<Db, Tx>): StoreScenario[] {
   const otherName = options.otherName ?? 'contract_b';
-  const scenario = (name: string, body: (d: Driver<Db, Tx>) => Promise<void>): StoreScenario => ({
+  const scenario = (name: string, body: (d: Driver<Db, Tx>) => Promise<void>, batched = false): StoreScenario => ({
     name,
     async run() {
       await options.reset?.();
       const store = await options.makeStore(null);
-      await body(new Driver(store, await options.db()));
+      await body(new Driver(store, await options.db(), batched ? options.runBatch! : null));
     },
   });
 
+  const batchedAppend = !options.runBatch ? [] : [
+    scenario('append as batched statements: the same rows as append', async (d) => {
+      const list = await d.enqueue(d.db, [
+        { payload: { n: 1 }, dedupeKey: 'b1' }, { payload: { n: 1 }, dedupeKey: 'b1' }, { payload: { n: 2 }, dedupeKey: 'b1' }, { payload: { n: 3 }, tenantKey: 't' },
+      ]);
+      eq(list.map((r) => r.verdict), ['created', 'exists', 'dedupe_conflict:payload', 'created'], 'within one batch the first item holds the key');
+      const [again] = await d.enqueue(d.db, [{ payload: { n: 1 }, dedupeKey: 'b1' }]);
+      eq([again!.verdict, again!.id], ['exists', list[0]!.id], 'a later batch finds the committed holder');
+      const view = await d.job(list[3]!.id);
+      eq([view.status, view.tenantKey, view.payload], ['pending', 't', { n: 3 }], 'the batched job is stored');
+      eq((await d.store.countJobs(d.db, {})).pending, 2, 'two jobs were written');
+    }, true),
+  ];
+
   return [
+    ...batchedAppend,
     scenario('append is idempotent per dedupe key and tenant, and reports conflicts', async (d) => {
       const [first] = await d.enqueue(d.db, [{ payload: { a: 1, b: [1, 2] }, dedupeKey: 'k1' }]);
       eq(first!.verdict, 'created', 'a new key is created');
