@@ -73,15 +73,15 @@ export interface EnqueueStatements<S> {
 export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
   readonly store: S;
   /** Enqueues one job with `tx` (inside `store.transaction`, or a database handle). Refusals are results, not throws. */
-  enqueue<P>(tx: Tx, job: JobDefinition<P>, options: EnqueueOptions<P>): Promise<EnqueueResult>;
+  enqueue<P>(tx: Tx, job: JobDefinition<P>, options: EnqueueOptions<NoInfer<P>>): Promise<EnqueueResult>;
   /** Enqueues a list of jobs of one kind in one write. */
-  enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]): Promise<EnqueueResult[]>;
+  enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<NoInfer<P>>[]): Promise<EnqueueResult[]>;
   /**
    * The enqueue as statements for your own atomic batch (D1: `db.batch([...yours, ...statements])`).
    * Only for stores with `appendStatements` (D1). Refused items (bad payloads) are decided before
    * any statement exists and are never written.
    */
-  enqueueStatements<P>(db: Db, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]): Promise<EnqueueStatements<unknown>>;
+  enqueueStatements<P>(db: Db, job: JobDefinition<P>, items: readonly EnqueueOptions<NoInfer<P>>[]): Promise<EnqueueStatements<unknown>>;
   /** Claims and runs due jobs of `lane` (default every lane) until none is due or `maxJobs` ran. */
   drain(db: Db, options?: { lane?: string; maxJobs?: number }): Promise<SqliteRunReport>;
   /** Settles running jobs whose lease ran out as crashes (the core decides what follows). */
