@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { outboxStoreContract } from '../../js-shim/src/testing/store-contract.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 import { scenarios } from './fixtures/sqlite/scenarios.ts';
-import { d1RuntimeScenarios, heartbeatScenarios, runtimeScenarios } from './fixtures/sqlite/runtime.ts';
+import { d1RuntimeScenarios, heartbeatScenarios, operatorScenarios, runtimeScenarios } from './fixtures/sqlite/runtime.ts';
 import { d1Scenarios, durableObjectScenarios } from './fixtures/sqlite/transactions.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
@@ -26,8 +26,8 @@ after(async () => {
 });
 
 const flavors = {
-  d1: { ...scenarios, ...runtimeScenarios, ...heartbeatScenarios, ...d1Scenarios, ...d1RuntimeScenarios },
-  'durable-object': { ...scenarios, ...runtimeScenarios, ...heartbeatScenarios, ...durableObjectScenarios },
+  d1: { ...scenarios, ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios, ...d1Scenarios, ...d1RuntimeScenarios },
+  'durable-object': { ...scenarios, ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios, ...durableObjectScenarios },
 };
 
 for (const [flavor, list] of Object.entries(flavors)) {

@@ -19,7 +19,8 @@ import { AttemptLease, lostError, type Admitted } from '../lease.js';
 import type { OutboxRuntime } from '../runtime.js';
 import { randomSeed } from '../runtime.js';
 import type { LaneSession } from '../session.js';
-import type { AppendInput, AppendRow, ClaimedJob, OutboxStore, SettleWrite } from '../store/contract.js';
+import type { OperateResult, TenantScope } from '../outbox.js';
+import type { AppendInput, AppendRow, ClaimedJob, JobStatus, OutboxStore, SettleWrite } from '../store/contract.js';
 import type { CorePolicy, EnqueueOptions, EnqueueResult, HandlerOutcome, JobDefinition, OutboxEvent } from '../types.js';
 
 /** Options of {@link createSqliteOutbox}. */
@@ -90,6 +91,18 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
   sweep(db: Db): Promise<SqliteRunReport>;
   /** When the next waiting job falls due (epoch ms), or `null`: for a Durable Object's next alarm. */
   nextDueAt(db: Db): Promise<number | null>;
+  /**
+   * Operator actions, as `createOutbox` has them and the core decides them, each in one store
+   * transaction: pending, retrying or running jobs to cancelled (a running attempt's late settle
+   * then changes nothing). `scope.tenantKey` limits them to one tenant (`null`: jobs without one).
+   */
+  cancelMany(db: Db, ids: readonly string[], reason?: string, scope?: TenantScope): Promise<OperateResult[]>;
+  /** Dead or cancelled jobs back to pending, due now, with a fresh retry budget. */
+  replayMany(db: Db, ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
+  /** Pending or retrying jobs due now. */
+  retryNowMany(db: Db, ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
+  /** Deletes every job (and attempt record) of one tenant; returns how many jobs. */
+  eraseTenant(db: Db, tenantKey: string): Promise<number>;
 }
 
 const emptyReport = (): SqliteRunReport => ({ claimed: 0, succeeded: 0, retrying: 0, pending: 0, dead: 0, cancelled: 0, stale: 0, recovered: 0, lost: 0, deleted: 0 });
@@ -342,8 +355,43 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     await settle(db, expired.map((row) => ({ row, outcome: { type: 'crash' } })), report);
   }
 
+  type OperateDecision = { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null } | { ok: false };
+
+  /** One operator action on `ids`: read them, ask the core about each, write its decisions, in one transaction. */
+  function operate(db: Db, action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) {
+    if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string')) throw new PostboxError('invalid_input', `${action}: ids must be an array of job ids`);
+    const at = now();
+    return store.transaction(db, async (tx) => {
+      const rows = await store.lockForOperate(tx, scope && 'tenantKey' in scope ? { ids, tenantKey: scope.tenantKey ?? null } : { ids });
+      const found = new Map(rows.map((r) => [r.id, r]));
+      const results: OperateResult[] = [];
+      const writes: { id: string; status: JobStatus; dueAt: number | null; reset: boolean; reason: string | null; closeAttempt: string | null }[] = [];
+      for (const id of ids) {
+        const row = found.get(id);
+        if (!row) {
+          results.push({ id, status: 'not_found' });
+          continue;
+        }
+        const d = callCore<OperateDecision>(core, 'operate', { action, now: at, job: { status: row.status } }, action);
+        if (!d.ok) {
+          results.push({ id, status: 'invalid_state', jobStatus: row.status });
+          continue;
+        }
+        writes.push({ id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt });
+        results.push({ id, status: 'ok', jobStatus: d.status });
+      }
+      const written = new Set((writes.length === 0 ? [] : await store.applyOperate(tx, { now: at, writes })).map((w) => w.id));
+      // A job that changed between the read and the write (no lock on D1) is reported as found in another state.
+      return results.map((r): OperateResult => (r.status === 'ok' && !written.has(r.id) ? { id: r.id, status: 'invalid_state' } : r));
+    });
+  }
+
   return {
     store,
+    cancelMany: (db, ids, reason = 'cancelled', scope) => operate(db, 'cancel', ids, scope, reason),
+    replayMany: (db, ids, scope) => operate(db, 'replay', ids, scope, null),
+    retryNowMany: (db, ids, scope) => operate(db, 'retryNow', ids, scope, null),
+    eraseTenant: (db, tenantKey) => store.transaction(db, (tx) => store.eraseTenant(tx, tenantKey)),
     async enqueue(tx, job, opts) {
       return (await enqueueMany(tx, job, [opts]))[0]!;
     },
