@@ -124,7 +124,9 @@ RETURNING ${claimedColumns(`${job}.`)}`;
      AND j.id NOT IN (SELECT value FROM json_each(?6))
    ORDER BY j.due_at, j.id
    LIMIT ?4`;
-  const targets = `SELECT j.id FROM json_each(?7) t JOIN ${job} j ON j.id = t.key AND j.kind = t.value
+  // CROSS JOIN keeps the targets the outer loop (SQLite never reorders it): a nudge looks up its
+  // jobs by id instead of scanning the lane's due jobs.
+  const targets = `SELECT j.id FROM json_each(?7) t CROSS JOIN ${job} j ON j.id = t.key AND j.kind = t.value
    WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
      AND j.kind IN (SELECT key FROM json_each(?3))
      AND j.id NOT IN (SELECT value FROM json_each(?6))
