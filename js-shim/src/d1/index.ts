@@ -131,7 +131,8 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
       const scope = scopeOf(item.tenantKey);
       const slot = `${scope}\u0000${item.dedupeKey}`;
       const pending = tx.holders.get(slot);
-      const holder = pending ?? (committed.get(String(i)) ? { id: String(committed.get(String(i))!.id), kind: String(committed.get(String(i))!.kind), payloadJson: String(committed.get(String(i))!.payload) } : undefined);
+      const row = committed.get(String(i));
+      const holder = pending ?? (row ? { id: String(row.id), kind: String(row.kind), payloadJson: String(row.payload) } : undefined);
       if (!pending) expect.push({ key: item.dedupeKey, scope, holder: holder?.id ?? null });
       if (holder) return { id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(JSON.parse(holder.payloadJson), JSON.parse(item.payloadJson)) };
       tx.holders.set(slot, { id: item.id, kind: input.kind, payloadJson: item.payloadJson });
