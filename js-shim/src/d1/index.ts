@@ -36,7 +36,7 @@ export { jsonEqual } from '../sqlite/store.js';
 export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite/outbox.js';
 
 /** One queued entry of a D1 transaction's batch. */
-type Entry = { app: D1StatementLike } | { store: SqlStatement };
+type Entry = { app: D1PreparedStatement } | { store: SqlStatement };
 
 /** A dedupe key held within a transaction, by an append not yet written. */
 interface PendingHolder {
@@ -52,7 +52,7 @@ interface PendingHolder {
  * what is committed, not this transaction's own pending writes.
  */
 export class D1Transaction {
-  readonly db: D1Like;
+  readonly db: D1Database;
   /** @internal */ readonly entries: Entry[] = [];
   /** @internal */ readonly holders = new Map<string, PendingHolder>();
   /** @internal */ state: 'open' | 'done' = 'open';
@@ -60,12 +60,12 @@ export class D1Transaction {
   /** The results of the app's own statements, in the order added, once the batch has run. */
   results: unknown[] | null = null;
 
-  constructor(db: D1Like) {
+  constructor(db: D1Database) {
     this.db = db;
   }
 
   /** Adds the application's own prepared statements to the batch (in order, before or between the store's writes). */
-  add(...statements: D1StatementLike[]): void {
+  add(...statements: D1PreparedStatement[]): void {
     this.#open();
     for (const app of statements) this.entries.push({ app });
   }
@@ -95,8 +95,8 @@ async function tracked<T>(tx: D1Transaction, write: () => Promise<T>): Promise<T
 const scopeOf = (tenantKey: string | null) => (tenantKey === null ? 'n' : `t:${tenantKey}`);
 
 /** The D1 store. `Db` is the D1 binding; `Tx` the batch a {@link D1OutboxStore.transaction} gathers (or the binding itself). */
-export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1Like> {
-  protected driver(handle: D1Like | D1Transaction): SqliteDriver {
+export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction | D1Database> {
+  protected driver(handle: D1Database | D1Transaction): SqliteDriver {
     return d1Driver(handle instanceof D1Transaction ? handle.db : handle);
   }
 
@@ -105,7 +105,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
    * items' dedupe keys (and the transaction's own earlier appends); the insert joins the batch
    * behind a guard that those holders are still the same.
    */
-  override async append(tx: D1Like | D1Transaction, input: AppendInput): Promise<AppendRow[]> {
+  override async append(tx: D1Database | D1Transaction, input: AppendInput): Promise<AppendRow[]> {
     if (!(tx instanceof D1Transaction)) return super.append(tx, input);
     return tracked(tx, () => this.#appendIn(tx, input));
   }
@@ -149,7 +149,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
    * Inside a {@link D1Transaction}: the jobs written are those `lockForOperate` read with it;
    * the writes join the batch behind a guard that each is still in the state read.
    */
-  override async applyOperate(tx: D1Like | D1Transaction, input: ApplyOperateInput): Promise<OperateTarget[]> {
+  override async applyOperate(tx: D1Database | D1Transaction, input: ApplyOperateInput): Promise<OperateTarget[]> {
     if (!(tx instanceof D1Transaction)) return super.applyOperate(tx, input);
     const seen = this.seenOf(tx);
     const writes = input.writes.filter((w) => seen.has(w.id));
@@ -166,7 +166,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
   }
 
   /** Inside a {@link D1Transaction}: counted now; the deletes join the batch behind a guard that the count still holds. */
-  override async eraseTenant(tx: D1Like | D1Transaction, tenantKey: string): Promise<number> {
+  override async eraseTenant(tx: D1Database | D1Transaction, tenantKey: string): Promise<number> {
     if (!(tx instanceof D1Transaction)) return super.eraseTenant(tx, tenantKey);
     return tracked(tx, () => this.#eraseIn(tx, tenantKey));
   }
@@ -189,7 +189,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
    * its error rejects. If a guard finds that what a write was decided on has changed, the batch
    * rolls back and this rejects with `PostboxError('transaction_conflict')`: run it again.
    */
-  async transaction<T>(db: D1Like, fn: (tx: D1Transaction | D1Like) => Promise<T>): Promise<T> {
+  async transaction<T>(db: D1Database, fn: (tx: D1Transaction | D1Database) => Promise<T>): Promise<T> {
     const tx = new D1Transaction(db);
     let result: T;
     try {
@@ -203,7 +203,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
     if (tx.entries.length === 0) return result;
     let rows: unknown[];
     try {
-      rows = await db.batch(tx.entries.map((e) => ('app' in e ? e.app : d1Statement(db, e.store))));
+      rows = await db.batch(tx.entries.map((e) => ('app' in e ? e.app : (d1Statement(db, e.store) as D1PreparedStatement))));
     } catch (error) {
       if (CONFLICT.test(String((error as Error)?.message ?? error)) || CONFLICT.test(String((error as { cause?: Error })?.cause?.message))) {
         throw new PostboxError('transaction_conflict', 'D1: what this transaction read changed before it committed; nothing was written, run it again', { cause: error });
@@ -218,10 +218,10 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Like, D1Transaction | D1L
    * The append as prepared statements for your own `db.batch([...yours, ...statements])`; pass
    * the results of `statements` (in order: `results.slice(yours.length)`) to `read`.
    */
-  appendStatements(db: D1Like, input: AppendInput): AppendBatch<D1StatementLike> {
+  appendStatements(db: D1Database, input: AppendInput): AppendBatch<D1PreparedStatement> {
     const plan = this.planAppend(input);
     return {
-      statements: plan.statements.map((s) => d1Statement(db, s)),
+      statements: plan.statements.map((s) => d1Statement(db, s) as D1PreparedStatement),
       read: (results): AppendRow[] =>
         input.items.length === 0 ? [] : plan.read(results.map((r) => ((r as { results?: unknown[] }).results ?? []) as SqlRow[])),
     };
@@ -240,6 +240,6 @@ export function createD1OutboxStore(options: D1OutboxStoreOptions = {}): D1Outbo
 }
 
 /** Creates or updates an outbox's tables in a D1 database (idempotent); returns the migration versions applied. */
-export function migrateD1(db: D1Like, options: D1OutboxStoreOptions = {}): Promise<number[]> {
+export function migrateD1(db: D1Database, options: D1OutboxStoreOptions = {}): Promise<number[]> {
   return migrateSqlite(d1Driver(db), options.name);
 }

@@ -25,15 +25,13 @@ export { durableObjectDriver, sqliteMigrations, sqliteTablePrefix, type DurableO
 export { jsonEqual } from '../sqlite/store.js';
 export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite/outbox.js';
 
-/** The part of `DurableObjectStorage` the store uses (`ctx.storage` of a SQLite-backed Durable Object). */
-export interface DurableObjectStorageLike extends DurableObjectSqlStorage {
-  transaction<T>(closure: (txn: unknown) => Promise<T>): Promise<T>;
-}
+/** `ctx.storage` of a SQLite-backed Durable Object. */
+export type DurableObjectStorageLike = DurableObjectStorage;
 
 /** The Durable Object store: operations run on `ctx.storage`, inside a transaction as outside. */
-export class DurableObjectOutboxStore extends SqliteOutboxStore<DurableObjectStorageLike> {
-  protected driver(handle: DurableObjectStorageLike): SqliteDriver {
-    return durableObjectDriver(handle);
+export class DurableObjectOutboxStore extends SqliteOutboxStore<DurableObjectStorage> {
+  protected driver(handle: DurableObjectStorage): SqliteDriver {
+    return durableObjectDriver(handle as unknown as DurableObjectSqlStorage);
   }
 
   /**
@@ -41,7 +39,7 @@ export class DurableObjectOutboxStore extends SqliteOutboxStore<DurableObjectSto
    * writes and every append made with `tx` commit together, or, if `fn` throws, none does and
    * its error rejects.
    */
-  transaction<T>(storage: DurableObjectStorageLike, fn: (tx: DurableObjectStorageLike) => Promise<T>): Promise<T> {
+  transaction<T>(storage: DurableObjectStorage, fn: (tx: DurableObjectStorage) => Promise<T>): Promise<T> {
     return storage.transaction(() => fn(storage));
   }
 }
@@ -58,6 +56,6 @@ export function createDurableObjectOutboxStore(options: DurableObjectOutboxStore
 }
 
 /** Creates or updates an outbox's tables in a Durable Object's storage (idempotent); returns the versions applied. */
-export function migrateDurableObject(storage: DurableObjectSqlStorage, options: DurableObjectOutboxStoreOptions = {}): Promise<number[]> {
-  return migrateSqlite(durableObjectDriver(storage), options.name);
+export function migrateDurableObject(storage: DurableObjectStorage, options: DurableObjectOutboxStoreOptions = {}): Promise<number[]> {
+  return migrateSqlite(durableObjectDriver(storage as unknown as DurableObjectSqlStorage), options.name);
 }
