@@ -285,3 +285,17 @@ TEST_CASE("settle: a batch's shared policies, named by index, decide as the same
   CHECK(call(pb_settle, R"({"batch":[)" + item("0", retry) + "]}").out ==
         R"({"results":[{"error":{"code":"invalid_input","message":"settle: field 'batch[0].policy' must be an object"}}]})");
 }
+
+TEST_CASE("settle: a handler that returned no outcome, or threw unclassified, retries under a fixed code") {
+  const std::string none = settle(default_policy(), kJob, R"({"type":"none"})");
+  CHECK(none.find(R"("status":"retrying")") != std::string::npos);
+  CHECK(none.find(R"x("errorCode":"invalid_outcome","errorMessage":"handler returned no outcome: return ok(), retry(), fail() or cancel()")x") !=
+        std::string::npos);
+  CHECK(none.find(R"("attemptOutcome":"retry")") != std::string::npos);
+  CHECK(none.find(R"("charged":true)") != std::string::npos);
+  const std::string thrown = settle(default_policy(), kJob, R"({"type":"thrown","message":"boom"})");
+  CHECK(thrown.find(R"("errorCode":"unexpected","errorMessage":"boom")") != std::string::npos);
+  CHECK(thrown.find(R"("attemptOutcome":"retry")") != std::string::npos);
+  // The same as an explicit retry with those codes.
+  CHECK(thrown == settle(default_policy(), kJob, R"({"type":"retry","code":"unexpected","message":"boom"})"));
+}
