@@ -21,6 +21,8 @@ export interface EnqueueEnv {
   core: Core;
   now: number;
   maxPayloadBytes: number;
+  /** The longest delay a nudge may carry (the core's, pb_claim outbox). */
+  maxQueueDelayMs: number;
   hasQueue: boolean;
   versionTs: number | null;
   generateId: () => string;
@@ -162,7 +164,7 @@ function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): Enque
     const p = prepared[i]!;
     items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}}`;
   }
-  const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":86400000,"hasQueue":${env.hasQueue},"items":[${items}]}`;
+  const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":${env.maxQueueDelayMs},"hasQueue":${env.hasQueue},"items":[${items}]}`;
   const out = env.core.callText('enqueue', input) as { results: EnqueueDecision[] } | { error: { code: string; message: string } };
   if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
   return out.results;

@@ -2,6 +2,7 @@
 // one statement (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
 import { emptyReport, type Finished, type RunReport } from './attempt.js';
+import { isDeadlineError } from './deadline.js';
 import { PostboxError } from './errors.js';
 import { redact } from './handler.js';
 import type { Statement } from './queries/statement.js';
@@ -120,7 +121,9 @@ type FailureNext = 'retry' | 'hook_failed' | 'give_up';
 function afterFailure(rt: OutboxRuntime, session: LaneSession, part: 'write' | 'hook', error: unknown, tries: number): FailureNext {
   const code = (error as { code?: unknown } | null)?.code;
   const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
-  return rt.core.call<{ next: FailureNext }>('settle', { failure: { part, sessionBroken: session.isBroken(), sqlState, tries } }).next;
+  // A deadline gave up on the session (and dropped it): infrastructure, like a lost connection.
+  const sessionBroken = session.isBroken() || isDeadlineError(error);
+  return rt.core.call<{ next: FailureNext }>('settle', { failure: { part, sessionBroken, sqlState, tries } }).next;
 }
 
 /** Writes settlements; a failed write is tried again on a fresh session while the core says so. Null once it gives up. */

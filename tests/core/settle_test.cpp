@@ -296,6 +296,9 @@ TEST_CASE("settle: a handler that returned no outcome, or threw unclassified, re
   const std::string thrown = settle(default_policy(), kJob, R"({"type":"thrown","message":"boom"})");
   CHECK(thrown.find(R"("errorCode":"unexpected","errorMessage":"boom")") != std::string::npos);
   CHECK(thrown.find(R"("attemptOutcome":"retry")") != std::string::npos);
+  // A classify that returned something that is no outcome: the error's message is kept.
+  CHECK(settle(default_policy(), kJob, R"({"type":"none","message":"boom"})").find(R"("errorCode":"invalid_outcome","errorMessage":"boom")") !=
+        std::string::npos);
   // The same as an explicit retry with those codes.
   CHECK(thrown == settle(default_policy(), kJob, R"({"type":"retry","code":"unexpected","message":"boom"})"));
 }

@@ -275,7 +275,7 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   if (!has_type) return input::missing(inner, "type");
   if (unclassified == "none") {
     outcome.code = "invalid_outcome";
-    outcome.message = "handler returned no outcome: return ok(), retry(), fail() or cancel()";
+    if (!outcome.message) outcome.message = "handler returned no outcome: return ok(), retry(), fail() or cancel()";
   } else if (!unclassified.empty()) {
     outcome.code = "unexpected";
   }
