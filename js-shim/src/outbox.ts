@@ -68,6 +68,8 @@ export interface Outbox<R = EnqueueResult> {
   readonly name: string | null;
   /** Its schema: `outbox`, or `outbox_<name>` for a named outbox. */
   readonly schema: string;
+  /** The kinds it registers, sorted (for `countBacklog`'s `registeredKinds`). */
+  readonly kinds: readonly string[];
   /** @internal Runs one lane: nudged targets, or a bounded drain. */
   readonly [RUN]: OutboxEngine;
 }
@@ -234,6 +236,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   const outbox: Outbox<any> = {
     name: sql.name,
     schema: sql.schema,
+    kinds: [...registry.keys()].sort(),
     async transaction(db, fn) {
       const nudges: PendingNudge[] = [];
       const result = await runTransaction(db, (q, tx) => {
@@ -308,8 +311,9 @@ function outboxConfig(core: ReturnType<typeof getCore>, options: OutboxOptions):
     operationTimeoutMs: options.operationTimeoutMs,
     maxPayloadBytes: options.maxPayloadBytes,
   };
-  // NaN and ±Infinity would become JSON null (the default): send them as text, which the core refuses.
-  for (const [name, value] of Object.entries(numbers)) if (typeof value === 'number' && !Number.isFinite(value)) numbers[name] = String(value);
+  // Anything but an integer (NaN and ±Infinity would become JSON null, the default) goes as
+  // -1, below every bound, so the core's refusal names the field's range.
+  for (const [name, value] of Object.entries(numbers)) if (value !== undefined && !Number.isInteger(value)) numbers[name] = -1;
   const out = core.callText('claim', JSON.stringify({ op: 'outbox', ...numbers }));
   if (isCoreError(out)) {
     const message = out.error.message.replace(/^claim: field '(\w+)' must be an integer in \[(\d+), (\d+)\]$/, '$1 must be an integer in $2..$3');

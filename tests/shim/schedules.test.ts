@@ -123,6 +123,34 @@ describe('which occurrences a tick enqueues', () => {
   });
 });
 
+describe('recovery\'s budget is held back from schedules', () => {
+  test('with no time left past recovery\'s budget, a tick starts no occurrence; the next tick catches it up', async () => {
+    await tickAt(at('2026-11-30T10:00:00.000Z'));
+    assert.deepEqual(await keysOf('schedule:hourly:'), ['schedule:hourly:2026-11-30T10:00:00.000Z']);
+    // '*/7' runs the handler whose recoveryBudgetMs equals its invocationBudgetMs: the core's
+    // schedulesUntil is the tick's start, so 'checked' 10:15 and 'hourly' 11:00 are deferred,
+    // unrecorded, and the sweep still runs.
+    await env.post('/clock', { offsetMs: at('2026-11-30T11:00:00.000Z') - Date.now() });
+    const result = await env.worker.scheduled({ cron: '*/7 * * * *', scheduledTime: at('2026-11-30T11:00:00.000Z') });
+    assert.equal(result.outcome, 'ok');
+    const events = await env.events();
+    const report = events.find((e) => e.type === 'test_report')?.report;
+    assert.deepEqual(report.schedules, []);
+    assert.equal(report.schedulesDeferred, 2);
+    assert.deepEqual(report.failedSteps, []);
+    assert.ok(events.some((e) => e.type === 'schedules_deferred' && e.occurrences === 2 && e.severity === 'warn'), JSON.stringify(events));
+    assert.deepEqual(await keysOf('schedule:hourly:'), ['schedule:hourly:2026-11-30T10:00:00.000Z']);
+    assert.equal(await lastRun('hourly'), at('2026-11-30T10:00:00.000Z'));
+    // The next ordinary tick (recovery's default 2 min of a 14 min budget) catches both up.
+    const next = await tickAt(at('2026-11-30T11:05:00.000Z'));
+    assert.deepEqual(next.runs.map((r) => [r.key, r.status]).sort(), [
+      ['schedule:checked:2026-11-30T10:15:00.000Z', 'enqueued'],
+      ['schedule:hourly:2026-11-30T11:00:00.000Z', 'enqueued'],
+    ]);
+    assert.deepEqual(await keysOf('schedule:hourly:'), ['schedule:hourly:2026-11-30T10:00:00.000Z', 'schedule:hourly:2026-11-30T11:00:00.000Z']);
+  });
+});
+
 describe('failures within a tick', () => {
   test('a lost connection is retried on a fresh session within the tick; the occurrence commits once', async () => {
     await tickAt(at('2026-11-30T10:00:00.000Z'));

@@ -402,7 +402,7 @@ async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const db = await r.db();
   const tenant = r.access.tenantKey === undefined ? {} : { tenantKey: r.access.tenantKey };
   const counts = await countJobs(db, { ...tenant, ...reads(r, s) });
-  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs: s.agedMs, ...reads(r, s) });
+  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs: s.agedMs, registeredKinds: r.outbox().kinds, ...reads(r, s) });
   const bucketMs = Math.floor(s.windowMs / s.buckets);
   const since = Math.floor(r.now / bucketMs) * bucketMs - (s.buckets - 1) * bucketMs;
   const schema = r.named().schema;
@@ -416,6 +416,14 @@ async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const totals = backlog.reduce((t, b) => ({ due: t.due + b.due, aged: t.aged + b.aged, stuck: t.stuck + b.stuck }), { due: 0, aged: 0, stuck: 0 });
   const graded = evaluateBacklog(totals, s.thresholds);
   const warnings: HealthWarning[] = graded.reasons.map((reason) => backlogWarning(reason, s.agedMs));
+  const unregistered = backlog.filter((b) => b.unregistered > 0);
+  if (unregistered.length > 0) {
+    warnings.push({
+      severity: 'warn',
+      title: 'Jobs of kinds this deploy does not register',
+      detail: `${unregistered.reduce((n, b) => n + b.unregistered, 0)} waiting job(s) of ${unregistered.map((b) => b.kind).join(', ')}: nothing here will run them (a kind removed or renamed?). Register the kind again, or cancel them.`,
+    });
+  }
   warnings.push(...gradeDeadLetters(stats.dead));
   if (stats.table) warnings.push(...gradeTableHealth(stats.table));
 
@@ -446,7 +454,7 @@ function backlogTable(rows: readonly BacklogRow[], overall: 'ok' | 'warn' | 'err
   if (rows.length === 0) return html`<p class="muted">No pending, retrying or running jobs. Overall: ${sev(overall)}.</p>`;
   const sum = (k: keyof BacklogRow) => rows.reduce((n, b) => n + (b[k] as number), 0);
   return html`<table><thead><tr><th>kind</th><th>lane</th><th class="n">pending</th><th class="n">due</th><th class="n">running</th><th class="n">retrying</th><th class="n">aged</th><th class="n">stuck</th><th>grade</th></tr></thead><tbody>
-${rows.map((b) => html`<tr><td>${b.kind}</td><td>${b.lane}</td><td class="n">${b.pending}</td><td class="n">${b.due}</td><td class="n">${b.processing}</td><td class="n">${b.retrying}</td><td class="n">${b.aged}</td><td class="n">${b.stuck}</td><td>${sev(evaluateBacklog({ due: b.due, aged: b.aged, stuck: b.stuck }, thresholds).severity)}</td></tr>`)}
+${rows.map((b) => html`<tr><td>${b.kind}${b.unregistered > 0 ? html` <span class="warn">(not registered)</span>` : null}</td><td>${b.lane}</td><td class="n">${b.pending}</td><td class="n">${b.due}</td><td class="n">${b.processing}</td><td class="n">${b.retrying}</td><td class="n">${b.aged}</td><td class="n">${b.stuck}</td><td>${sev(evaluateBacklog({ due: b.due, aged: b.aged, stuck: b.stuck }, thresholds).severity)}</td></tr>`)}
 <tr><th colspan="2">all</th><th class="n">${sum('pending')}</th><th class="n">${totals.due}</th><th class="n">${sum('processing')}</th><th class="n">${sum('retrying')}</th><th class="n">${totals.aged}</th><th class="n">${totals.stuck}</th><th>${sev(overall)}</th></tr>
 </tbody></table>`;
 }

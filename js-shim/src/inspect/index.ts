@@ -142,16 +142,22 @@ export interface BacklogRow {
   scheduled: number;
   processing: number;
   stuck: number;
+  /**
+   * Pending and retrying jobs of this kind when `registeredKinds` is given and does not list it:
+   * nothing that registers only those kinds will ever run them. 0 otherwise.
+   */
+  unregistered: number;
 }
 
 /**
  * Backlog per kind and lane: pending and retrying jobs, how many are due now or overdue by
  * `agedMs`, and running jobs, of which `stuck` hold a lease past expiry. `tenantKey` narrows it
- * to one tenant (`null`: jobs without one).
+ * to one tenant (`null`: jobs without one). With `registeredKinds` (e.g. `outbox.kinds`), rows
+ * of other kinds count their waiting jobs as `unregistered`.
  */
 export async function countBacklog(
   db: TransactionalDb,
-  opts: { now?: number; agedMs?: number; tenantKey?: string | null } & ReadOptions = {},
+  opts: { now?: number; agedMs?: number; tenantKey?: string | null; registeredKinds?: readonly string[] } & ReadOptions = {},
 ): Promise<BacklogRow[]> {
   const now = opts.now ?? Date.now();
   const agedMs = opts.agedMs ?? 300_000;
@@ -170,7 +176,11 @@ export async function countBacklog(
         GROUP BY kind, lane ORDER BY kind, lane`,
       params,
     );
-    return rows as BacklogRow[];
+    const registered = opts.registeredKinds ? new Set(opts.registeredKinds) : null;
+    return (rows as Omit<BacklogRow, 'unregistered'>[]).map((r) => ({
+      ...r,
+      unregistered: registered && !registered.has(r.kind) ? r.pending + r.retrying : 0,
+    }));
   });
 }
 
