@@ -22,7 +22,7 @@ export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items:
 
 /** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
 type OperateDecision =
-  | { ok: true; status: string; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null }
+  | { ok: true; status: string; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
   | { ok: false; reason: 'invalid_state' };
 
 /** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
@@ -220,7 +220,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
       if (writes.length > 0) {
         await q.query(sql.applyOperate, [
           now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
-          writes.map((w) => w.closeAttempt),
+          writes.map((w) => w.closeAttempt), writes.map((w) => w.finished), writes.map((w) => w.recordReason),
         ]);
       }
       const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {

@@ -24,6 +24,8 @@ export interface SettleDecision {
   finished: boolean;
   charged: boolean;
   attemptOutcome: string;
+  /** The attempt's number as handlers and events show it (a crash is not an attempt). */
+  attempt: number;
   events: { type: string; code?: string; reason?: string; streak?: number; crashes?: number }[];
 }
 
@@ -158,7 +160,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
         if (onTransition) {
           await onTransition(tx, {
             job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
-            transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 },
+            transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: d.attempt },
           });
         }
         return true;
@@ -204,7 +206,7 @@ function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDeci
   }
   const status = d.status as keyof RunReport;
   if (status in report && status !== 'claimed') report[status]++;
-  rt.emit({ type: 'job_settled', ...base, from: 'running', to: d.status as never, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 });
+  rt.emit({ type: 'job_settled', ...base, from: 'running', to: d.status as never, outcome: d.attemptOutcome, code: d.errorCode, attempt: d.attempt });
   for (const e of d.events) {
     if (e.type === 'dead_letter') rt.emit({ type: 'dead_letter', ...base, code: e.code ?? null, reason: e.reason ?? '' });
     else if (e.type === 'cancelled') rt.emit({ type: 'cancelled', ...base, code: e.code ?? null, reason: e.reason ?? '' });

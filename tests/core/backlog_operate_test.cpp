@@ -45,19 +45,19 @@ TEST_CASE("operate: every action against every status") {
   };
   const char* kRefused = R"({"ok":false,"reason":"invalid_state"})";
   const Row rows[] = {
-      {"cancel", "pending", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null})"},
-      {"cancel", "retrying", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null})"},
-      {"cancel", "running", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":"cancel"})"},
+      {"cancel", "pending", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"cancel", "retrying", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"cancel", "running", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":"cancel","finished":true,"recordReason":true})"},
       {"cancel", "succeeded", kRefused},
       {"cancel", "dead", kRefused},
       {"cancel", "cancelled", kRefused},
-      {"replay", "dead", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null})"},
-      {"replay", "cancelled", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null})"},
+      {"replay", "dead", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"replay", "cancelled", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
       {"replay", "succeeded", kRefused},
       {"replay", "pending", kRefused},
       {"replay", "running", kRefused},
-      {"retryNow", "pending", R"({"ok":true,"status":"pending","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null})"},
-      {"retryNow", "retrying", R"({"ok":true,"status":"retrying","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null})"},
+      {"retryNow", "pending", R"({"ok":true,"status":"pending","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"retryNow", "retrying", R"({"ok":true,"status":"retrying","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
       {"retryNow", "running", kRefused},
       {"retryNow", "dead", kRefused},
   };

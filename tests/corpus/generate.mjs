@@ -242,6 +242,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     fields({ status: 'cancelled', attempts: 2, errorCode: 'user_deleted', finished: true, charged: true, attemptOutcome: 'cancel' }));
   s('no outcome', settle({ type: 'none' }, { attempts: 1 }),
     fields({ status: 'retrying', attempts: 2, errorCode: 'invalid_outcome', errorMessage: 'handler returned no outcome: return ok(), retry(), fail() or cancel()', charged: true, attemptOutcome: 'retry' }));
+  s('attempt number of a charged outcome', settle({ type: 'retry' }, { attempts: 4 }), fields({ attempts: 5, attempt: 5 }));
+  s('attempt number of a crash', settle({ type: 'crash' }, { attempts: 4, crashes: 1 }), fields({ attempts: 4, attempt: 5 }));
   s('thrown unclassified', settle({ type: 'thrown', message: 'boom' }), fields({ status: 'retrying', attempts: 1, errorCode: 'unexpected', errorMessage: 'boom', attemptOutcome: 'retry' }));
   s('thrown ignores a code', settle({ type: 'thrown', code: 'x', message: 'boom' }), fields({ errorCode: 'unexpected' }));
   s('cancel default reason', settle({ type: 'cancel' }), fields({ status: 'cancelled', errorCode: 'cancelled', finished: true }));
@@ -1156,7 +1158,9 @@ function bruteDue(expr, at, lastAt) {
     for (const status of STATUSES) {
       const expected = row.from.includes(status)
         ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, reset: row.reset, nudge: row.nudge,
-            closeAttempt: action === 'cancel' && status === 'running' ? 'cancel' : null })
+            closeAttempt: action === 'cancel' && status === 'running' ? 'cancel' : null,
+            // finished_at is set (and the reason recorded) only when the job ends here.
+            finished: row.to(status) === 'cancelled', recordReason: row.to(status) === 'cancelled' })
         : '{"ok":false,"reason":"invalid_state"}';
       add('operate', `${action} ${status}`, { action, now: NOW, job: { status } }, exactText(expected));
     }

@@ -371,6 +371,7 @@ Settlement settle(const SettleInput& in) {
   const Row& row = row_for(in.outcome.type);
   Settlement s;
   s.attempt_outcome = row.name;
+  s.attempt = in.job.attempts + 1;
   switch (row.rule) {
     case Rule::succeed:
     case Rule::cancel:
@@ -401,6 +402,7 @@ void write_settlement(JsonWriter& out, const Settlement& s) {
   out.field_bool("finished", s.finished);
   out.field_bool("charged", s.charged);
   out.field("attemptOutcome", s.attempt_outcome);
+  out.field("attempt", s.attempt);
   out.key("events");
   out.begin_array();
   for (const SettleEvent& e : s.events) {
