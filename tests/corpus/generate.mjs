@@ -1121,6 +1121,38 @@ function bruteDue(expr, at, lastAt) {
 {
   const th = { due: { warn: 100, error: 1000 }, aged: { warn: 1, error: 50 }, stuck: { warn: 1, error: 10 } };
   const b = (name, input, check) => add('backlog', name, input, check);
+  // window: due <= now, aged <= now - agedMs (default 5 min), stuck < now, dead letters over 1 h.
+  const win = (now, agedMs) => ({ dueBefore: now, agedBefore: now - (agedMs ?? 300000), stuckBefore: now, deadLettersSince: now - 3600000, deadLetterWindowMs: 3600000 });
+  b('window default aged', { op: 'window', now: NOW }, exactText(JSON.stringify(win(NOW))));
+  b('window aged 1 h', { op: 'window', now: NOW, agedMs: 3600000 }, exactText(JSON.stringify(win(NOW, 3600000))));
+  b('window aged 0', { op: 'window', now: NOW, agedMs: 0 }, exactText(JSON.stringify(win(NOW, 0))));
+  b('window missing now', { op: 'window' }, isError('invalid_input', 'now'));
+  // health: the grading rules of docs/ABI.md (pb_backlog health).
+  const grade = (f) => {
+    const base = Math.max(f.liveTuples ?? 1, 1);
+    const dead = f.deadTuples !== undefined && f.liveTuples !== undefined && f.deadTuples >= 1000 && f.deadTuples * 5 >= base ? (f.deadTuples >= base ? 'error' : 'warn') : 'ok';
+    const stale = 'lastAutovacuumAgeMs' in f && (f.lastAutovacuumAgeMs === null || f.lastAutovacuumAgeMs > 3600000);
+    const xmin = f.xminHoldMs == null ? 'ok' : f.xminHoldMs >= 3600000 ? 'error' : f.xminHoldMs >= 300000 ? 'warn' : 'ok';
+    const letters = !f.deadLetters ? 'ok' : f.deadLetters >= 100 ? 'error' : 'warn';
+    return JSON.stringify({ deadTuples: dead, autovacuum: dead !== 'ok' && stale ? 'warn' : 'ok', xminHold: xmin, deadLetters: letters });
+  };
+  const h = (name, f) => b(`health ${name}`, { op: 'health', ...f }, exactText(grade(f)));
+  h('nothing known', {});
+  h('healthy table', { deadTuples: 10, liveTuples: 100000, lastAutovacuumAgeMs: 60000, xminHoldMs: 1000, deadLetters: 0 });
+  h('dead tuples at warn', { deadTuples: 1000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 });
+  h('dead tuples under the ratio', { deadTuples: 1000, liveTuples: 5001, lastAutovacuumAgeMs: 60000 });
+  h('dead tuples under the floor', { deadTuples: 999, liveTuples: 1, lastAutovacuumAgeMs: 60000 });
+  h('dead tuples at error', { deadTuples: 5000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 });
+  h('empty table of dead tuples', { deadTuples: 5000, liveTuples: 0, lastAutovacuumAgeMs: 60000 });
+  h('autovacuum lagging', { deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: 3600001 });
+  h('autovacuum never', { deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: null });
+  h('autovacuum never, no dead tuples', { deadTuples: 0, liveTuples: 3000, lastAutovacuumAgeMs: null });
+  h('snapshot at warn', { xminHoldMs: 300000 });
+  h('snapshot at error', { xminHoldMs: 3600000 });
+  h('snapshot unknown', { xminHoldMs: null });
+  h('one dead letter', { deadLetters: 1 });
+  h('dead letters at error', { deadLetters: 100 });
+  b('health negative count', { op: 'health', deadTuples: -1 }, isError('invalid_input', 'deadTuples'));
   b('doc example', { counts: { due: 12, aged: 3, stuck: 0 }, thresholds: th }, exactText('{"severity":"warn","reasons":[{"metric":"aged","severity":"warn","value":3}]}'));
   b('all ok', { counts: { due: 0, aged: 0, stuck: 0 }, thresholds: th }, exactText('{"severity":"ok","reasons":[]}'));
   b('due at warn', { counts: { due: 100, aged: 0, stuck: 0 }, thresholds: th }, fields({ severity: 'warn' }));
