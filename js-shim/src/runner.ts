@@ -301,7 +301,6 @@ function plan(
     deadlineAt: opts.deadlineAt,
     lane: opts.lane,
     concurrency: rt.concurrency,
-    maxBatch: 100,
     policies,
     version: rt.versionTs === null ? null : { timestamp: rt.versionTs },
     target,
