@@ -78,6 +78,13 @@ describe('definitions fail fast with typed errors', () => {
       rejects(() => createOutbox({ jobs: [note], connect, operationTimeoutMs }), 'invalid_config', /operationTimeoutMs must be an integer in 1\.\.2147483647/);
     }
     rejects(() => createOutbox({ jobs: [note], connect, recordNudges: 'yes' as never }), 'invalid_config', /recordNudges must be a boolean/);
+    // The bounds are the core's (pb_claim outbox), named with their range.
+    for (const concurrency of [0, 101, 2.5, Number.NaN]) {
+      rejects(() => createOutbox({ jobs: [note], connect, concurrency }), 'invalid_config', /concurrency must be an integer in 1\.\.100/);
+    }
+    rejects(() => createOutbox({ jobs: [note], connect, lanes: 0 }), 'invalid_config', /lanes must be an integer in 1\.\.5/);
+    rejects(() => createOutbox({ jobs: [note], connect, maxPayloadBytes: 2 * 1024 * 1024 }), 'invalid_config', /maxPayloadBytes must be an integer in 1\.\.1048576/);
+    assert.ok(createOutbox({ jobs: [note], connect, concurrency: 100, lanes: 5, maxPayloadBytes: 1024 * 1024 }));
   });
 });
 
