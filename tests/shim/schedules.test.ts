@@ -236,6 +236,30 @@ describe('failures within a tick', () => {
   });
 });
 
+describe('a refusal inside a `run` schedule', () => {
+  test('lenient: counted as rejected, the other jobs commit; strict: the whole occurrence rolls back as failed', async (t) => {
+    // The mode is the fixture's, not reset between tests: put it back whatever happens.
+    t.after(() => env.post('/mode', {}));
+    const fanout = (runs: Run[]) => runs.filter((r) => r.name === 'fanout').map((r) => [r.status, r.ok, r.created, r.rejected]);
+    await env.post('/mode', { fanout: 'invalid' });
+    const lenient = await tickAt(at('2026-12-01T02:30:00.000Z'), '30 2 * * *');
+    assert.deepEqual(fanout(lenient.runs), [['rejected', true, 4, 1]]);
+    assert.deepEqual((await env.sql(`SELECT dedupe_key FROM outbox.job WHERE kind = 'test.shard' ORDER BY dedupe_key`)).map((r) => r.dedupe_key),
+      [0, 1, 3, 4].map((i) => `fanout:2026-12-01:${i}`));
+
+    await env.post('/mode', { fanout: 'invalid', strict: true });
+    const strict = await tickAt(at('2026-12-02T02:30:00.000Z'), '30 2 * * *');
+    assert.deepEqual(fanout(strict.runs), [['failed', false, 0, 0]]);
+    const failed = strict.events.filter((e) => e.type === 'schedule_failed' && e.schedule === 'fanout');
+    assert.equal(failed.length, 1);
+    assert.equal(failed[0].key, 'schedule:fanout:2026-12-02T02:30:00.000Z');
+    assert.equal(failed[0].severity, 'error');
+    assert.deepEqual(await env.sql(`SELECT 1 FROM outbox.job WHERE dedupe_key LIKE 'fanout:2026-12-02:%'`), []);
+    // Its own failure, not the connection's: passed over, on record.
+    assert.equal(await lastRun('fanout'), at('2026-12-02T02:30:00.000Z'));
+  });
+});
+
 describe('a `run` schedule fans out', () => {
   test('its jobs are created in one statement, and a repeated tick creates nothing new', async () => {
     await env.worker.fetch('/stats');
