@@ -156,6 +156,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     now: runtime.clock.now(),
     maxPayloadBytes: config.maxPayloadBytes,
     maxQueueDelayMs: config.maxQueueDelayMs,
+    maxKeyChars: config.maxKeyChars,
     hasQueue: options.queue !== undefined,
     versionTs: runtime.versionTs,
     generateId: options.generateId ?? uuidv7,
@@ -301,6 +302,7 @@ interface OutboxConfig {
   operationTimeoutMs: number;
   maxPayloadBytes: number;
   maxQueueDelayMs: number;
+  maxKeyChars: number;
 }
 
 /** The outbox's numeric options, checked and defaulted by the core; a bad one is `invalid_config`. */

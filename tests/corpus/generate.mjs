@@ -520,9 +520,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan backlog never for a target', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: true, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a' } }), fields({ backlog: false }));
   c('plan lastClaimFull not a bool', plan({ lastClaimFull: 1 }), isError('invalid_input', 'lastClaimFull'));
   // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
-  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":30000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000}'));
+  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":30000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox maxima', { op: 'outbox', concurrency: 100, lanes: 5, operationTimeoutMs: 2147483647, maxPayloadBytes: 1048576 },
-    exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"maxQueueDelayMs":86400000}'));
+    exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox nulls take defaults', { op: 'outbox', concurrency: null, lanes: null, operationTimeoutMs: null, maxPayloadBytes: null }, fields({ concurrency: 1, lanes: 1, operationTimeoutMs: 30000, maxPayloadBytes: 262144 }));
   c('outbox concurrency 101', { op: 'outbox', concurrency: 101 }, isError('invalid_input', 'concurrency'));
   c('outbox concurrency 0', { op: 'outbox', concurrency: 0 }, isError('invalid_input', 'concurrency'));

@@ -153,7 +153,16 @@ describe('outbox.transaction accepts the handles Workers users hold', () => {
   test('bad enqueue options are typed errors, not silent changes', async () => {
     await assert.rejects(outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, delayMs: -5 })), (e: unknown) => e instanceof PostboxError && /delayMs/.test(e.message));
     await assert.rejects(outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, dedupeKey: '' })), (e: unknown) => e instanceof PostboxError && /dedupeKey/.test(e.message));
+    // The core's limit on keys: 1024 characters is accepted, 1025 is not (and names it).
+    for (const field of ['dedupeKey', 'tenantKey', 'correlationId'] as const) {
+      await assert.rejects(
+        outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, [field]: 'k'.repeat(1025) })),
+        (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input' && new RegExp(`${field} must be a non-empty string of at most 1024 characters`).test(e.message),
+      );
+    }
     assert.equal(await count(), 0);
+    await outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, dedupeKey: 'k'.repeat(1024), tenantKey: 't'.repeat(1024), correlationId: 'c'.repeat(1024) }));
+    assert.equal(await count(), 1);
   });
 });
 

@@ -7,6 +7,7 @@
 //   maxPayloadBytes      1..1 MiB (the cap enqueue accepts), default 256 KiB
 //   maxQueueDelayMs      86400000: the longest delay Queues accept on a message (24 h); a job due
 //                        later is not nudged, the sweep finds it
+//   maxKeyChars          1024: the longest dedupeKey, tenantKey or correlationId an enqueue takes
 // A missing or null field takes its default; anything else out of range is an error naming it.
 #include "postbox/families.h"
 
@@ -32,6 +33,7 @@ constexpr Bound kBounds[] = {
 };
 constexpr size_t kBoundCount = sizeof(kBounds) / sizeof(kBounds[0]);
 constexpr int64_t kMaxQueueDelayMs = 86400000;
+constexpr int64_t kMaxKeyChars = 1024;
 
 }  // namespace
 
@@ -51,6 +53,7 @@ Status claim_outbox(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_object();
   for (size_t i = 0; i < kBoundCount; ++i) out.field(kBounds[i].name, values[i]);
   out.field("maxQueueDelayMs", kMaxQueueDelayMs);
+  out.field("maxKeyChars", kMaxKeyChars);
   out.end_object();
   return ok_status();
 }
