@@ -1,5 +1,5 @@
 // What the benchmarks share: options, round-trip counting, peers' versions, the results file.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,4 +65,50 @@ export async function writeResults(name: string, rttMs: number, report: string):
   const file = path.join(dir, `${name}-${new Date().toISOString().slice(0, 10)}${rttMs > 0 ? `-rtt${rttMs}ms` : ''}.md`);
   await writeFile(file, report);
   process.stderr.write(`wrote ${path.relative(process.cwd(), file)}\n`);
+}
+
+/**
+ * CPU time (ms) the PostgreSQL server has used so far: the postmaster and every live child
+ * (utime + stime from /proc), plus what exited children left in the postmaster's cutime/cstime.
+ * Unlike wall time it barely moves when other work shares the machine, so per job it shows
+ * what a system costs the database. Linux only; null elsewhere.
+ */
+export function serverCpuMs(postmasterPid: number): number | null {
+  const ticks = (pid: number, withChildren: boolean): number => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // After the command: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+    return Number(f[11]) + Number(f[12]) + (withChildren ? Number(f[13]) + Number(f[14]) : 0);
+  };
+  try {
+    let total = ticks(postmasterPid, true);
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        if (ppid === postmasterPid) total += ticks(Number(entry), false);
+      } catch {
+        // the process ended meanwhile: its time is in the postmaster's cutime now
+      }
+    }
+    return total * 10; // USER_HZ is 100 on Linux
+  } catch {
+    return null;
+  }
+}
+
+/** The postmaster's pid: the parent of a backend serving `url`. */
+export async function postmasterPidOf(url: string): Promise<number | null> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const pid = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  } finally {
+    await client.end();
+  }
 }

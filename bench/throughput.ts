@@ -3,9 +3,10 @@
  *
  *   node --import tsx bench/throughput.ts [--jobs 2000] [--pg embedded|debian15]
  *                                         [--only postbox,seed,graphile-worker,pg-boss] [--no-write]
- *                                         [--rtt-ms 0] [--profile]
+ *                                         [--rtt-ms 0] [--profile] [--groups 1,2]
  *
- * Env equivalents: BENCH_JOBS, POSTBOX_PG, BENCH_ONLY, BENCH_RTT_MS.
+ * Env equivalents: BENCH_JOBS, POSTBOX_PG, BENCH_ONLY, BENCH_RTT_MS, BENCH_GROUPS (1-based scenario
+ * numbers, in the table's order: 1 = 2 ms c=1, 2 = c=8, 3 = c=32, 4 = mixed c=8, 5 = mixed c=32).
  *
  * With --rtt-ms N > 0 every system's connections go through bench/latency-proxy.ts, which delays
  * each chunk by N/2 ms in each direction (a fixed added round-trip time, standing in for the
@@ -26,7 +27,7 @@ import PgBoss from 'pg-boss';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
 import { createSeedSchema, drainSeed, enqueueSeed } from './peers/seed-design.ts';
 import { startLatencyProxy, type LatencyProxy } from './latency-proxy.ts';
-import { arg, flag, pkgVersion, queriesOn, takeProfile, writeResults } from './common.ts';
+import { arg, flag, pkgVersion, postmasterPidOf, queriesOn, serverCpuMs, takeProfile, writeResults } from './common.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -36,6 +37,7 @@ const FLAVOR = (arg('pg') ?? process.env.POSTBOX_PG ?? 'embedded') as PgFlavor;
 const ONLY = (arg('only') ?? process.env.BENCH_ONLY ?? '').split(',').filter(Boolean);
 const WRITE = !flag('no-write');
 const RTT_MS = Number(arg('rtt-ms') ?? process.env.BENCH_RTT_MS ?? 0);
+const GROUPS = (arg('groups') ?? process.env.BENCH_GROUPS ?? '').split(',').filter(Boolean).map(Number);
 if (!Number.isInteger(JOBS) || JOBS < 1) throw new Error('--jobs must be a positive integer');
 if (!Number.isFinite(RTT_MS) || RTT_MS < 0) throw new Error('--rtt-ms must be a number ≥ 0');
 
@@ -298,6 +300,10 @@ interface Row {
   wallS: number;
   jobsPerS: number;
   rtPerJob: number | null;
+  /** CPU the database server spent during the drain, per job (µs); null when not measurable. */
+  dbCpuUsPerJob?: number | null;
+  /** CPU this process (the system's client side and its handlers) spent during the drain, per job (µs). */
+  clientCpuUsPerJob?: number;
   note?: string;
   ratio?: number;
   /** jobs/s ÷ the handlers-only ceiling's in the same scenario. */
@@ -337,15 +343,18 @@ async function main(): Promise<void> {
   let dbSeq = 0;
   let proxy: LatencyProxy | undefined;
   let network: Network | undefined;
+  let pmPid: number | null = null;
   try {
     if (RTT_MS > 0) proxy = await startLatencyProxy({ targetPort: server.port, rttMs: RTT_MS });
+    pmPid = await postmasterPidOf(server.url);
     network = { rttMs: RTT_MS, directMs: await measureRoundTrip(server.url), viaProxyMs: proxy ? await measureRoundTrip(proxy.url(server.url)) : undefined };
     process.stderr.write(
       `round trip (SELECT 1, median): direct ${network.directMs.toFixed(3)} ms` +
         (network.viaProxyMs === undefined ? '' : `, via proxy (+${RTT_MS} ms) ${network.viaProxyMs.toFixed(3)} ms`) +
         '\n',
     );
-    for (const { scenario, variants } of groups) {
+    for (const [g, { scenario, variants }] of groups.entries()) {
+      if (GROUPS.length > 0 && !GROUPS.includes(g + 1)) continue;
       const groupRows: Row[] = [];
       for (const v of variants) {
         if (!wanted(v.system)) continue;
@@ -359,9 +368,13 @@ async function main(): Promise<void> {
           run = await v.setup(db, scenario);
           takeProfile();
           const q0 = queriesOn(dbName);
+          const db0 = pmPid === null ? null : serverCpuMs(pmPid);
+          const cpu0 = process.cpuUsage();
           const t0 = performance.now();
           await run.drain();
           const wallMs = performance.now() - t0;
+          const cpu = process.cpuUsage(cpu0);
+          const db1 = pmPid === null ? null : serverCpuMs(pmPid);
           const q = queriesOn(dbName) - q0;
           await run.verify();
           const row: Row = {
@@ -371,10 +384,14 @@ async function main(): Promise<void> {
             wallS: wallMs / 1000,
             jobsPerS: scenario.jobs / (wallMs / 1000),
             rtPerJob: q > 0 ? q / scenario.jobs : null,
+            dbCpuUsPerJob: db0 === null || db1 === null ? null : ((db1 - db0) * 1000) / scenario.jobs,
+            clientCpuUsPerJob: (cpu.user + cpu.system) / scenario.jobs,
             note: v.note,
           };
           groupRows.push(row);
-          process.stderr.write(`${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job\n`);
+          process.stderr.write(
+            `${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job, CPU/job: db ${row.dbCpuUsPerJob?.toFixed(0) ?? '?'} µs, client ${row.clientCpuUsPerJob!.toFixed(0)} µs\n`,
+          );
           const profile = takeProfile();
           if (profile) process.stderr.write(`    statements: ${profile}\n`);
         } catch (error) {
@@ -418,12 +435,14 @@ function render(rows: Row[], pgVersion: string, net: Network): string {
     `- jobs: ${JOBS} per scenario; handler = setTimeout sleep, 2 ms, or mixed (every 20th job, 5%, 200 ms); wall time = draining only (enqueue not timed)`,
     '- round trips = pg queries sent to the benchmark database during the drain, ÷ jobs; ratio = jobs/s ÷ Postbox (single drain) jobs/s in the same scenario; of ceiling = jobs/s ÷ the handlers-only row (same handlers, no database) in the same scenario',
     '',
-    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | ratio vs Postbox | of ceiling |',
-    '|---|---|---:|---:|---:|---:|---:|---:|',
+    '- CPU / job = CPU time during the drain ÷ jobs: the database server\'s (postmaster and backends, from /proc; it includes the fixed cost of connecting) and this process\'s (the system\'s client side and the handlers); unlike wall time, CPU time barely changes when other work shares the machine',
+    '',
+    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | DB CPU µs / job | client CPU µs / job | ratio vs Postbox | of ceiling |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
     const system = r.error ? `${r.system} (failed: ${r.error})` : r.note ? `${r.system} — ${r.note}` : r.system;
-    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
+    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.dbCpuUsPerJob == null ? 'n/a' : r.dbCpuUsPerJob.toFixed(0)} | ${r.clientCpuUsPerJob === undefined ? '—' : r.clientCpuUsPerJob.toFixed(0)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
   }
   lines.push('');
   return lines.join('\n');

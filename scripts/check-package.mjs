@@ -18,6 +18,8 @@ const promised = {
   './testing': ['createTestClock', 'runUntilIdle', 'createOutboxTestDatabase'],
   './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'outboxScheduleRun', 'verifyOutboxSchema'],
   './dashboard': ['createDashboard'],
+  './d1': ['createD1OutboxStore', 'D1OutboxStore', 'D1Transaction', 'migrateD1', 'sqliteMigrations', 'd1Driver', 'createSqliteOutbox'],
+  './durable-object': ['createDurableObjectOutboxStore', 'DurableObjectOutboxStore', 'migrateDurableObject', 'sqliteMigrations', 'durableObjectDriver', 'createSqliteOutbox'],
   './webhooks': ['defineWebhookJob', 'webhookDelivery', 'verifyWebhook', 'assertWebhook', 'signWebhook', 'WebhookVerificationError', 'WEBHOOK_SCHEDULE_MS'],
 };
 const MAX_WASM_BYTES = 200 * 1024;

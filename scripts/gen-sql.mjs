@@ -20,34 +20,28 @@ const OUT_FILE = path.join(root, 'js-shim', 'src', 'generated', 'migrations.ts')
 const FILE_RE = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 
 /**
- * Splits SQL text into statements on top-level semicolons.
- * Understands -- line comments, nested block comments, '...' strings ('' escapes),
- * E'...' strings (backslash escapes), "..." identifiers and $tag$...$tag$ bodies.
- * Returns trimmed statements without the terminating semicolon; pieces that hold only
- * comments and whitespace are dropped.
+ * The lexical pieces of SQL text, in order: `comment` (-- line, nested block), `string`
+ * ('...' with '' escapes, E'...' with backslash escapes), `quoted` ("..." identifiers),
+ * `dollar` ($tag$...$tag$ bodies), `word` (an identifier or keyword), `semicolon`, `space` and
+ * `other` (one character). Throws on an unterminated comment, string, identifier or body.
  * @param {string} sql
- * @returns {string[]}
+ * @returns {Generator<{ type: string, start: number, end: number }>}
  */
-export function splitStatements(sql) {
-  const out = [];
-  let start = 0;
-  let meaningful = false; // the current piece has something other than comments/whitespace
-  let i = 0;
+function* lex(sql) {
   const n = sql.length;
-  const push = (end) => {
-    const text = sql.slice(start, end).trim();
-    if (meaningful && text) out.push(text);
-    meaningful = false;
-  };
+  let i = 0;
+  // Whether the character before `at` could continue an identifier (a$b names, $1 params).
+  const joins = (at) => /[A-Za-z0-9_$]/.test(sql[at] ?? '');
   while (i < n) {
+    const start = i;
     const c = sql[i];
     const next = sql[i + 1];
+    let type = 'other';
     if (c === '-' && next === '-') {
       const eol = sql.indexOf('\n', i);
       i = eol === -1 ? n : eol + 1;
-      continue;
-    }
-    if (c === '/' && next === '*') {
+      type = 'comment';
+    } else if (c === '/' && next === '*') {
       let depth = 1;
       i += 2;
       while (i < n && depth > 0) {
@@ -56,45 +50,57 @@ export function splitStatements(sql) {
         else i++;
       }
       if (depth > 0) throw new Error('unterminated block comment');
-      continue;
-    }
-    if (c === ';') {
-      push(i);
-      i++;
-      start = i;
-      continue;
-    }
-    if (/\s/.test(c)) {
-      i++;
-      continue;
-    }
-    meaningful = true;
-    if (c === "'") {
+      type = 'comment';
+    } else if (c === "'") {
       // E'...' (escape string) when the quote follows an E/e that starts a token.
-      const prev = sql[i - 1];
-      const escape = (prev === 'E' || prev === 'e') && !/[A-Za-z0-9_$]/.test(sql[i - 2] ?? '');
+      const escape = (sql[i - 1] === 'E' || sql[i - 1] === 'e') && !joins(i - 2);
       i = skipQuoted(sql, i, "'", escape);
-      continue;
-    }
-    if (c === '"') {
+      type = 'string';
+    } else if (c === '"') {
       i = skipQuoted(sql, i, '"', false);
-      continue;
+      type = 'quoted';
+    } else if (c === '$' && !joins(i - 1) && /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.test(sql.slice(i))) {
+      const tag = /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i))[0];
+      const close = sql.indexOf(tag, i + tag.length);
+      if (close === -1) throw new Error(`unterminated dollar quote ${tag}`);
+      i = close + tag.length;
+      type = 'dollar';
+    } else if (/[A-Za-z_]/.test(c) && !joins(i - 1)) {
+      i += /^[A-Za-z_][A-Za-z0-9_$]*/.exec(sql.slice(i))[0].length;
+      type = 'word';
+    } else {
+      i++;
+      type = c === ';' ? 'semicolon' : /\s/.test(c) ? 'space' : 'other';
     }
-    if (c === '$') {
-      // A dollar quote opens only where an identifier could not continue ($1 params, a$b names).
-      const prev = sql[i - 1] ?? '';
-      const m = /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i));
-      if (m && !/[A-Za-z0-9_$]/.test(prev)) {
-        const tag = m[0];
-        const close = sql.indexOf(tag, i + tag.length);
-        if (close === -1) throw new Error(`unterminated dollar quote ${tag}`);
-        i = close + tag.length;
-        continue;
-      }
-    }
-    i++;
+    yield { type, start, end: i };
   }
-  push(n);
+}
+
+/**
+ * Splits SQL text into statements on top-level semicolons (not those inside comments, strings,
+ * quoted identifiers or dollar-quoted bodies). Returns trimmed statements without the
+ * terminating semicolon; pieces that hold only comments and whitespace are dropped.
+ * @param {string} sql
+ * @returns {string[]}
+ */
+export function splitStatements(sql) {
+  const out = [];
+  let start = 0;
+  let meaningful = false; // the current piece has something other than comments/whitespace
+  const push = (end) => {
+    const text = sql.slice(start, end).trim();
+    if (meaningful && text) out.push(text);
+    meaningful = false;
+  };
+  for (const token of lex(sql)) {
+    if (token.type === 'semicolon') {
+      push(token.start);
+      start = token.end;
+    } else if (token.type !== 'comment' && token.type !== 'space') {
+      meaningful = true;
+    }
+  }
+  push(sql.length);
   return out;
 }
 
@@ -134,69 +140,22 @@ const SCHEMA = 'outbox';
 export function schemaFragments(sql) {
   const pieces = [];
   let start = 0;
-  let i = 0;
-  const n = sql.length;
   const refuse = (what) => {
     throw new Error(`the schema appears inside ${what}, where it cannot be replaced for a named outbox: ${sql.slice(0, 60)}`);
   };
   const mentions = (text) => /(^|[^A-Za-z0-9_$])outbox\s*\./i.test(text);
-  while (i < n) {
-    const c = sql[i];
-    const next = sql[i + 1];
-    if (c === '-' && next === '-') {
-      const eol = sql.indexOf('\n', i);
-      i = eol === -1 ? n : eol + 1;
-      continue;
-    }
-    if (c === '/' && next === '*') {
-      let depth = 1;
-      i += 2;
-      while (i < n && depth > 0) {
-        if (sql[i] === '/' && sql[i + 1] === '*') (depth++, (i += 2));
-        else if (sql[i] === '*' && sql[i + 1] === '/') (depth--, (i += 2));
-        else i++;
-      }
-      continue;
-    }
-    if (c === "'") {
-      const prev = sql[i - 1];
-      const escape = (prev === 'E' || prev === 'e') && !/[A-Za-z0-9_$]/.test(sql[i - 2] ?? '');
-      const end = skipQuoted(sql, i, "'", escape);
-      if (mentions(sql.slice(i, end))) refuse('a string');
-      i = end;
-      continue;
-    }
-    if (c === '"') {
-      const end = skipQuoted(sql, i, '"', false);
-      if (sql.slice(i + 1, end - 1).toLowerCase() === SCHEMA) refuse('a quoted identifier');
-      i = end;
-      continue;
-    }
-    if (c === '$') {
-      const prev = sql[i - 1] ?? '';
-      const m = /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i));
-      if (m && !/[A-Za-z0-9_$]/.test(prev)) {
-        const close = sql.indexOf(m[0], i + m[0].length);
-        if (close === -1) throw new Error(`unterminated dollar quote ${m[0]}`);
-        if (mentions(sql.slice(i, close))) refuse('a dollar-quoted body');
-        i = close + m[0].length;
-        continue;
-      }
-    }
-    if (/[A-Za-z_]/.test(c) && !/[A-Za-z0-9_$]/.test(sql[i - 1] ?? '')) {
-      const word = /^[A-Za-z_][A-Za-z0-9_$]*/.exec(sql.slice(i))[0];
-      if (word.toLowerCase() === SCHEMA) {
-        if (word !== SCHEMA) throw new Error(`write the schema as lowercase \`outbox\`: ${sql.slice(0, 60)}`);
-        const qualifies = /^\s*\./.test(sql.slice(i + word.length));
-        const created = /CREATE\s+SCHEMA\s+(IF\s+NOT\s+EXISTS\s+)?$/i.test(sql.slice(0, i));
-        if (!qualifies && !created) throw new Error(`\`outbox\` must qualify a name (outbox.job) or be the schema created: ${sql.slice(0, 60)}`);
-        pieces.push(sql.slice(start, i));
-        start = i + word.length;
-      }
-      i += word.length;
-      continue;
-    }
-    i++;
+  for (const { type, start: at, end } of lex(sql)) {
+    const text = sql.slice(at, end);
+    if (type === 'string' && mentions(text)) refuse('a string');
+    if (type === 'dollar' && mentions(text)) refuse('a dollar-quoted body');
+    if (type === 'quoted' && text.slice(1, -1).toLowerCase() === SCHEMA) refuse('a quoted identifier');
+    if (type !== 'word' || text.toLowerCase() !== SCHEMA) continue;
+    if (text !== SCHEMA) throw new Error(`write the schema as lowercase \`outbox\`: ${sql.slice(0, 60)}`);
+    const qualifies = /^\s*\./.test(sql.slice(end));
+    const created = /CREATE\s+SCHEMA\s+(IF\s+NOT\s+EXISTS\s+)?$/i.test(sql.slice(0, at));
+    if (!qualifies && !created) throw new Error(`\`outbox\` must qualify a name (outbox.job) or be the schema created: ${sql.slice(0, 60)}`);
+    pieces.push(sql.slice(start, at));
+    start = end;
   }
   pieces.push(sql.slice(start));
   return pieces;

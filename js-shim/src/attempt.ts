@@ -1,26 +1,9 @@
 // What a claimed attempt is, how it ended, and what a run of attempts did.
+import type { ClaimedJob } from './store/contract.js';
 import type { Queryable } from './types.js';
 
-/** A job row as claimed (or found with an expired lease). */
-export interface ClaimedRow {
-  id: string;
-  kind: string;
-  lane: string;
-  payload: unknown;
-  tenant_key: string | null;
-  correlation_id: string | null;
-  metadata: Record<string, unknown> | null;
-  attempts: number;
-  attempt_seq: number;
-  crashes: number;
-  streak_code: string | null;
-  streak: number;
-  /** The job's own retry budget, or null for its kind's. */
-  max_attempts: number | null;
-  last_error_code: string | null;
-  last_error_message: string | null;
-  lease_expires_ms: string | number;
-}
+/** A job row as claimed (or found with an expired lease): the store contract's `ClaimedJob`. */
+export type ClaimedRow = ClaimedJob;
 
 /** An outcome in the core's vocabulary (docs/ABI.md, `pb_settle`). */
 export interface CoreOutcome {

@@ -43,11 +43,18 @@ export async function runTransaction<T>(db: TransactionalDb, fn: (q: Queryable, 
   if (isLaneDb(db)) return db.transaction((tx) => fn(tx, tx));
   if (isPool(db)) {
     const client = await db.connect();
+    // A connection lost mid-transaction also emits 'error' on the client, which the pool only
+    // listens for while it is idle: unheard, Node would crash. The failed query reports it.
+    const events = client as { on?(event: 'error', fn: () => void): unknown; off?(event: 'error', fn: () => void): unknown };
+    const ignore = () => undefined;
+    events.on?.('error', ignore);
     try {
       const result = await withBeginCommit(client, () => fn(client, client));
+      events.off?.('error', ignore);
       client.release();
       return result;
     } catch (error) {
+      // Discarded by the pool: the listener stays, since the dying socket may still report.
       client.release(error instanceof Error ? error : new Error(String(error)));
       throw error;
     }

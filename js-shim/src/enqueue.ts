@@ -3,7 +3,8 @@ import type { Core } from './core/core.js';
 import { isCoreError } from './core/core.js';
 import { EnqueueRefusedError, PostboxError } from './errors.js';
 import type { PendingNudge } from './nudge.js';
-import type { OutboxSql } from './queries/index.js';
+import type { AppendRow } from './store/contract.js';
+import type { PostgresOutboxStore } from './store/postgres.js';
 import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from './types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
@@ -29,8 +30,8 @@ export interface EnqueueEnv {
   versionTs: number | null;
   generateId: () => string;
   strict: boolean;
-  /** The outbox's statements (its schema). */
-  sql: OutboxSql;
+  /** The outbox's store (its schema). */
+  store: PostgresOutboxStore;
 }
 
 /** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */
@@ -181,67 +182,18 @@ function dedupeVerdicts(env: EnqueueEnv, items: { sameKind: boolean; samePayload
   return out.results;
 }
 
-interface InsertRow {
-  id: string;
-  kind: string;
-  created: boolean;
-  samePayload: boolean;
-}
-
-/** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see below). */
-interface NotInserted {
-  ord: string | number;
-  id: string | null;
-  kind: string | null;
-  same_payload: boolean | null;
-}
-
-/** The one INSERT for the list; a second statement only when a concurrent commit raced a key. */
-async function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, writes: Prepared[], ids: string[], dueAts: number[]): Promise<InsertRow[]> {
-  let notInserted: NotInserted[];
-  if (writes.length === 1) {
-    const w = writes[0]!;
-    const { rows } = await q.query(env.sql.insertOne, [
-      ids[0], job.kind, job.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, dueAts[0], env.now, env.versionTs,
-      w.maxAttempts,
-    ]);
-    const row = rows[0] as { id: string; kind: string; created: boolean; same_payload: boolean } | undefined;
-    notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null, same_payload: row?.same_payload ?? null }];
-  } else {
-    const column = <T>(pick: (p: Prepared) => T) => JSON.stringify(writes.map(pick));
-    notInserted = (
-      await q.query(env.sql.insertMany, [
-        JSON.stringify(ids),
-        `[${writes.map((w) => w.payloadJson).join(',')}]`,
-        column((w) => w.tenantKey),
-        column((w) => w.dedupeKey),
-        column((w) => w.correlationId),
-        `[${writes.map((w) => w.metadataJson ?? 'null').join(',')}]`,
-        JSON.stringify(dueAts),
-        job.kind,
-        job.lane,
-        env.now,
-        env.versionTs,
-        column((w) => w.maxAttempts),
-      ])
-    ).rows;
-  }
-  // Every item went in under its own id, except those the statement names.
-  const out: InsertRow[] = ids.map((id) => ({ id, kind: job.kind, created: true, samePayload: true }));
-  const raced: number[] = [];
-  for (const r of notInserted) {
-    const i = Number(r.ord) - 1;
-    if (r.id === null) raced.push(i);
-    else out[i] = { id: r.id, kind: r.kind!, created: false, samePayload: r.same_payload === true };
-  }
-  if (raced.length > 0) {
-    const found = await q.query(env.sql.findByDedupeMany, [
-      raced.map((i) => writes[i]!.dedupeKey), raced.map((i) => writes[i]!.tenantKey), raced.map((i) => writes[i]!.payloadJson),
-    ]);
-    if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${job.kind} job`);
-    for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true };
-  }
-  return out;
+/** The one append for the list (the store keeps it to one statement, bar a raced dedupe key). */
+function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, writes: Prepared[], ids: string[], dueAts: number[]): Promise<AppendRow[]> {
+  return env.store.append(q, {
+    kind: job.kind,
+    lane: job.lane,
+    now: env.now,
+    versionTs: env.versionTs,
+    items: writes.map((w, i) => ({
+      id: ids[i]!, payloadJson: w.payloadJson, tenantKey: w.tenantKey, dedupeKey: w.dedupeKey, correlationId: w.correlationId,
+      metadataJson: w.metadataJson, dueAt: dueAts[i]!, maxAttempts: w.maxAttempts,
+    })),
+  });
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

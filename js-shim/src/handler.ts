@@ -28,7 +28,14 @@ export interface HandlerResult {
 
 export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: JobDefinition, row: ClaimedRow, admitted: Admitted): Promise<HandlerResult> {
   const deadline = admitted.deadline;
-  const controller = new AbortController();
+  // Made when a handler first reads ctx.signal: most never do, and a controller per attempt is a
+  // measurable share of a short job's cost.
+  let controller: AbortController | undefined;
+  let abortReason: unknown;
+  const abort = (reason: unknown) => {
+    abortReason = reason;
+    controller?.abort(reason);
+  };
   const fence: Fence = { closed: false, inflight: 0, txOpen: 0 };
   let lost: (reason: LostReason) => void = () => undefined;
   const lostLease = new Promise<'lost'>((resolve) => {
@@ -40,7 +47,14 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     kind: row.kind,
     attempt: admitted.attempt,
     idempotencyKey: row.id,
-    signal: controller.signal,
+    get signal(): AbortSignal {
+      if (!controller) {
+        controller = new AbortController();
+        // Read only after the attempt ended (a handler still running past its timeout): aborted already.
+        if (abortReason !== undefined) controller.abort(abortReason);
+      }
+      return controller.signal;
+    },
     deadline,
     remainingMs: () => Math.max(0, deadline - rt.clock.now()),
     heartbeat: async (): Promise<number> => {
@@ -79,11 +93,11 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   lease.end();
   fence.closed = true;
   if (winner === 'lost') {
-    controller.abort(lostError(lease.lost ?? 'not_owner'));
+    abort(lostError(lease.lost ?? 'not_owner'));
     return { finished: null, abandoned: fence.inflight > 0 };
   }
   if (winner === 'timeout') {
-    controller.abort(new PostboxError('timeout', `attempt of ${row.kind} timed out after ${timerMs} ms`));
+    abort(new PostboxError('timeout', `attempt of ${row.kind} timed out after ${timerMs} ms`));
     return { finished: { row, outcome: { type: 'timeout', message: `timed out after ${timerMs} ms` } }, abandoned: fence.inflight > 0 };
   }
   return { finished: winner, abandoned: false };

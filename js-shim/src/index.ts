@@ -11,3 +11,6 @@ export { operateMatching, type OperatorAction, type OperateMatchingOptions, type
 export { PostboxError, EnqueueRefusedError } from './errors.js';
 export type { TransactionalDb } from './db.js';
 export type * from './types.js';
+export { MemoryOutboxStore, MemoryOutboxDatabase, type MemoryOutboxStoreOptions } from './store/memory.js';
+export { PostgresOutboxStore, postgresOutboxStore } from './store/postgres.js';
+export type * from './store/contract.js';

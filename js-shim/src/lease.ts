@@ -4,7 +4,6 @@
 // the beats, fenced by the attempt, on the lane's session, and keeps the timers.
 import type { ClaimedRow } from './attempt.js';
 import { PostboxError } from './errors.js';
-import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
 import type { JobDefinition } from './types.js';
@@ -87,8 +86,10 @@ export class AttemptLease {
     if (this.job.autoHeartbeat && decision.nextAt !== null) this.#armBeat(decision.nextAt);
     let written: boolean;
     try {
-      const { rows } = await this.session.exclusive((q) => run(q, this.rt.sql.heartbeat, [this.row.id, this.row.attempt_seq, decision.leaseExpiresAt, now]));
-      written = rows.length > 0;
+      const ids = await this.session.exclusive((q) =>
+        this.rt.store.heartbeat(q, { now, beats: [{ id: this.row.id, attemptSeq: this.row.attempt_seq, leaseExpiresAt: decision.leaseExpiresAt }] }),
+      );
+      written = ids.length > 0;
     } catch (error) {
       throw new PostboxError('heartbeat_failed', `heartbeat of ${this.row.kind} ${this.row.id} failed: ${errorMessage(error)}`, { cause: error });
     }

@@ -96,7 +96,7 @@ class Recorder {
   async record(ids: readonly string[]): Promise<void> {
     if (this.#failed || ids.length === 0) return;
     try {
-      await this.#session.exclusive((q) => q.query(this.#rt.sql.recordNudges, [this.#rt.clock.now(), ids]));
+      await this.#session.exclusive((q) => this.#rt.store.recordNudges(q, { now: this.#rt.clock.now(), ids }));
     } catch (error) {
       this.#failed = true;
       this.#rt.emit({ type: 'infra_error', where: 'record nudges', error: errorMessage(error) });

@@ -7,12 +7,13 @@ import { uuidv7 } from './ids.js';
 import { checkOutboxName } from './name.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
 import { outboxSql } from './queries/index.js';
+import { postgresOutboxStore } from './store/postgres.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
 import { randomSeed, type OutboxRuntime } from './runtime.js';
 import { LaneSession, errorMessage } from './session.js';
 import type { LaneDb } from './types.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './sweep.js';
-import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
+import type { CorePolicy, EnqueueAccepted, JobStatus, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
 /** The `enqueue` function `transaction` hands its callback. */
 export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
@@ -116,6 +117,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     throw new PostboxError('invalid_config', 'createOutbox: `jobs` (an array) and `connect` (a function) are required');
   }
   const sql = outboxSql(checkOutboxName(options.name, 'createOutbox: name'));
+  const store = postgresOutboxStore(sql.name);
   const registry = new Map<string, JobDefinition>();
   for (const job of options.jobs) {
     if (registry.has(job.kind)) throw new PostboxError('invalid_config', `createOutbox: kind ${job.kind} is registered twice`);
@@ -150,6 +152,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     queueFor: (lane) => queueFor(options.queue, lane),
     seed: randomSeed,
     sql,
+    store,
   };
   const enqueueEnv = (): EnqueueEnv => ({
     core: runtime.core,
@@ -161,7 +164,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     versionTs: runtime.versionTs,
     generateId: options.generateId ?? uuidv7,
     strict: options.strictEnqueue === true,
-    sql,
+    store,
   });
 
   const withSession = async <T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number): Promise<T> => {
@@ -200,8 +203,8 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     const anyTenant = !scope || !('tenantKey' in scope);
     const now = runtime.clock.now();
     const { results, nudges } = await operatorTransaction(action, async (q) => {
-      const { rows } = await q.query(sql.lockForOperate, [ids, anyTenant, anyTenant ? null : scope!.tenantKey ?? null]);
-      const found = new Map(rows.map((r: { id: string; status: string; kind: string; lane: string }) => [r.id, r]));
+      const rows = await store.lockForOperate(q, anyTenant ? { ids } : { ids, tenantKey: scope!.tenantKey ?? null });
+      const found = new Map(rows.map((r) => [r.id, r]));
       const results: OperateResult[] = [];
       const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
       for (const id of ids) {
@@ -219,10 +222,10 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
         results.push({ id, status: 'ok', jobStatus: decision.status });
       }
       if (writes.length > 0) {
-        await q.query(sql.applyOperate, [
-          now, writes.map((w) => w.id), writes.map((w) => w.status), writes.map((w) => w.dueAt), writes.map((w) => w.reset), writes.map(() => reason),
-          writes.map((w) => w.closeAttempt), writes.map((w) => w.finished), writes.map((w) => w.recordReason),
-        ]);
+        await store.applyOperate(q, {
+          now,
+          writes: writes.map((w) => ({ id: w.id, status: w.status as JobStatus, dueAt: w.dueAt, reset: w.reset, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
+        });
       }
       const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {
         const row = found.get(w.id)!;
@@ -272,7 +275,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     retryNowMany: (ids, scope) => operate('retryNow', ids, scope, null),
     async eraseTenant(tenantKey) {
       if (typeof tenantKey !== 'string' || tenantKey.length === 0) throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a non-empty string');
-      return operatorTransaction('eraseTenant', async (q) => (await q.query(sql.eraseTenant, [tenantKey])).rowCount ?? 0);
+      return operatorTransaction('eraseTenant', async (q) => store.eraseTenant(q, tenantKey));
     },
     [RUN]: {
       runtime,

@@ -8,10 +8,10 @@
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
 import type { Admitted } from './lease.js';
-import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { LaneSession } from './session.js';
-import { decide, needsHooks, pair, recordAll, settleAll, settleColumns, settleHooked, type Settlement } from './settle.js';
+import { decide, needsHooks, pair, recordAll, settleAll, settleHooked, settleWrites, type Settlement } from './settle.js';
+import type { ClaimInput } from './store/contract.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
 
@@ -38,6 +38,8 @@ type Target = { id: string; kind: string };
 
 /** How many of the lane's latest handler runs the pump is told about (their slowest). */
 const RECENT_RUNS = 32;
+/** How many of the lane's latest statements the pump is told about (their slowest). */
+const RECENT_STATEMENTS = 8;
 
 export interface DrainOptions {
   lane: string;
@@ -89,6 +91,8 @@ class LanePump {
   #wake: (() => void) | null = null;
   /** How long the lane's last handlers ran (ms, real time), newest last: the core sizes the lookahead from them. */
   readonly #recentMs: number[] = [];
+  /** How long the lane's last statements took (ms, real time, round trip included), newest last. */
+  readonly #statementMs: number[] = [];
   #plannedKinds: number | undefined;
   /** The last plan's smallest claim slack: how long a claimed job may wait for a slot. */
   #slackMs: number | null = null;
@@ -158,6 +162,7 @@ class LanePump {
       slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
       oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
       slackMs: this.#slackMs,
+      statementMs: this.#statementMs.length === 0 ? null : Math.ceil(Math.max(...this.#statementMs)),
     });
   }
 
@@ -199,19 +204,18 @@ class LanePump {
     }
     const chunk = this.targets?.splice(0, n);
     const now = this.rt.clock.now();
-    const claimArgs: unknown[] = [this.opts.lane, claimPlan.kinds, claimPlan.leaseMs, n, claimPlan.versionCutoff];
-    if (chunk) claimArgs.push(chunk.map((t) => t.id), chunk.map((t) => t.kind));
+    const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
+    if (chunk) claim.targets = chunk;
     let rows: ClaimedRow[];
+    const startedAt = performance.now();
     try {
       if (carry.length > 0) {
         const items: Settlement[] = pair(carry, decide(this.rt, now, carry));
-        const statement = chunk ? this.rt.sql.settleThenClaimTargets : this.rt.sql.settleThenClaimDue;
-        const out = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...settleColumns(items), ...claimArgs])).rows[0]);
-        recordAll(this.rt, this.report, items, new Set(out.settled as string[]));
-        rows = out.claimed as ClaimedRow[];
+        const out = await this.session.exclusive((q) => this.rt.store.settleThenClaim(q, { now, items: settleWrites(items) }, claim));
+        recordAll(this.rt, this.report, items, new Set(out.settled));
+        rows = out.claimed;
       } else {
-        const statement = chunk ? this.rt.sql.claimTargets : this.rt.sql.claimDue;
-        rows = await this.session.exclusive(async (q) => (await run(q, statement, [now, ...claimArgs])).rows as ClaimedRow[]);
+        rows = await this.session.exclusive((q) => this.rt.store.claim(q, claim));
       }
     } catch (error) {
       // The statement failed as a whole, so it claimed nothing: write its settlements on a fresh
@@ -222,6 +226,8 @@ class LanePump {
       this.#release();
       return;
     }
+    this.#statementMs.push(performance.now() - startedAt);
+    if (this.#statementMs.length > RECENT_STATEMENTS) this.#statementMs.shift();
     this.report.claimed += rows.length;
     this.#lastClaimFull = rows.length === n;
     if (chunk ? this.targets!.length === 0 : rows.length < n) this.#exhausted = true;

@@ -1,6 +1,7 @@
 import type { OutboxOptions } from './config.js';
 import type { Core } from './core/core.js';
 import type { OutboxSql } from './queries/index.js';
+import type { PostgresOutboxStore } from './store/postgres.js';
 import type { Clock, CorePolicy, JobDefinition, OutboxEvent, QueueProducer } from './types.js';
 
 /** What every I/O routine of an outbox needs: the core, the registry, the clock, the sinks. */
@@ -16,10 +17,21 @@ export interface OutboxRuntime {
   queueFor(lane: string): QueueProducer | undefined;
   /** The statements of this outbox's schema (the default `outbox`, or a named one's). */
   sql: OutboxSql;
+  /** Where the outbox's jobs live: its schema's statements behind the store contract. */
+  store: PostgresOutboxStore;
   /** A uint32 of entropy for the core's jitter. */
   seed(): number;
 }
 
+// Entropy is drawn 256 values at a time: one getRandomValues call per settled job was a visible
+// share of a short job's cost.
+const pool = new Uint32Array(256);
+let poolAt = pool.length;
+
 export function randomSeed(): number {
-  return crypto.getRandomValues(new Uint32Array(1))[0] ?? 0;
+  if (poolAt === pool.length) {
+    crypto.getRandomValues(pool);
+    poolAt = 0;
+  }
+  return pool[poolAt++]!;
 }

@@ -5,11 +5,10 @@ import { emptyReport, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
 import { PostboxError } from './errors.js';
 import { redact } from './handler.js';
-import type { Statement } from './queries/statement.js';
-import { run } from './queries/statement.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
-import type { CorePolicy, JobDefinition, LaneDb } from './types.js';
+import type { SettleWrite } from './store/contract.js';
+import type { CorePolicy, JobDefinition, JobStatus, LaneDb } from './types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
 export interface SettleDecision {
@@ -45,7 +44,7 @@ export async function settleAll(rt: OutboxRuntime, session: LaneSession, finishe
   if (plain.length > 0) {
     const now = rt.clock.now();
     const items = pair(plain, decide(rt, now, plain));
-    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(q, rt.sql.settleBatch, now, items));
+    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(rt, q, now, items));
     recordAll(rt, report, items, settled);
   }
   return report;
@@ -101,19 +100,16 @@ function withOutboxDefaults(rt: OutboxRuntime, job: JobDefinition) {
   return job.policy.warnAtStreak === null && warn !== undefined ? { ...job.policy, warnAtStreak: warn } : job.policy;
 }
 
-/** The 12 parallel arrays of a settle statement, after `now` (queries/settle.ts). */
-export function settleColumns(items: Settlement[]): unknown[] {
-  const col = <T>(pick: (f: Finished, d: SettleDecision) => T) => items.map(([f, d]) => pick(f, d));
-  return [
-    col((f) => f.row.id), col((f) => f.row.attempt_seq), col((_, d) => d.status), col((_, d) => d.dueAt),
-    col((_, d) => d.attempts), col((_, d) => d.crashes), col((_, d) => d.streakCode), col((_, d) => d.streak),
-    col((_, d) => d.errorCode), col((_, d) => d.errorMessage), col((_, d) => d.finished), col((_, d) => d.attemptOutcome),
-  ];
+/** The core's decisions as the store writes them. */
+export function settleWrites(items: Settlement[]): SettleWrite[] {
+  return items.map(([f, d]) => ({
+    id: f.row.id, attemptSeq: f.row.attempt_seq, status: d.status as JobStatus, dueAt: d.dueAt, attempts: d.attempts, crashes: d.crashes,
+    streakCode: d.streakCode, streak: d.streak, errorCode: d.errorCode, errorMessage: d.errorMessage, finished: d.finished, outcome: d.attemptOutcome,
+  }));
 }
 
-async function writeSettlements(q: LaneDb, statement: Statement, now: number, items: Settlement[]): Promise<Set<string>> {
-  const { rows } = await run(q, statement, [now, ...settleColumns(items)]);
-  return new Set(rows.map((r: { id: string }) => r.id));
+async function writeSettlements(rt: OutboxRuntime, q: LaneDb, now: number, items: Settlement[]): Promise<Set<string>> {
+  return new Set(await rt.store.settle(q, { now, items: settleWrites(items) }));
 }
 
 /** What the core says to do about a settlement whose write failed (docs/ABI.md, `pb_settle` `failure`). */
@@ -152,7 +148,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
     const at: { part: 'write' | 'hook' } = { part: 'write' };
     try {
       const settled = await session.transaction(async (tx) => {
-        const ids = await writeSettlements(tx, rt.sql.settleBatch, now, [[f, d]]);
+        const ids = await writeSettlements(rt, tx, now, [[f, d]]);
         if (!ids.has(f.row.id)) return false;
         at.part = 'hook';
         if (f.commit && d.status === 'succeeded') await f.commit(tx);
@@ -173,7 +169,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
         // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
         const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error)) } };
         const [decision] = decide(rt, now, [failed]);
-        const written = await writeWithRetry(rt, session, (q) => writeSettlements(q, rt.sql.settleBatch, now, [[failed, decision!]]));
+        const written = await writeWithRetry(rt, session, (q) => writeSettlements(rt, q, now, [[failed, decision!]]));
         record(rt, report, failed, decision!, written?.has(f.row.id) ?? false, written === null);
         return;
       }

@@ -1,4 +1,3 @@
-import { run } from './queries/statement.js';
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
@@ -123,17 +122,17 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
       break;
     case 'unregistered': {
       const kinds = rt.policies.map((p) => p.kind);
-      const { rows } = await session.exclusive((q) => q.query(rt.sql.countUnregistered, [step.dueBefore, kinds]));
-      for (const { kind, count } of rows as { kind: string; count: number }[]) {
+      const rows = await session.exclusive((q) => rt.store.countUnregistered(q, { dueBefore: step.dueBefore, kinds }));
+      for (const { kind, count } of rows) {
         report.unregistered.push({ kind, count });
         rt.emit({ type: 'unknown_kind', kind, count, severity: 'warn' });
       }
       break;
     }
     case 'retention': {
-      const { rowCount } = await session.exclusive((q) => q.query(rt.sql.deleteFinished, [step.succeededBefore, step.deadBefore, step.limit]));
-      report.deleted += rowCount ?? 0;
-      if (rowCount) rt.emit({ type: 'retention', deleted: rowCount });
+      const deleted = await session.exclusive((q) => rt.store.deleteFinished(q, { succeededBefore: step.succeededBefore, deadBefore: step.deadBefore, limit: step.limit }));
+      report.deleted += deleted;
+      if (deleted) rt.emit({ type: 'retention', deleted });
       break;
     }
   }
@@ -146,7 +145,7 @@ function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {
 /** Settles up to `limit` attempts whose lease expired unsettled as crashes. */
 async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport & { found: number }> {
   const kinds = rt.policies.map((p) => p.kind);
-  const rows = await session.exclusive(async (q) => (await run(q, rt.sql.listExpiredLeases, [rt.clock.now(), kinds, limit])).rows as ClaimedRow[]);
+  const rows: ClaimedRow[] = await session.exclusive((q) => rt.store.listExpiredLeases(q, { now: rt.clock.now(), kinds, limit }));
   if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
   const report = await settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
   return { ...report, found: rows.length };
@@ -183,9 +182,7 @@ async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, ki
     rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: long jobs of this lane cannot run` });
     return 0;
   }
-  const rows = await session.exclusive(
-    async (q) => (await q.query(rt.sql.listDueForHandoff, [rt.clock.now(), lane, kinds, limit, nudgedBefore])).rows as { id: string; kind: string; lane: string }[],
-  );
+  const rows = await session.exclusive((q) => rt.store.listDueForHandoff(q, { now: rt.clock.now(), lane, kinds, limit, nudgedBefore }));
   if (rows.length === 0) return 0;
   const sent = await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })), { record: true, session, deadline });
   if (sent.length > 0) rt.emit({ type: 'handoff', lane, jobs: sent.length });

@@ -86,32 +86,47 @@ TEST_CASE("pump: through pb_claim") {
   CHECK(r.out.find("mayClaim") != std::string::npos);
 }
 
-TEST_CASE("pump: the lookahead grows with fast handlers, up to three batches, and shrinks with slow ones") {
+TEST_CASE("pump: the lookahead grows with fast handlers, up to four batches, and shrinks with slow ones") {
   PumpInput in = lane(8, 0, 0, 0, true);
   CHECK(postbox::lookahead_batches(in) == 1);  // nothing has run yet
   in.slowest_recent_ms = 2;
+  CHECK(postbox::lookahead_batches(in) == 4);
+  in.slowest_recent_ms = 6000;  // three batches of 6 s handlers fit the 20 s slack
   CHECK(postbox::lookahead_batches(in) == 3);
-  in.slowest_recent_ms = 10000;  // two batches of 10 s handlers fit the 20 s slack
+  in.slowest_recent_ms = 10000;
   CHECK(postbox::lookahead_batches(in) == 2);
   in.slowest_recent_ms = 15000;
   CHECK(postbox::lookahead_batches(in) == 1);
   in.slowest_recent_ms = 600000;
   CHECK(postbox::lookahead_batches(in) == 1);
   in.slowest_recent_ms = 0;
-  CHECK(postbox::lookahead_batches(in) == 3);
+  CHECK(postbox::lookahead_batches(in) == 4);
 }
 
-TEST_CASE("pump: with three batches ahead, claims wait for two batches of room") {
+TEST_CASE("pump: with four batches ahead, the next claim leaves while two batches are still buffered") {
+  // Two batches of buffered work cover a claim statement that takes up to two handler runs, so
+  // a slot that frees never finds the buffer empty while the claim is on its way.
   PumpInput in = lane(8, 0, 0, 0, true);
   in.slowest_recent_ms = 2;
+  CHECK(decide_pump(in).claim == 40);  // window 8 × 5
+  in.running = 8;
+  in.buffered = 20;  // room 12 < 16
+  CHECK(decide_pump(in).action == PumpAction::wait);
+  in.buffered = 16;  // room 16
+  const auto step = decide_pump(in);
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 16);
+}
+
+TEST_CASE("pump: with three batches ahead (slower handlers), claims wait for two batches of room") {
+  PumpInput in = lane(8, 0, 0, 0, true);
+  in.slowest_recent_ms = 6000;
   CHECK(decide_pump(in).claim == 32);  // window 8 × 4
   in.running = 8;
   in.buffered = 12;  // room 12 < 16
   CHECK(decide_pump(in).action == PumpAction::wait);
-  in.buffered = 8;  // room 16
-  const auto step = decide_pump(in);
-  CHECK(step.action == PumpAction::claim);
-  CHECK(step.claim == 16);
+  in.buffered = 8;
+  CHECK(decide_pump(in).claim == 16);
 }
 
 TEST_CASE("pump: a settlement waits at most 20 ms for company, whatever else runs") {
@@ -141,6 +156,37 @@ TEST_CASE("pump: while claims go on, settlements wait (up to 20 ms) to ride on t
   in.may_claim = false;
   in.oldest_settle_age_ms = 1;
   CHECK(decide_pump(in).action == PumpAction::settle);
+}
+
+TEST_CASE("pump: statements slower than handlers (a far database) widen the lookahead to cover them") {
+  PumpInput in = lane(8, 0, 0, 0, true);
+  in.slowest_recent_ms = 2;
+  in.statement_ms = 3;  // two handler runs: the minimum four batches already cover it
+  CHECK(postbox::lookahead_batches(in) == 4);
+  in.statement_ms = 5;  // three runs: six batches, so three are still buffered when a claim leaves
+  CHECK(postbox::lookahead_batches(in) == 6);
+  in.statement_ms = 12;
+  CHECK(postbox::lookahead_batches(in) == 12);
+  in.statement_ms = 1000;  // capped
+  CHECK(postbox::lookahead_batches(in) == 16);
+  // The claim slack still bounds it: 1.5 s handlers and 4 s of slack allow two batches.
+  in.slowest_recent_ms = 1500;
+  in.slack_ms = 4000;
+  in.statement_ms = 30000;
+  CHECK(postbox::lookahead_batches(in) == 2);
+}
+
+TEST_CASE("pump: a claim waits for no more room than one statement can take (maxBatch)") {
+  PumpInput in = lane(32, 32, 0, 0, true);
+  in.slowest_recent_ms = 2;
+  in.statement_ms = 12;  // 12 batches: window 32 × 13 = 416, half the lookahead is 192 rows
+  in.max_batch = 100;
+  in.buffered = 300;     // room 84 < 100
+  CHECK(decide_pump(in).action == PumpAction::wait);
+  in.buffered = 284;     // room 100
+  const auto step = decide_pump(in);
+  CHECK(step.action == PumpAction::claim);
+  CHECK(step.claim == 100);
 }
 
 TEST_CASE("pump: a step's job budget counts what the step claimed on every lane") {

@@ -569,10 +569,14 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('pump no claims, a batch of settles goes', pump({ mayClaim: false, running: 5, settles: 8 }), exactText('{"action":"settle","claim":0,"waitMs":null}'));
   c('pump idle lane settles the rest', pump({ mayClaim: false, settles: 3 }), exactText('{"action":"settle","claim":0,"waitMs":null}'));
   c('pump idle lane is done', pump({ mayClaim: false }), exactText('{"action":"done","claim":0,"waitMs":null}'));
-  c('pump fast handlers: three batches ahead', pump({ slowestRecentMs: 2 }), exactText('{"action":"claim","claim":32,"waitMs":null}'));
+  c('pump fast handlers: four batches ahead', pump({ slowestRecentMs: 2 }), exactText('{"action":"claim","claim":40,"waitMs":null}'));
   c('pump 10 s handlers: two batches ahead', pump({ slowestRecentMs: 10000 }), exactText('{"action":"claim","claim":24,"waitMs":null}'));
   c('pump slow handlers: one batch ahead', pump({ slowestRecentMs: 60000 }), exactText('{"action":"claim","claim":16,"waitMs":null}'));
-  c('pump three ahead waits for two batches of room', pump({ slowestRecentMs: 2, running: 8, buffered: 12 }), exactText('{"action":"wait","claim":0,"waitMs":null}'));
+  c('pump four ahead waits for two batches of room', pump({ slowestRecentMs: 2, running: 8, buffered: 20 }), exactText('{"action":"wait","claim":0,"waitMs":null}'));
+  c('pump slow statements widen the lookahead', pump({ slowestRecentMs: 2, statementMs: 5 }), exactText('{"action":"claim","claim":56,"waitMs":null}'));
+  c('pump lookahead capped at sixteen batches and maxBatch', pump({ slowestRecentMs: 2, statementMs: 100000 }), exactText('{"action":"claim","claim":100,"waitMs":null}'));
+  c('pump statementMs must be a whole number', pump({ statementMs: 1.5 }), isError('invalid_input', 'statementMs'));
+  c('pump four ahead claims with two batches still buffered', pump({ slowestRecentMs: 2, running: 8, buffered: 16 }), exactText('{"action":"claim","claim":16,"waitMs":null}'));
   c('pump claims go on, settles wait to ride along', pump({ running: 8, buffered: 10, settles: 8, oldestSettleAgeMs: 5 }), exactText('{"action":"wait","claim":0,"waitMs":15}'));
   c('pump settle waits out its 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 5 }), exactText('{"action":"wait","claim":0,"waitMs":15}'));
   c('pump settle after 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 20 }), exactText('{"action":"settle","claim":0,"waitMs":null}'));

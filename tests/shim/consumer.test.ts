@@ -157,3 +157,24 @@ test('runRecovery and runSweep recover a crashed attempt without a Cron Trigger'
   assert.equal((await abandoned).stale, 1);
   assert.deepEqual(await statuses('consumer.crashy'), { succeeded: 1 });
 });
+
+test('ctx.signal read for the first time after the timeout is already aborted, with the timeout as its reason', async () => {
+  let seen: { aborted: boolean; code: unknown } | undefined;
+  const job = defineJob({
+    kind: 'consumer.late_signal',
+    payload: z.object({}),
+    timeoutMs: 1_000,
+    async handle(_payload, ctx) {
+      await sleep(1_300);
+      seen = { aborted: ctx.signal.aborted, code: (ctx.signal.reason as { code?: unknown } | undefined)?.code };
+      return ok();
+    },
+  });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url) });
+  await withClient(url, (c) => outbox.enqueue(c, job, { payload: {} }));
+  const report = await runDrain(outbox);
+  assert.equal(report.claimed, 1);
+  assert.deepEqual(await statuses('consumer.late_signal'), { retrying: 1 });
+  await until('the handler to look at its signal', async () => seen !== undefined);
+  assert.deepEqual(seen, { aborted: true, code: 'timeout' });
+});

@@ -56,8 +56,12 @@ export const DEFAULT_COMPATIBILITY_DATE = '2026-04-20';
 export interface StartWorkerOptions {
   /** Path of the Worker module (TS or JS), absolute or relative to the current directory. */
   entry: string;
-  /** Connection URL of the database; it must carry a user and a password. */
-  databaseUrl: string;
+  /** Connection URL of the database; it must carry a user and a password. Omitted: no Hyperdrive binding. */
+  databaseUrl?: string;
+  /** D1 bindings (names); each is an empty local database for this Miniflare instance. */
+  d1Databases?: string[];
+  /** Durable Object bindings: binding name → class exported by the entry (SQLite-backed when `useSQLite`). */
+  durableObjects?: Record<string, { className: string; useSQLite?: boolean }>;
   /** Queue bindings. Consumers deliver to this same Worker's `queue()` handler. */
   queues?: {
     /** Binding name → queue name. */
@@ -240,9 +244,11 @@ export function bundleWorker(entry: string): Promise<Bundle> {
 /** Bundles `opts.entry` and starts it in Miniflare. Call `dispose()` when done. */
 export async function startWorker(opts: StartWorkerOptions): Promise<TestWorker> {
   const { dir, main } = await bundleWorker(opts.entry);
-  const url = new URL(opts.databaseUrl);
-  if (!url.username || !url.password) {
-    throw new Error('startWorker: databaseUrl needs a user and a password (Hyperdrive requires them)');
+  if (opts.databaseUrl !== undefined) {
+    const url = new URL(opts.databaseUrl);
+    if (!url.username || !url.password) {
+      throw new Error('startWorker: databaseUrl needs a user and a password (Hyperdrive requires them)');
+    }
   }
   const consumers: Record<string, { maxBatchSize?: number; maxBatchTimeout?: number; maxRetries?: number; deadLetterQueue?: string }> = {};
   for (const c of opts.queues?.consumers ?? []) {
@@ -262,7 +268,9 @@ export async function startWorker(opts: StartWorkerOptions): Promise<TestWorker>
     modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
     compatibilityDate: opts.compatibilityDate ?? DEFAULT_COMPATIBILITY_DATE,
     compatibilityFlags: ['nodejs_compat'],
-    hyperdrives: { [opts.hyperdriveBinding ?? 'OUTBOX_DB']: opts.databaseUrl },
+    hyperdrives: opts.databaseUrl === undefined ? {} : { [opts.hyperdriveBinding ?? 'OUTBOX_DB']: opts.databaseUrl },
+    d1Databases: opts.d1Databases ?? [],
+    durableObjects: opts.durableObjects ?? {},
     queueProducers: producers,
     queueConsumers: consumers,
     bindings: { ...(opts.vars ?? {}) },

@@ -3,15 +3,19 @@
 // round trip. One statement at a time carries every finished settlement plus, when the window
 // has room, a claim. This decides, from the lane's counts, what that statement is and when.
 //
-//   batches    = lookahead in batches of `concurrency`: 1 until handlers have run, then as many
-//                (at most 3) as keep a buffered job's wait, one slowest-recent handler per batch
-//                ahead of it, inside the claim slack (`slackMs`, the plan's smallest: margin
-//                − settle reserve, 20 s for spans of 30 s and more; 20 s when not given)
+//   batches    = lookahead in batches of `concurrency`: 1 until handlers have run; then 4, or
+//                2 × ⌈statementMs / slowest recent handler⌉ when statements are slower (a far
+//                database), at most 16; never more than keep a buffered job's wait, one
+//                slowest-recent handler per batch ahead of it, inside the claim slack
+//                (`slackMs`, the plan's smallest: margin − settle reserve, 20 s for spans of
+//                30 s and more; 20 s when not given)
 //   window     = concurrency × (1 + batches)
 //   room       = window − running − buffered
-//   claim when   claiming is allowed and (room ≥ concurrency × ⌈batches / 2⌉, or a slot is idle
-//                with nothing buffered): claims stay large, and the next arrives before the
-//                buffer runs dry
+//   claim when   claiming is allowed and (room ≥ min(concurrency × ⌈batches / 2⌉, maxBatch),
+//                or a slot is idle with nothing buffered): claims stay large, and the next
+//                claim leaves while ⌊batches / 2⌋ batches are still buffered, which covers a
+//                statement that takes that many handler runs, so a freed slot never finds the
+//                buffer empty while a claim is on its way
 //   settle when  not claiming, and: claims are over and `concurrency` settlements wait, the
 //                oldest has waited kSettleFlushMs (20 ms), or the lane is idle. While claims
 //                go on, settlements ride on the next claim (within those 20 ms) rather than
@@ -35,14 +39,17 @@ using input::Where;
 int64_t lookahead_batches(const PumpInput& in) {
   if (!in.slowest_recent_ms) return 1;
   const int64_t slack = in.slack_ms.value_or(claim_slack_ms(kSettleMarginMs));
-  return std::clamp<int64_t>(slack / std::max<int64_t>(*in.slowest_recent_ms, 1), 1, kMaxLookaheadBatches);
+  const int64_t run_ms = std::max<int64_t>(*in.slowest_recent_ms, 1);
+  int64_t want = kMinLookaheadBatches;
+  if (in.statement_ms) want = std::max(want, 2 * ((*in.statement_ms + run_ms - 1) / run_ms));
+  return std::clamp<int64_t>(std::min(want, slack / run_ms), 1, kMaxLookaheadBatches);
 }
 
 PumpStep decide_pump(const PumpInput& in) {
   const int64_t batches = lookahead_batches(in);
   const int64_t window = in.concurrency * (1 + batches);
   const int64_t room = std::max<int64_t>(0, window - in.running - in.buffered);
-  const int64_t claim_at = in.concurrency * ((batches + 1) / 2);
+  const int64_t claim_at = std::min(in.concurrency * ((batches + 1) / 2), std::max<int64_t>(in.max_batch, 1));
   const bool idle_slot = in.running < in.concurrency && in.buffered == 0;
   PumpStep step;
   if (in.may_claim && room > 0 && (room >= claim_at || idle_slot)) {
@@ -95,12 +102,15 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
       Result<int64_t> n = input::read_int(field, where, key, 0, 1000000);
       if (!n) return n.take_error();
       (key == "running" ? in.running : key == "buffered" ? in.buffered : key == "settles" ? in.settles : in.max_batch) = n.value();
-    } else if (key == "remaining" || key == "slowestRecentMs" || key == "oldestSettleAgeMs" || key == "slackMs") {
+    } else if (key == "remaining" || key == "slowestRecentMs" || key == "oldestSettleAgeMs" || key == "slackMs" ||
+               key == "statementMs") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
       if (!n) return n.take_error();
-      (key == "remaining" ? in.remaining : key == "slowestRecentMs" ? in.slowest_recent_ms
-                                       : key == "slackMs"       ? in.slack_ms
-                                                                : in.oldest_settle_age_ms) = n.value();
+      (key == "remaining"         ? in.remaining
+       : key == "slowestRecentMs" ? in.slowest_recent_ms
+       : key == "slackMs"         ? in.slack_ms
+       : key == "statementMs"     ? in.statement_ms
+                                  : in.oldest_settle_age_ms) = n.value();
     } else if (key == "maxJobs" || key == "claimed") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
       if (!n) return n.take_error();

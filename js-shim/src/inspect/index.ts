@@ -6,9 +6,14 @@
 import { getCore } from '../core/core.js';
 import type { TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
-import { ms } from '../queries/time.js';
 import type { JobStatus } from '../types.js';
-import { readOnly, tenantFilter, type ReadOptions } from './read.js';
+import { checkOutboxName } from '../name.js';
+import { postgresOutboxStore, tenantFilter } from '../store/postgres.js';
+import { checkLimit, decodeCursor } from '../store/shared.js';
+import { readOnly, type ReadOptions } from './read.js';
+
+/** The store of the outbox a read names (checked by `readOnly` first). */
+const storeOf = (opts: ReadOptions) => postgresOutboxStore(checkOutboxName(opts.outbox, 'outbox'));
 
 /** A job as operators see it. Times are `Date`s. */
 export interface JobView {
@@ -30,25 +35,9 @@ export interface JobView {
   finishedAt: Date | null;
 }
 
-const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
-  last_error_code, last_error_message, ${ms('due_at')} AS due_ms, ${ms('created_at')} AS created_ms, ${ms('finished_at')} AS finished_ms`;
-
-function toView(r: any): JobView {
-  return {
-    id: r.id, kind: r.kind, lane: r.lane, status: r.status, payload: r.payload, tenantKey: r.tenant_key, dedupeKey: r.dedupe_key,
-    correlationId: r.correlation_id, metadata: r.metadata, attempts: r.attempts, crashes: r.crashes,
-    lastErrorCode: r.last_error_code, lastErrorMessage: r.last_error_message,
-    dueAt: new Date(Number(r.due_ms)), createdAt: new Date(Number(r.created_ms)), finishedAt: r.finished_ms === null ? null : new Date(Number(r.finished_ms)),
-  };
-}
-
 /** One job by id, or `null` (also when it belongs to another tenant than `tenantKey`). */
 export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions): Promise<JobView | null> {
-  return readOnly(db, opts, async (q, s) => {
-    const params: unknown[] = [opts.id];
-    const { rows } = await q.query(`SELECT ${JOB_COLUMNS} FROM ${s}.job WHERE id = $1 AND ${tenantFilter(opts.tenantKey, params)}`, params);
-    return rows[0] ? toView(rows[0]) : null;
-  });
+  return readOnly(db, opts, (q) => storeOf(opts).getJob(q, opts.tenantKey === undefined ? { id: opts.id } : { id: opts.id, tenantKey: opts.tenantKey }));
 }
 
 /** Filters shared by `listJobs` and `countJobs`. */
@@ -66,63 +55,19 @@ export interface JobFilter {
   finishedBefore?: Date;
 }
 
-function where(filter: JobFilter, params: unknown[]): string {
-  const parts = [tenantFilter(filter.tenantKey, params)];
-  const add = (sql: string, value: unknown) => {
-    params.push(value);
-    parts.push(sql.replace('?', `$${params.length}`));
-  };
-  if (filter.status) add('status = ?', filter.status);
-  if (filter.kind) add('kind = ?', filter.kind);
-  if (filter.correlationId) add('correlation_id = ?', filter.correlationId);
-  if (filter.createdAtOrAfter) add('created_at >= ?', filter.createdAtOrAfter.toISOString());
-  if (filter.createdAfter) add('created_at > ?', filter.createdAfter.toISOString());
-  if (filter.createdBefore) add('created_at < ?', filter.createdBefore.toISOString());
-  if (filter.finishedAfter) add('finished_at > ?', filter.finishedAfter.toISOString());
-  if (filter.finishedBefore) add('finished_at < ?', filter.finishedBefore.toISOString());
-  return parts.join(' AND ');
-}
-
 /** A page of jobs, oldest first by default; pass `nextCursor` back as `cursor` with the same filters. */
 export async function listJobs(
   db: TransactionalDb,
   opts: JobFilter & ReadOptions & { limit?: number; order?: 'asc' | 'desc'; cursor?: string } = {},
 ): Promise<{ jobs: JobView[]; nextCursor: string | null }> {
-  const limit = opts.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new PostboxError('invalid_input', 'limit must be an integer in 1..1000');
-  const order = opts.order === 'desc' ? 'DESC' : 'ASC';
-  return readOnly(db, opts, async (q, s) => {
-    const params: unknown[] = [];
-    let sql = `SELECT ${JOB_COLUMNS} FROM ${s}.job WHERE ${where(opts, params)}`;
-    if (opts.cursor) {
-      const [createdMs, id] = decodeCursor(opts.cursor);
-      params.push(createdMs, id);
-      sql += ` AND (created_at, id) ${order === 'ASC' ? '>' : '<'} (to_timestamp($${params.length - 1}::bigint / 1000.0), $${params.length}::uuid)`;
-    }
-    params.push(limit + 1);
-    sql += ` ORDER BY created_at ${order}, id ${order} LIMIT $${params.length}`;
-    const { rows } = await q.query(sql, params);
-    const jobs = rows.slice(0, limit).map(toView);
-    const last = rows.length > limit ? rows[limit - 1] : undefined;
-    return { jobs, nextCursor: last ? `${last.created_ms}.${last.id}` : null };
-  });
-}
-
-function decodeCursor(cursor: string): [number, string] {
-  const match = /^(\d+)\.([0-9a-f-]{36})$/i.exec(cursor);
-  if (!match) throw new PostboxError('invalid_input', 'cursor is malformed: pass back nextCursor as it was returned');
-  return [Number(match[1]), match[2]!];
+  const limit = checkLimit(opts.limit ?? 50);
+  if (opts.cursor) decodeCursor(opts.cursor);
+  return readOnly(db, opts, (q) => storeOf(opts).listJobs(q, { ...opts, limit }));
 }
 
 /** Counts by status for the filter. */
 export async function countJobs(db: TransactionalDb, opts: JobFilter & ReadOptions = {}): Promise<Record<JobStatus, number>> {
-  return readOnly(db, opts, async (q, s) => {
-    const params: unknown[] = [];
-    const { rows } = await q.query(`SELECT status, count(*)::int AS n FROM ${s}.job WHERE ${where(opts, params)} GROUP BY status`, params);
-    const counts: Record<JobStatus, number> = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 };
-    for (const r of rows) counts[r.status as JobStatus] = r.n;
-    return counts;
-  });
+  return readOnly(db, opts, (q) => storeOf(opts).countJobs(q, opts));
 }
 
 /** Every job sharing a correlation id, oldest first. */
@@ -254,26 +199,7 @@ export interface AttemptView {
 /** Every attempt of one job, in order (none for an unknown id). */
 export async function listAttempts(db: TransactionalDb, opts: { jobId: string } & ReadOptions): Promise<AttemptView[]> {
   if (typeof opts?.jobId !== 'string' || !UUID.test(opts.jobId)) throw new PostboxError('invalid_input', 'listAttempts: jobId must be a job id (a UUID)');
-  return readOnly(db, opts, async (q, s) => {
-    const { rows } = await q.query(
-      `SELECT seq, outcome, error_code, error_message, ${ms('started_at')} AS started_ms, ${ms('finished_at')} AS finished_ms
-         FROM ${s}.attempt WHERE job_id = $1 ORDER BY seq`,
-      [opts.jobId],
-    );
-    return rows.map((r: any): AttemptView => {
-      const startedAt = Number(r.started_ms);
-      const finishedAt = r.finished_ms === null ? null : Number(r.finished_ms);
-      return {
-        attempt: r.seq,
-        outcome: r.outcome,
-        code: r.error_code,
-        ...(r.error_message === null ? {} : { message: r.error_message }),
-        startedAt: new Date(startedAt),
-        finishedAt: finishedAt === null ? null : new Date(finishedAt),
-        durationMs: finishedAt === null ? null : finishedAt - startedAt,
-      };
-    });
-  });
+  return readOnly(db, opts, (q) => storeOf(opts).listAttempts(q, { jobId: opts.jobId }));
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

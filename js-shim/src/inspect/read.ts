@@ -31,10 +31,4 @@ export async function readOnly<T>(db: TransactionalDb, opts: ReadOptions, fn: (q
   });
 }
 
-/** A tenant filter: omitted means any tenant, `null` only jobs without one. */
-export function tenantFilter(tenantKey: string | null | undefined, params: unknown[]): string {
-  if (tenantKey === undefined) return 'TRUE';
-  params.push(tenantKey);
-  return `tenant_scope = COALESCE('t:' || $${params.length}::text, 'n')`;
-}
-
+export { tenantFilter } from '../store/postgres.js';

@@ -96,8 +96,8 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
         version: rt.versionTs === null ? null : { timestamp: rt.versionTs }, target: null,
       });
       if (plan.kinds.length === 0) continue;
-      const due = (await q.query(rt.sql.nextDue.text, [lane, plan.kinds, plan.versionCutoff])).rows[0]?.due;
-      if (due !== null && due !== undefined && (next === null || Number(due) < next)) next = Number(due);
+      const due = await rt.store.nextDue(q, { lane, kinds: plan.kinds, versionCutoff: plan.versionCutoff });
+      if (due !== null && (next === null || due < next)) next = due;
     }
     return next;
   };
@@ -106,3 +106,4 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
 
 export { createOutboxTestDatabase, type OutboxTestDatabase, type OutboxTestDatabaseOptions, type PGliteLike, type TestDb, type TestDbClient } from './pglite.js';
 export type { RunReport };
+export { outboxStoreContract, type OutboxStoreContractOptions, type StoreScenario } from './store-contract.js';

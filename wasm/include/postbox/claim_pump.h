@@ -24,15 +24,19 @@ struct PumpInput {
   std::optional<int64_t> slowest_recent_ms;  // the slowest of the lane's recent handler runs
   std::optional<int64_t> oldest_settle_age_ms;  // how long the oldest waiting settlement has waited
   std::optional<int64_t> slack_ms;  // the claim plan's smallest claim slack; null: 20 s
+  std::optional<int64_t> statement_ms;  // the slowest of the lane's recent statements (real time)
 };
 
 // A finished attempt waits at most this long for others to share its statement, so a slow
 // handler on the lane never keeps a fast one's settlement (and its lease) waiting.
 constexpr int64_t kSettleFlushMs = 20;
 
-// Batches of `concurrency` claimed ahead (1 to kMaxLookaheadBatches): as many as recent
-// handlers say can wait their turn and still start inside a lease's claim slack.
-constexpr int64_t kMaxLookaheadBatches = 3;
+// Batches of `concurrency` claimed ahead: at least kMinLookaheadBatches once handlers have run,
+// more when statements take longer than handlers (twice the handler runs a statement takes, so
+// the claim leaves with that many still buffered), never more than recent handlers say can wait
+// their turn and still start inside a lease's claim slack, and at most kMaxLookaheadBatches.
+constexpr int64_t kMinLookaheadBatches = 4;
+constexpr int64_t kMaxLookaheadBatches = 16;
 int64_t lookahead_batches(const PumpInput& in);
 
 enum class PumpAction { claim, settle, wait, done };

@@ -1,0 +1,63 @@
+/**
+ * A CPU profile of one Postbox drain and nothing else (no enqueue, no peers): where the client's
+ * time goes per job. Prints wall time and CPU per job (client and database server); with --profile FILE also
+ * writes a .cpuprofile of the drain (open it in Chrome DevTools).
+ *
+ *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]
+ */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { createOutbox, defineJob, ok, runDrain } from 'postbox';
+import { createPgConnector } from 'postbox/pg';
+import { migrate } from 'postbox/sql';
+import { startPostgres, withClient } from '../tests/support/postgres.ts';
+import { arg, postmasterPidOf, serverCpuMs } from './common.ts';
+
+const JOBS = Number(arg('jobs') ?? 8000);
+const CONCURRENCY = Number(arg('concurrency') ?? 32);
+const HANDLER_MS = Number(arg('handler-ms') ?? 2);
+const OUT = arg('profile');
+
+const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const server = await startPostgres();
+try {
+  const url = await server.createDatabase('probe');
+  const job = defineJob({ kind: 'bench.sleep', payload: anyPayload, timeoutMs: 60_000, handle: async () => (await sleep(HANDLER_MS), ok()) });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY });
+  await withClient(url, async (c) => {
+    await migrate(c);
+    for (let i = 0; i < JOBS; i += 1000) {
+      await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
+    }
+  });
+  const pm = await postmasterPidOf(url);
+  const session = new Session();
+  if (OUT) {
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: 100 });
+    await session.post('Profiler.start');
+  }
+  const db0 = pm === null ? null : serverCpuMs(pm);
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let claimed = 0;
+  for (;;) {
+    const r = await runDrain(outbox);
+    claimed += r.claimed;
+    if (r.claimed === 0) break;
+  }
+  const wall = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const db1 = pm === null ? null : serverCpuMs(pm);
+  if (OUT) writeFileSync(OUT, JSON.stringify((await session.post('Profiler.stop')).profile));
+  const perJob = (us: number) => (us / claimed).toFixed(0);
+  console.log(
+    `${claimed} jobs, c=${CONCURRENCY}, ${HANDLER_MS} ms: ${(wall / 1000).toFixed(2)} s, ${(claimed / (wall / 1000)).toFixed(0)} jobs/s; ` +
+      `CPU per job: client ${perJob(cpu.user + cpu.system)} µs, db ${db0 === null || db1 === null ? '?' : perJob((db1 - db0) * 1000)} µs${OUT ? `; profile ${OUT}` : ''}`,
+  );
+} finally {
+  await server.stop();
+}

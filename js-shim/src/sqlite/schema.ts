@@ -1,0 +1,150 @@
+/**
+ * The outbox's tables in SQLite (D1 and Durable Object storage): the PostgreSQL migrations'
+ * tables in SQLite types. Times are INTEGER epoch ms on the caller's clock, ids TEXT, JSON TEXT
+ * (the payload kept as the caller wrote it). A SQLite database has no schemas, so each outbox is a
+ * table prefix: `outbox_` for the default outbox, `outbox_<name>_` for a named one.
+ * @module
+ */
+import { checkOutboxName } from '../name.js';
+import type { SqliteDriver } from './driver.js';
+
+/**
+ * The table prefix of an outbox: `outbox_` (no name) or `outbox_<name>_`. No two outboxes'
+ * tables can meet: a named outbox's tables all end in one of the six table names after its
+ * own `_`, and none of those names is another's suffix. Throws `PostboxError('invalid_config')`
+ * for an invalid name.
+ */
+export function sqliteTablePrefix(name?: string | null): string {
+  const checked = checkOutboxName(name);
+  return checked === null ? 'outbox_' : `outbox_${checked}_`;
+}
+
+/** One numbered migration: statements applied together, in order. */
+export interface SqliteMigration {
+  version: number;
+  name: string;
+  statements: string[];
+}
+
+/**
+ * The migrations for the outbox with table prefix `p`. Each statement is idempotent
+ * (`IF NOT EXISTS`), so a migration two isolates apply at once ends the same.
+ */
+function migrations(p: string): SqliteMigration[] {
+  return [
+    {
+      version: 1,
+      name: 'outbox_tables',
+      statements: [
+        `CREATE TABLE IF NOT EXISTS ${p}job (
+  id                 TEXT    PRIMARY KEY NOT NULL,
+  kind               TEXT    NOT NULL,
+  lane               TEXT    NOT NULL DEFAULT 'default',
+  status             TEXT    NOT NULL DEFAULT 'pending'
+                     CHECK (status IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')),
+  payload            TEXT    NOT NULL,
+  tenant_key         TEXT,
+  -- A NULL tenant is a scope of its own: 'n' for none, 't:<key>' otherwise.
+  tenant_scope       TEXT    GENERATED ALWAYS AS (COALESCE('t:' || tenant_key, 'n')) STORED,
+  dedupe_key         TEXT,
+  correlation_id     TEXT,
+  metadata           TEXT,
+  due_at             INTEGER NOT NULL,
+  created_at         INTEGER NOT NULL,
+  updated_at         INTEGER NOT NULL,
+  finished_at        INTEGER,
+  attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  attempt_seq        INTEGER NOT NULL DEFAULT 0 CHECK (attempt_seq >= 0),
+  crashes            INTEGER NOT NULL DEFAULT 0 CHECK (crashes >= 0),
+  streak_code        TEXT,
+  streak             INTEGER NOT NULL DEFAULT 0 CHECK (streak >= 0),
+  lease_expires_at   INTEGER,
+  last_error_code    TEXT,
+  last_error_message TEXT,
+  version_ts         INTEGER,
+  replayed_at        INTEGER,
+  nudge_sent_at      INTEGER,
+  max_attempts       INTEGER CHECK (max_attempts BETWEEN 1 AND 1000),
+  CHECK ((status IN ('succeeded', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
+  CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
+) STRICT`,
+        `CREATE UNIQUE INDEX IF NOT EXISTS ${p}job_dedupe_key ON ${p}job (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL`,
+        `CREATE INDEX IF NOT EXISTS ${p}job_claimable ON ${p}job (lane, due_at, id) WHERE status IN ('pending', 'retrying')`,
+        `CREATE INDEX IF NOT EXISTS ${p}job_lease ON ${p}job (lease_expires_at) WHERE status = 'running'`,
+        `CREATE INDEX IF NOT EXISTS ${p}job_finished ON ${p}job (status, finished_at) WHERE finished_at IS NOT NULL`,
+        `CREATE INDEX IF NOT EXISTS ${p}job_correlation ON ${p}job (correlation_id) WHERE correlation_id IS NOT NULL`,
+        `CREATE INDEX IF NOT EXISTS ${p}job_tenant ON ${p}job (tenant_key, created_at) WHERE tenant_key IS NOT NULL`,
+        `CREATE INDEX IF NOT EXISTS ${p}job_created ON ${p}job (created_at, id)`,
+        `CREATE TABLE IF NOT EXISTS ${p}attempt (
+  job_id           TEXT    NOT NULL REFERENCES ${p}job (id) ON DELETE CASCADE,
+  seq              INTEGER NOT NULL,
+  kind             TEXT    NOT NULL,
+  started_at       INTEGER NOT NULL,
+  lease_expires_at INTEGER NOT NULL,
+  finished_at      INTEGER,
+  outcome          TEXT,
+  error_code       TEXT,
+  error_message    TEXT,
+  PRIMARY KEY (job_id, seq)
+) STRICT, WITHOUT ROWID`,
+        `CREATE INDEX IF NOT EXISTS ${p}attempt_finished ON ${p}attempt (finished_at) WHERE finished_at IS NOT NULL`,
+        `CREATE TABLE IF NOT EXISTS ${p}webhook_endpoint (
+  id              TEXT    PRIMARY KEY NOT NULL,
+  state           TEXT    NOT NULL DEFAULT 'closed' CHECK (state IN ('closed', 'open', 'half_open', 'disabled')),
+  failures        INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
+  opened_at       INTEGER,
+  failing_since   INTEGER,
+  disabled_reason TEXT,
+  version         INTEGER NOT NULL DEFAULT 0,
+  created_at      INTEGER NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  CHECK ((state = 'disabled') = (disabled_reason IS NOT NULL))
+) STRICT`,
+        // One row, rewritten by each guard of a D1 transaction (see sqlite/statements.ts).
+        `CREATE TABLE IF NOT EXISTS ${p}guard (
+  id INTEGER PRIMARY KEY NOT NULL CHECK (id = 0),
+  ok INTEGER NOT NULL CONSTRAINT postbox_conflict CHECK (ok = 1)
+) STRICT`,
+        `CREATE TABLE IF NOT EXISTS ${p}schedule_run (
+  name       TEXT    PRIMARY KEY NOT NULL,
+  last_at    INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT`,
+      ],
+    },
+  ];
+}
+
+/**
+ * The migrations of an outbox's SQLite tables (default: the default outbox), for a migration
+ * tool of your own (`wrangler d1 migrations`, say): join each one's statements with `;\n`.
+ * {@link migrateSqlite} applies the same statements and records them.
+ */
+export function sqliteMigrations(name?: string | null): SqliteMigration[] {
+  return migrations(sqliteTablePrefix(name));
+}
+
+/**
+ * Applies the outbox's migrations that the database lacks, each as one atomic batch with its
+ * record in `<prefix>schema_migration`; repeating it is a no-op. Returns the versions applied.
+ */
+export async function migrateSqlite(driver: SqliteDriver, name?: string | null): Promise<number[]> {
+  const p = sqliteTablePrefix(name);
+  const table = `${p}schema_migration`;
+  const create = `CREATE TABLE IF NOT EXISTS ${table} (version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`;
+  const [, rows] = await driver.batch([
+    { sql: create, params: [] },
+    { sql: `SELECT version FROM ${table}`, params: [] },
+  ]);
+  const have = new Set((rows ?? []).map((r) => Number(r.version)));
+  const applied: number[] = [];
+  for (const m of migrations(p)) {
+    if (have.has(m.version)) continue;
+    await driver.batch([
+      ...m.statements.map((sql) => ({ sql, params: [] })),
+      { sql: `INSERT OR IGNORE INTO ${table} (version, name, applied_at) VALUES (?1, ?2, ?3)`, params: [m.version, m.name, Date.now()] },
+    ]);
+    applied.push(m.version);
+  }
+  return applied;
+}

@@ -1,0 +1,274 @@
+/**
+ * The outbox's statements in SQLite's dialect, one set per table prefix. Lists travel as ONE
+ * JSON parameter read with `json_each` (D1 allows 100 bound parameters a statement, so a batch
+ * never binds a parameter per job). Every write is what the core decided: statuses, due times,
+ * counters and lease ends come in as values; these statements only fence them (by attempt and
+ * status) and store them.
+ * @module
+ */
+
+/** Columns a claimed or recovered job carries back (the contract's `ClaimedJob`), plus its due time for ordering. */
+const claimedColumns = (t: string) =>
+  `${t}id AS id, ${t}kind AS kind, ${t}lane AS lane, ${t}payload AS payload, ${t}tenant_key AS tenant_key,
+  ${t}correlation_id AS correlation_id, ${t}metadata AS metadata, ${t}attempts AS attempts, ${t}attempt_seq AS attempt_seq,
+  ${t}crashes AS crashes, ${t}streak_code AS streak_code, ${t}streak AS streak, ${t}max_attempts AS max_attempts,
+  ${t}last_error_code AS last_error_code, ${t}last_error_message AS last_error_message,
+  ${t}lease_expires_at AS lease_expires_ms, ${t}due_at AS due_ms`;
+
+/** Columns of an inspected job (the contract's `JobView`, before conversion). */
+export const JOB_VIEW_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
+  last_error_code, last_error_message, due_at, created_at, finished_at`;
+
+/** SQLite's version of "no version cutoff": the largest integer a JS number holds exactly. */
+const NO_CUTOFF = '9007199254740991';
+
+/** The statements of one outbox. */
+export interface SqliteSql {
+  readonly prefix: string;
+  readonly job: string;
+  readonly attempt: string;
+  /** `?1` items (JSON array: id, payload, tenantKey, dedupeKey, correlationId, metadata, dueAt, maxAttempts), `?2` kind, `?3` lane, `?4` now, `?5` version ts. */
+  readonly appendInsert: string;
+  /** `?1` the same items: the job holding each keyed item's dedupe key (`ord` from 0) and its payload. */
+  readonly appendHolders: string;
+  /** `?1` now, `?2` lane, `?3` {kind: leaseMs}, `?4` limit, `?5` version cutoff, `?6` ids never to claim (JSON array). */
+  readonly claimDue: string;
+  /** As claimDue, plus `?7` targets {id: kind}. */
+  readonly claimTargets: string;
+  /** `?1` now: the attempt records of the jobs a claim just took. */
+  readonly openAttempts: string;
+  /** `?1` now, `?2` settlements (JSON array): closes the settled attempts (run before settleJobs). */
+  readonly settleAttempts: string;
+  /** `?1` now, `?2` settlements: writes the jobs; returns the ids written. */
+  readonly settleJobs: string;
+  /** `?1` now, `?2` beats (JSON array of id, attemptSeq, leaseExpiresAt): the attempt records (run before heartbeatJobs). */
+  readonly heartbeatAttempts: string;
+  /** `?1` now, `?2` beats: the jobs; returns the ids written. */
+  readonly heartbeatJobs: string;
+  /** `?1` now, `?2` kinds (JSON array), `?3` limit. */
+  readonly listExpiredLeases: string;
+  /** `?1` lane, `?2` kinds, `?3` version cutoff. */
+  readonly nextDue: string;
+  /** `?1` ids (JSON array), `?2` 1 for any tenant, `?3` tenant key. */
+  readonly lockForOperate: string;
+  /** `?1` now, `?2` writes (JSON array, with the status and attempt each was decided on). */
+  readonly operateAttempts: string;
+  /** `?1` now, `?2` writes: the jobs; returns id, kind, lane, status of those written. */
+  readonly operateJobs: string;
+  /** `?1` tenant key. */
+  readonly eraseTenantAttempts: string;
+  readonly eraseTenantJobs: string;
+  /** `?1` succeeded before, `?2` dead/cancelled before, `?3` limit. */
+  readonly deleteFinishedAttempts: string;
+  readonly deleteFinishedJobs: string;
+  /** `?1` now, `?2` lane, `?3` kinds, `?4` limit, `?5` nudged before. */
+  readonly listDueForHandoff: string;
+  /** `?1` now, `?2` ids (JSON array). */
+  readonly recordNudges: string;
+  /** `?1` due before, `?2` registered kinds (JSON array). */
+  readonly countUnregistered: string;
+  /** `?1` id. */
+  readonly listAttempts: string;
+  /**
+   * Guards of a D1 transaction, run in its batch before its writes: each fails the batch (CHECK
+   * constraint `postbox_conflict`) when what the transaction read has changed since.
+   * `?1` expected holders (JSON array of key, scope, holder id or null).
+   */
+  readonly guardHolders: string;
+  /** `?1` expected states (JSON array of id, status, seq). */
+  readonly guardStates: string;
+  /** `?1` tenant key, `?2` the number of its jobs read. */
+  readonly guardTenantCount: string;
+  /** `?1` schedule names (JSON array). */
+  readonly scheduleLastRuns: string;
+  /** `?1` name, `?2` occurrence (ms), `?3` now. Never moves back. */
+  readonly scheduleRecord: string;
+}
+
+/** The claim's predicate on `j`, shared by the claim, the next-due query and the hand-off listing. */
+const claimable = (laneParam: string, cutoffParam: string) =>
+  `j.status IN ('pending', 'retrying') AND j.lane = ${laneParam}
+     AND (j.version_ts IS NULL OR j.version_ts <= COALESCE(${cutoffParam}, ${NO_CUTOFF}))`;
+
+const settleRows = `SELECT value ->> 'id' AS id, value ->> 'attemptSeq' AS seq, value ->> 'status' AS status,
+         value ->> 'dueAt' AS due_at, value ->> 'attempts' AS attempts, value ->> 'crashes' AS crashes,
+         value ->> 'streakCode' AS streak_code, value ->> 'streak' AS streak, value ->> 'errorCode' AS error_code,
+         value ->> 'errorMessage' AS error_message, value ->> 'finished' AS finished, value ->> 'outcome' AS outcome
+    FROM json_each(?2)`;
+
+const operateRows = `SELECT value ->> 'id' AS id, value ->> 'status' AS status, value ->> 'dueAt' AS due_at,
+         value ->> 'reset' AS reset, value ->> 'reason' AS reason, value ->> 'closeAttempt' AS close,
+         value ->> 'finished' AS finished, value ->> 'recordReason' AS record_reason,
+         value ->> 'fromStatus' AS from_status, value ->> 'fromSeq' AS from_seq
+    FROM json_each(?2)`;
+
+const cache = new Map<string, SqliteSql>();
+
+/** The statements of the outbox whose tables start with `p` (see `sqliteTablePrefix`). */
+export function sqliteSql(p: string): SqliteSql {
+  const hit = cache.get(p);
+  if (hit) return hit;
+  const job = `${p}job`;
+  const attempt = `${p}attempt`;
+
+  // The claim picks rows oldest due first and leases them in one UPDATE … FROM; the batch's next
+  // statement (openAttempts) opens their attempt records. A job settled earlier in the same
+  // batch is never claimed again by it (`?6`), as PostgreSQL's single statement guarantees.
+  const claim = (pick: string) => `
+UPDATE ${job}
+   SET status = 'running', attempt_seq = ${job}.attempt_seq + 1, updated_at = ?1,
+       lease_expires_at = ?1 + (SELECT l.value FROM json_each(?3) l WHERE l.key = ${job}.kind)
+  FROM (${pick}) AS p
+ WHERE ${job}.id = p.id
+RETURNING ${claimedColumns(`${job}.`)}`;
+  const due = `SELECT j.id FROM ${job} j
+   WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
+     AND j.kind IN (SELECT key FROM json_each(?3))
+     AND j.id NOT IN (SELECT value FROM json_each(?6))
+   ORDER BY j.due_at, j.id
+   LIMIT ?4`;
+  // CROSS JOIN keeps the targets the outer loop (SQLite never reorders it): a nudge looks up its
+  // jobs by id instead of scanning the lane's due jobs.
+  const targets = `SELECT j.id FROM json_each(?7) t CROSS JOIN ${job} j ON j.id = t.key AND j.kind = t.value
+   WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
+     AND j.kind IN (SELECT key FROM json_each(?3))
+     AND j.id NOT IN (SELECT value FROM json_each(?6))
+   LIMIT ?4`;
+
+  // A settle applies only while the job runs under the settling attempt; a crash (a recovery)
+  // only once the lease has run out, so a heartbeat since the listing wins.
+  const settleFence = (j: string) => `${j}.id = s.id AND ${j}.attempt_seq = s.seq AND ${j}.status = 'running'
+     AND (s.outcome <> 'crash' OR ${j}.lease_expires_at < ?1)`;
+  // An operator write applies only over the state it was decided on (D1 cannot hold a lock
+  // between the read and the write, so the write checks it instead).
+  const operateFence = (j: string) => `${j}.id = o.id AND ${j}.status = o.from_status AND ${j}.attempt_seq = o.from_seq`;
+  const beatFence = (j: string) => `${j}.id = b.id AND ${j}.attempt_seq = b.seq AND ${j}.status = 'running' AND ${j}.lease_expires_at > ?1`;
+  const beats = `SELECT value ->> 'id' AS id, value ->> 'attemptSeq' AS seq, value ->> 'leaseExpiresAt' AS lease FROM json_each(?2)`;
+  const doomed = `SELECT id FROM ${job}
+   WHERE (status = 'succeeded' AND finished_at < ?1) OR (status IN ('dead', 'cancelled') AND finished_at < ?2)
+   ORDER BY finished_at, id LIMIT ?3`;
+
+  // A guard writes ok = 0 into the one-row guard table when its condition holds, which its
+  // CHECK refuses: the batch fails with "CHECK constraint failed: postbox_conflict" and rolls back.
+  const guard = (violated: string) => `
+INSERT INTO ${p}guard (id, ok) VALUES (0, CASE WHEN ${violated} THEN 0 ELSE 1 END)
+ON CONFLICT (id) DO UPDATE SET ok = excluded.ok`;
+
+  const sql: SqliteSql = Object.freeze({
+    prefix: p,
+    job,
+    attempt,
+    appendInsert: `
+INSERT INTO ${job} (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
+                    due_at, created_at, updated_at, version_ts, max_attempts)
+SELECT value ->> 'id', ?2, ?3, 'pending', value ->> 'payload', value ->> 'tenantKey', value ->> 'dedupeKey',
+       value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts'
+  FROM json_each(?1) WHERE true ORDER BY key
+ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
+    appendHolders: `
+SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload
+  FROM json_each(?1) i
+  JOIN ${job} j ON j.dedupe_key = i.value ->> 'dedupeKey' AND j.tenant_scope = COALESCE('t:' || (i.value ->> 'tenantKey'), 'n')
+ WHERE i.value ->> 'dedupeKey' IS NOT NULL`,
+    claimDue: claim(due),
+    claimTargets: claim(targets),
+    openAttempts: `
+INSERT OR IGNORE INTO ${attempt} (job_id, seq, kind, started_at, lease_expires_at)
+SELECT id, attempt_seq, kind, ?1, lease_expires_at FROM ${job}
+ WHERE status = 'running' AND lease_expires_at > ?1 AND updated_at = ?1`,
+    settleAttempts: `
+WITH s AS (${settleRows})
+UPDATE ${attempt}
+   SET finished_at = ?1, outcome = s.outcome, error_code = s.error_code, error_message = s.error_message
+  FROM s JOIN ${job} j ON j.id = s.id
+ WHERE ${attempt}.job_id = s.id AND ${attempt}.seq = s.seq AND ${attempt}.finished_at IS NULL AND ${settleFence('j')}`,
+    settleJobs: `
+WITH s AS (${settleRows})
+UPDATE ${job}
+   SET status = s.status, due_at = COALESCE(s.due_at, ${job}.due_at),
+       attempts = s.attempts, crashes = s.crashes, streak_code = s.streak_code, streak = s.streak,
+       last_error_code = s.error_code, last_error_message = s.error_message, lease_expires_at = NULL,
+       finished_at = CASE WHEN s.finished THEN ?1 END, updated_at = ?1
+  FROM s
+ WHERE ${settleFence(job)}
+RETURNING ${job}.id AS id`,
+    heartbeatAttempts: `
+WITH b AS (${beats})
+UPDATE ${attempt} SET lease_expires_at = b.lease
+  FROM b JOIN ${job} j ON j.id = b.id
+ WHERE ${attempt}.job_id = b.id AND ${attempt}.seq = b.seq AND ${attempt}.finished_at IS NULL AND ${beatFence('j')}`,
+    heartbeatJobs: `
+WITH b AS (${beats})
+UPDATE ${job} SET lease_expires_at = b.lease
+  FROM b
+ WHERE ${beatFence(job)}
+RETURNING ${job}.id AS id`,
+    listExpiredLeases: `
+SELECT ${claimedColumns('')} FROM ${job}
+ WHERE status = 'running' AND lease_expires_at < ?1 AND kind IN (SELECT value FROM json_each(?2))
+ ORDER BY lease_expires_at
+ LIMIT ?3`,
+    nextDue: `
+SELECT min(j.due_at) AS due FROM ${job} j
+ WHERE ${claimable('?1', '?3')} AND j.kind IN (SELECT value FROM json_each(?2))`,
+    lockForOperate: `
+SELECT id, kind, lane, status, attempt_seq FROM ${job}
+ WHERE id IN (SELECT value FROM json_each(?1)) AND (?2 OR tenant_scope = COALESCE('t:' || ?3, 'n'))`,
+    operateAttempts: `
+WITH o AS (${operateRows})
+UPDATE ${attempt}
+   SET finished_at = ?1, outcome = o.close, error_code = o.reason
+  FROM o JOIN ${job} j ON j.id = o.id
+ WHERE o.close IS NOT NULL AND ${attempt}.job_id = o.id AND ${attempt}.seq = j.attempt_seq
+   AND ${attempt}.finished_at IS NULL AND ${operateFence('j')}`,
+    operateJobs: `
+WITH o AS (${operateRows})
+UPDATE ${job}
+   SET status = o.status,
+       due_at = COALESCE(o.due_at, ${job}.due_at),
+       attempts = CASE WHEN o.reset THEN 0 ELSE ${job}.attempts END,
+       crashes = CASE WHEN o.reset THEN 0 ELSE ${job}.crashes END,
+       streak = CASE WHEN o.reset THEN 0 ELSE ${job}.streak END,
+       streak_code = CASE WHEN o.reset THEN NULL ELSE ${job}.streak_code END,
+       replayed_at = CASE WHEN o.reset THEN ?1 ELSE ${job}.replayed_at END,
+       last_error_code = CASE WHEN o.record_reason THEN o.reason ELSE ${job}.last_error_code END,
+       lease_expires_at = NULL,
+       finished_at = CASE WHEN o.finished THEN ?1 END,
+       updated_at = ?1
+  FROM o
+ WHERE ${operateFence(job)}
+RETURNING ${job}.id AS id, ${job}.kind AS kind, ${job}.lane AS lane, ${job}.status AS status`,
+    eraseTenantAttempts: `DELETE FROM ${attempt} WHERE job_id IN (SELECT id FROM ${job} WHERE tenant_key = ?1)`,
+    eraseTenantJobs: `DELETE FROM ${job} WHERE tenant_key = ?1 RETURNING id`,
+    // The same ordered pick twice in one batch: the attempts' delete changes no job row, so both
+    // statements pick the same jobs.
+    deleteFinishedAttempts: `DELETE FROM ${attempt} WHERE job_id IN (${doomed})`,
+    deleteFinishedJobs: `DELETE FROM ${job} WHERE id IN (${doomed}) RETURNING id`,
+    listDueForHandoff: `
+SELECT j.id AS id, j.kind AS kind, j.lane AS lane FROM ${job} j
+ WHERE j.status IN ('pending', 'retrying') AND j.due_at <= ?1 AND j.lane = ?2
+   AND j.kind IN (SELECT value FROM json_each(?3))
+   AND (j.nudge_sent_at IS NULL OR j.nudge_sent_at < ?5)
+ ORDER BY j.due_at, j.id LIMIT ?4`,
+    recordNudges: `UPDATE ${job} SET nudge_sent_at = ?1 WHERE id IN (SELECT value FROM json_each(?2))`,
+    countUnregistered: `
+SELECT kind, count(*) AS count FROM ${job}
+ WHERE status IN ('pending', 'retrying') AND due_at < ?1 AND kind NOT IN (SELECT value FROM json_each(?2))
+ GROUP BY kind ORDER BY kind`,
+    guardHolders: guard(`EXISTS (SELECT 1 FROM json_each(?1) e
+       LEFT JOIN ${job} j ON j.dedupe_key = e.value ->> 'key' AND j.tenant_scope = e.value ->> 'scope'
+      WHERE j.id IS NOT (e.value ->> 'holder'))`),
+    guardStates: guard(`EXISTS (SELECT 1 FROM json_each(?1) e
+       LEFT JOIN ${job} j ON j.id = e.value ->> 'id'
+      WHERE j.id IS NULL OR j.status <> e.value ->> 'status' OR j.attempt_seq <> e.value ->> 'seq')`),
+    guardTenantCount: guard(`(SELECT count(*) FROM ${job} WHERE tenant_key = ?1) <> ?2`),
+    listAttempts: `
+SELECT seq, outcome, error_code, error_message, started_at, finished_at FROM ${attempt} WHERE job_id = ?1 ORDER BY seq`,
+    scheduleLastRuns: `SELECT name, last_at FROM ${p}schedule_run WHERE name IN (SELECT value FROM json_each(?1))`,
+    scheduleRecord: `
+INSERT INTO ${p}schedule_run (name, last_at, updated_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET last_at = max(last_at, excluded.last_at), updated_at = excluded.updated_at`,
+  });
+  cache.set(p, sql);
+  return sql;
+}

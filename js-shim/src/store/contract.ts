@@ -1,0 +1,347 @@
+/**
+ * The store contract: what an outbox needs from its storage. A store PERSISTS what the core
+ * decided (statuses, due times, attempt counts, lease expiries all arrive as inputs) and
+ * decides nothing itself. Every operation is batch-shaped (arrays in, arrays out), so a store
+ * backed by a database can write a whole batch in one statement; settling one batch and
+ * claiming the next is one operation for the same reason.
+ *
+ * Operations take the handle they run on as their first argument (`db`, or `tx` inside a
+ * transaction): the caller keeps its connections, sessions and retries, and the store keeps
+ * its SQL (or its maps). What a handle is depends on the store: a node-postgres client for
+ * PostgreSQL, a D1 database or `ctx.storage.sql` for SQLite, nothing at all for memory.
+ *
+ * Times are epoch milliseconds on the caller's clock, never the database's.
+ *
+ * Changes to this file are additive only (new optional members), so stores written against it
+ * keep compiling.
+ * @module
+ */
+import type { AttemptView, JobFilter, JobView } from '../inspect/index.js';
+import type { JobStatus } from '../types.js';
+
+export type { AttemptView, JobFilter, JobView, JobStatus };
+
+/** One job to append (the caller has validated and serialised it; the core has set its due time). */
+export interface AppendItem {
+  /** A UUID the caller generated; the job's id unless its dedupe key is already held. */
+  id: string;
+  /** The payload as JSON text. */
+  payloadJson: string;
+  /** Scopes dedupe and operator actions; `null`: no tenant. */
+  tenantKey: string | null;
+  /** Unique within the tenant scope; `null`: no dedupe. */
+  dedupeKey: string | null;
+  correlationId: string | null;
+  /** Metadata as JSON text (an object), or `null`. */
+  metadataJson: string | null;
+  /** When the job falls due (epoch ms), as the core decided. */
+  dueAt: number;
+  /** The job's own retry budget, or `null` for its kind's. */
+  maxAttempts: number | null;
+}
+
+/** A list of jobs of ONE kind to append, in one write. */
+export interface AppendInput {
+  kind: string;
+  lane: string;
+  /** created_at / updated_at of the new rows. */
+  now: number;
+  /** The deploy version's timestamp the jobs carry (claims of older versions skip them), or `null`. */
+  versionTs: number | null;
+  items: readonly AppendItem[];
+}
+
+/**
+ * What append did with one item, in input order. `created`: inserted under the item's id.
+ * Otherwise the dedupe key was already held in the item's tenant scope (by a committed job, or
+ * by an EARLIER item of the same list): `id`/`kind` name the holder and `samePayload` says
+ * whether its payload equals the item's as JSON values (key order and spacing do not count).
+ * The caller asks the core whether that is `exists` or a conflict.
+ */
+export interface AppendRow {
+  id: string;
+  kind: string;
+  created: boolean;
+  samePayload: boolean;
+}
+
+/**
+ * Append as statements the caller runs itself, in its own batch (D1 has no interactive
+ * transactions: `db.batch([...appStatements, ...statements])` is its atomic unit). `read` turns
+ * the results of `statements` (in order) into the rows `append` would have returned.
+ */
+export interface AppendBatch<S = unknown> {
+  statements: S[];
+  read(results: readonly unknown[]): AppendRow[];
+}
+
+/** Nudged jobs a claim is limited to. */
+export interface ClaimTarget {
+  id: string;
+  kind: string;
+}
+
+/**
+ * A claim: jobs of `lane` and `kinds` with status pending or retrying, due at or before `now`,
+ * whose version timestamp (if any) is at or before `versionCutoff` (`null`: any), at most
+ * `limit`, oldest due first (ties by id). With `targets`, only those jobs (id AND kind match),
+ * in any order. Each claimed job becomes `running`, its `attempt_seq` goes up by one, its lease
+ * ends at `now + leaseMs[i]` where `kinds[i]` is its kind, and an attempt record opens.
+ * Two concurrent claims never take the same job.
+ */
+export interface ClaimInput {
+  now: number;
+  lane: string;
+  kinds: readonly string[];
+  /** Parallel to `kinds`: each kind's lease, ms. */
+  leaseMs: readonly number[];
+  limit: number;
+  versionCutoff: number | null;
+  targets?: readonly ClaimTarget[];
+}
+
+/**
+ * A job as claimed (or found with an expired lease): what a handler and the core need.
+ * Column names follow the job table.
+ */
+export interface ClaimedJob {
+  id: string;
+  kind: string;
+  lane: string;
+  /** The payload, parsed. */
+  payload: unknown;
+  tenant_key: string | null;
+  correlation_id: string | null;
+  metadata: Record<string, unknown> | null;
+  /** Attempts charged since the last replay. */
+  attempts: number;
+  /** The claiming attempt: every claim ever made adds one. Settles and heartbeats are fenced by it. */
+  attempt_seq: number;
+  crashes: number;
+  streak_code: string | null;
+  streak: number;
+  /** The job's own retry budget, or null for its kind's. */
+  max_attempts: number | null;
+  last_error_code: string | null;
+  last_error_message: string | null;
+  /** The lease's end, epoch ms (PostgreSQL returns a bigint as a decimal string). */
+  lease_expires_ms: string | number;
+}
+
+/** The core's decision for one finished attempt, to write (docs/ABI.md, `pb_settle`). */
+export interface SettleWrite {
+  id: string;
+  /** The attempt being settled: the write applies only while the job is `running` under it. */
+  attemptSeq: number;
+  status: JobStatus;
+  /** The new due time, or `null` to keep the old one. */
+  dueAt: number | null;
+  attempts: number;
+  crashes: number;
+  streakCode: string | null;
+  streak: number;
+  errorCode: string | null;
+  errorMessage: string | null;
+  /** Sets finished_at to `now` (else it is cleared). */
+  finished: boolean;
+  /**
+   * The attempt's outcome, recorded on its attempt record. `crash` (a recovery) applies only
+   * when the lease has run out at `now`: a heartbeat since the job was listed wins.
+   */
+  outcome: string;
+}
+
+/** A batch of settlements. */
+export interface SettleInput {
+  now: number;
+  items: readonly SettleWrite[];
+}
+
+/** One lease extension, as the core decided it. */
+export interface HeartbeatWrite {
+  id: string;
+  attemptSeq: number;
+  /** The new lease end (epoch ms). */
+  leaseExpiresAt: number;
+}
+
+/**
+ * Lease extensions: each applies only while the job is running under `attemptSeq` with a lease
+ * that has not run out at `now` (a recovery may be taking an expired one).
+ */
+export interface HeartbeatInput {
+  now: number;
+  beats: readonly HeartbeatWrite[];
+}
+
+/** Running jobs of `kinds` whose lease ended before `now`, earliest expiry first, at most `limit`. */
+export interface ExpiredLeaseQuery {
+  now: number;
+  kinds: readonly string[];
+  limit: number;
+}
+
+/** The claim's own predicate without its `due <= now`: when the next claimable job falls due. */
+export interface NextDueQuery {
+  lane: string;
+  kinds: readonly string[];
+  versionCutoff: number | null;
+}
+
+/** Jobs an operator acts on. `tenantKey` omitted: any tenant; `null`: only jobs without one. */
+export interface OperateLockInput {
+  ids: readonly string[];
+  tenantKey?: string | null;
+}
+
+/** A job as an operator action sees it. */
+export interface OperateTarget {
+  id: string;
+  kind: string;
+  lane: string;
+  status: JobStatus;
+}
+
+/** One operator decision of the core (docs/ABI.md, `pb_operate`), to write. */
+export interface OperateWrite {
+  id: string;
+  status: JobStatus;
+  /** New due time, or `null` to keep it. */
+  dueAt: number | null;
+  /** Replay: attempts, crashes and streak back to zero, `replayed_at` = now. */
+  reset: boolean;
+  /** The operator's reason: the closed attempt's code, and the job's last error code when `recordReason`. */
+  reason: string | null;
+  /** Closes the job's open attempt with this outcome (and `reason` as its code), or `null`. */
+  closeAttempt: string | null;
+  /** The job ends here: `finished_at` = now (else cleared). The core's. */
+  finished: boolean;
+  /** `reason` becomes the job's last error code. The core's. */
+  recordReason: boolean;
+}
+
+/** A batch of operator decisions. Lease cleared; the rest as each write says. */
+export interface ApplyOperateInput {
+  now: number;
+  writes: readonly OperateWrite[];
+}
+
+/** Retention: succeeded jobs finished before `succeededBefore`, dead and cancelled ones before `deadBefore`; at most `limit`. */
+export interface RetentionInput {
+  succeededBefore: number;
+  deadBefore: number;
+  limit: number;
+}
+
+/**
+ * Due (pending/retrying, due at or before `now`) jobs of `lane` and `kinds` to hand to the lane's
+ * queue, oldest due first, at most `limit`, skipping those nudged at or after `nudgedBefore`.
+ */
+export interface HandoffQuery {
+  now: number;
+  lane: string;
+  kinds: readonly string[];
+  limit: number;
+  nudgedBefore: number;
+}
+
+/** A job reference with its lane. */
+export interface JobLaneRef {
+  id: string;
+  kind: string;
+  lane: string;
+}
+
+/** A page of `listJobs`: pass `nextCursor` back as `cursor`, with the same filter. */
+export interface JobPage {
+  jobs: JobView[];
+  nextCursor: string | null;
+}
+
+/** `listJobs`' query: a filter, a page size (1..1000), an order by (created, id), a cursor. */
+export interface ListJobsQuery extends JobFilter {
+  limit: number;
+  order?: 'asc' | 'desc';
+  cursor?: string;
+}
+
+/**
+ * An outbox's storage. `Db` is the handle operations run on; `Tx` the handle inside
+ * `transaction` (the same type for most stores).
+ */
+export interface OutboxStore<Db = unknown, Tx = Db> {
+  /** The outbox's name; `null` for the default outbox. Stores with different names never see each other's jobs. */
+  readonly name: string | null;
+
+  /**
+   * Runs `fn` in one transaction of the store on `db`: every `append` (and operator write) made
+   * with its `tx` commits together with `fn`'s own writes, or nothing does. The transaction is
+   * released on both paths; if `fn` throws, that error is what rejects, even when the rollback
+   * or release fails too.
+   */
+  transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T>;
+
+  /** Appends a list of jobs of one kind in one write. Rows come back in input order. */
+  append(tx: Tx, input: AppendInput): Promise<AppendRow[]>;
+
+  /** Append as statements for the caller's own batch; stores without interactive transactions provide it. */
+  appendStatements?(db: Db, input: AppendInput): AppendBatch;
+
+  /** Claims due (or targeted) jobs with a lease; see {@link ClaimInput}. */
+  claim(db: Db, input: ClaimInput): Promise<ClaimedJob[]>;
+
+  /** Writes settlements; returns the ids actually written (a stale or duplicate one is left out and changes nothing). */
+  settle(db: Db, input: SettleInput): Promise<string[]>;
+
+  /**
+   * `settle` then `claim` as one operation (one statement on PostgreSQL). The claim never takes
+   * a job this settle touches. Both halves carry the same `now` (the PostgreSQL store refuses
+   * two with `invalid_input`: its statement has one).
+   */
+  settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }>;
+
+  /** Extends leases; returns the ids whose lease was written. */
+  heartbeat(db: Db, input: HeartbeatInput): Promise<string[]>;
+
+  /** Running jobs whose lease ran out, for recovery (their settle, outcome `crash`, is fenced again). */
+  listExpiredLeases(db: Db, query: ExpiredLeaseQuery): Promise<ClaimedJob[]>;
+
+  /** The earliest due time among jobs a claim could take (ignoring `now`); `null` when none waits. */
+  nextDue(db: Db, query: NextDueQuery): Promise<number | null>;
+
+  /** Finds (and, where the store can, locks until `tx` ends) the jobs an operator acts on; unknown or out-of-scope ids are left out. */
+  lockForOperate(tx: Tx, input: OperateLockInput): Promise<OperateTarget[]>;
+
+  /** Writes operator decisions (made by the core on `lockForOperate`'s rows); returns the jobs written. */
+  applyOperate(tx: Tx, input: ApplyOperateInput): Promise<OperateTarget[]>;
+
+  /** Deletes every job (and attempt record) of one tenant; returns how many jobs. */
+  eraseTenant(tx: Tx, tenantKey: string): Promise<number>;
+
+  /** Retention; returns how many jobs were deleted. */
+  deleteFinished(db: Db, input: RetentionInput): Promise<number>;
+
+  /** Due jobs to hand to their lane's queue; see {@link HandoffQuery}. */
+  listDueForHandoff(db: Db, query: HandoffQuery): Promise<JobLaneRef[]>;
+
+  /**
+   * Pending and retrying jobs due before `dueBefore` whose kind is not in `kinds` (the kinds the
+   * outbox registers), counted per kind, sorted by kind: no claim of this outbox takes them.
+   */
+  countUnregistered(db: Db, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]>;
+
+  /** Records when jobs were last nudged (the hand-off cooldown reads it). */
+  recordNudges(db: Db, input: { now: number; ids: readonly string[] }): Promise<void>;
+
+  /** One job, or `null` (also when it belongs to another tenant than `tenantKey`, if given). */
+  getJob(db: Db, query: { id: string; tenantKey?: string | null }): Promise<JobView | null>;
+
+  /** A page of jobs matching the filter, ordered by (created, id). */
+  listJobs(db: Db, query: ListJobsQuery): Promise<JobPage>;
+
+  /** Counts by status of the jobs matching the filter (every status present, zero or more). */
+  countJobs(db: Db, filter: JobFilter): Promise<Record<JobStatus, number>>;
+
+  /** Every attempt record of one job, in order. */
+  listAttempts(db: Db, query: { jobId: string }): Promise<AttemptView[]>;
+}

@@ -1,0 +1,494 @@
+/**
+ * The memory store: the store contract's semantics in plain maps, for unit tests. Not durable,
+ * one process. Every operation runs synchronously inside its promise, so two claims can never
+ * interleave; transactions are serialised per database and undo their own writes on rollback.
+ * Jobs appended in an open transaction are invisible to everything else until it commits;
+ * operator writes made in one are visible at once (and undone on rollback).
+ * @module
+ */
+import { PostboxError } from '../errors.js';
+import { checkOutboxName } from '../name.js';
+import type {
+  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
+  JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
+} from './contract.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
+
+interface AttemptRecord {
+  seq: number;
+  startedAt: number;
+  leaseExpiresAt: number | null;
+  finishedAt: number | null;
+  outcome: string | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+}
+
+interface Row {
+  id: string;
+  kind: string;
+  lane: string;
+  status: JobStatus;
+  payload: unknown;
+  tenantKey: string | null;
+  dedupeKey: string | null;
+  correlationId: string | null;
+  metadata: Record<string, unknown> | null;
+  dueAt: number;
+  createdAt: number;
+  updatedAt: number;
+  versionTs: number | null;
+  maxAttempts: number | null;
+  attempts: number;
+  attemptSeq: number;
+  crashes: number;
+  streakCode: string | null;
+  streak: number;
+  lastErrorCode: string | null;
+  lastErrorMessage: string | null;
+  leaseExpiresAt: number | null;
+  finishedAt: number | null;
+  nudgeSentAt: number | null;
+  replayedAt: number | null;
+  log: AttemptRecord[];
+  /** The transaction that appended it, until that commits: nothing else sees the row before. */
+  tx: MemoryTx | null;
+}
+
+interface Tables {
+  rows: Map<string, Row>;
+  /** `<tenant scope>\0<dedupe key>` → the id holding it. */
+  dedupe: Map<string, string>;
+}
+
+/**
+ * What memory stores share, as outboxes share one PostgreSQL database: give two
+ * {@link MemoryOutboxStore}s with different names the same database and they stay isolated
+ * from each other, as named outboxes do.
+ */
+export class MemoryOutboxDatabase {
+  readonly #outboxes = new Map<string | null, Tables>();
+  #tail: Promise<unknown> = Promise.resolve();
+
+  /** @internal The tables of one outbox. */
+  tables(name: string | null): Tables {
+    let t = this.#outboxes.get(name);
+    if (!t) this.#outboxes.set(name, (t = { rows: new Map(), dedupe: new Map() }));
+    return t;
+  }
+
+  /** @internal Waits for the transactions before this one; resolves to the release. */
+  lock(): Promise<() => void> {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const turn = this.#tail.then(() => release);
+    this.#tail = held;
+    return turn;
+  }
+}
+
+/** A transaction of the memory store: what to undo on rollback. */
+class MemoryTx {
+  /** Rows appended here (removed on rollback). */
+  readonly inserted: { tables: Tables; row: Row }[] = [];
+  /** Rows as they were before this transaction first changed or deleted them. */
+  readonly before = new Map<string, { tables: Tables; row: Row }>();
+  #done = false;
+
+  constructor(readonly database: MemoryOutboxDatabase) {}
+
+  touch(tables: Tables, row: Row): void {
+    if (row.tx === this || this.before.has(row.id)) return;
+    this.before.set(row.id, { tables, row: cloneRow(row) });
+  }
+
+  check(): void {
+    if (this.#done) throw new PostboxError('transaction_closed', 'the memory store transaction has ended: use the handle only inside its callback');
+  }
+
+  commit(): void {
+    this.#done = true;
+    for (const { row } of this.inserted) row.tx = null;
+  }
+
+  rollback(): void {
+    this.#done = true;
+    for (const { tables, row } of this.inserted) {
+      tables.rows.delete(row.id);
+      if (row.dedupeKey !== null && tables.dedupe.get(dedupeIndex(row.tenantKey, row.dedupeKey)) === row.id) tables.dedupe.delete(dedupeIndex(row.tenantKey, row.dedupeKey));
+    }
+    for (const { tables: t, row } of this.before.values()) {
+      t.rows.set(row.id, row);
+      if (row.dedupeKey !== null) t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
+    }
+  }
+}
+
+/** Options of {@link MemoryOutboxStore}. */
+export interface MemoryOutboxStoreOptions {
+  /** The outbox's name (as `createOutbox({ name })`); default the default outbox. */
+  name?: string | null;
+  /** Share one database between stores (named outboxes); default a database of its own. */
+  database?: MemoryOutboxDatabase;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * An outbox's storage in memory, with the same semantics as the PostgreSQL store: for unit tests
+ * of code that enqueues, claims or inspects, and as a reference for store authors. The handle
+ * arguments (`db`) are ignored; inside `transaction`, pass the `tx` it gives to `append` and
+ * the operator methods so their writes commit or roll back with it.
+ */
+export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
+  readonly name: string | null;
+  /** The database this store's outbox lives in. */
+  readonly database: MemoryOutboxDatabase;
+  readonly #t: Tables;
+
+  constructor(options: MemoryOutboxStoreOptions = {}) {
+    this.name = checkOutboxName(options.name, 'MemoryOutboxStore: name');
+    this.database = options.database ?? new MemoryOutboxDatabase();
+    this.#t = this.database.tables(this.name);
+  }
+
+  async transaction<T>(_db: unknown, fn: (tx: unknown) => Promise<T>): Promise<T> {
+    const release = await this.database.lock();
+    const tx = new MemoryTx(this.database);
+    try {
+      const result = await fn(tx);
+      tx.commit();
+      return result;
+    } catch (error) {
+      // The callback's error is the one that matters, whatever the undo does.
+      try {
+        tx.rollback();
+      } catch {
+        // ignored: see above
+      }
+      throw error;
+    } finally {
+      release();
+    }
+  }
+
+  async append(tx: unknown, input: AppendInput): Promise<AppendRow[]> {
+    const own = this.#tx(tx);
+    if (!input || !Array.isArray(input.items)) throw new PostboxError('invalid_input', 'append: items must be an array');
+    // Everything is checked before anything is written, as one statement would fail whole.
+    const ids = new Set<string>();
+    const parsed = input.items.map((item, i) => {
+      if (typeof item?.id !== 'string' || !UUID.test(item.id)) throw new PostboxError('invalid_id', `append: items[${i}].id is not a UUID`);
+      if (this.#t.rows.has(item.id) || ids.has(item.id)) throw new PostboxError('duplicate_id', `append: a job with id ${item.id} already exists`);
+      ids.add(item.id);
+      return { payload: parseJson(item.payloadJson, `items[${i}].payloadJson`), metadata: item.metadataJson === null ? null : (parseJson(item.metadataJson, `items[${i}].metadataJson`) as Record<string, unknown> | null) };
+    });
+    return input.items.map((item, i) => {
+      const { payload, metadata } = parsed[i]!;
+      if (item.dedupeKey !== null) {
+        const holderId = this.#t.dedupe.get(dedupeIndex(item.tenantKey, item.dedupeKey));
+        const holder = holderId === undefined ? undefined : this.#t.rows.get(holderId);
+        if (holder) return { id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(holder.payload, payload) };
+      }
+      const row: Row = {
+        id: item.id, kind: input.kind, lane: input.lane, status: 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
+        correlationId: item.correlationId, metadata, dueAt: item.dueAt, createdAt: input.now, updatedAt: input.now, versionTs: input.versionTs,
+        maxAttempts: item.maxAttempts, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: null, lastErrorMessage: null,
+        leaseExpiresAt: null, finishedAt: null, nudgeSentAt: null, replayedAt: null, log: [], tx: own,
+      };
+      this.#t.rows.set(row.id, row);
+      if (row.dedupeKey !== null) this.#t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
+      own?.inserted.push({ tables: this.#t, row });
+      return { id: row.id, kind: row.kind, created: true, samePayload: true };
+    });
+  }
+
+  async claim(_db: unknown, input: ClaimInput): Promise<ClaimedJob[]> {
+    return this.#claim(input, null);
+  }
+
+  async settle(_db: unknown, input: SettleInput): Promise<string[]> {
+    return this.#settle(input);
+  }
+
+  async settleThenClaim(_db: unknown, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }> {
+    // As in one statement: the claim sees the jobs the settle touched as they were (running).
+    const settled = this.#settle(settle);
+    return { settled, claimed: this.#claim(claim, new Set(settle.items.map((s) => s.id))) };
+  }
+
+  async heartbeat(_db: unknown, input: HeartbeatInput): Promise<string[]> {
+    const out: string[] = [];
+    for (const b of input.beats) {
+      const row = this.#visible(b.id);
+      if (!row || row.status !== 'running' || row.attemptSeq !== b.attemptSeq || row.leaseExpiresAt === null || row.leaseExpiresAt <= input.now) continue;
+      row.leaseExpiresAt = b.leaseExpiresAt;
+      const attempt = openAttempt(row);
+      if (attempt) attempt.leaseExpiresAt = b.leaseExpiresAt;
+      out.push(row.id);
+    }
+    return out;
+  }
+
+  async listExpiredLeases(_db: unknown, query: ExpiredLeaseQuery): Promise<ClaimedJob[]> {
+    return this.#rows()
+      .filter((r) => r.status === 'running' && r.leaseExpiresAt !== null && r.leaseExpiresAt < query.now && query.kinds.includes(r.kind))
+      .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt!)
+      .slice(0, query.limit)
+      .map(claimed);
+  }
+
+  async nextDue(_db: unknown, query: NextDueQuery): Promise<number | null> {
+    let next: number | null = null;
+    for (const r of this.#rows()) {
+      if (waiting(r) && r.lane === query.lane && query.kinds.includes(r.kind) && versionFits(r, query.versionCutoff) && (next === null || r.dueAt < next)) next = r.dueAt;
+    }
+    return next;
+  }
+
+  async lockForOperate(tx: unknown, input: OperateLockInput): Promise<OperateTarget[]> {
+    const own = this.#tx(tx);
+    const scoped = 'tenantKey' in input && input.tenantKey !== undefined;
+    const out: OperateTarget[] = [];
+    for (const id of new Set(input.ids)) {
+      const row = this.#visible(id, own);
+      if (row && (!scoped || row.tenantKey === input.tenantKey)) out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
+    }
+    return out;
+  }
+
+  async applyOperate(tx: unknown, input: ApplyOperateInput): Promise<OperateTarget[]> {
+    const own = this.#tx(tx);
+    const { now } = input;
+    const out: OperateTarget[] = [];
+    for (const w of input.writes) {
+      const row = this.#visible(w.id, own);
+      if (!row) continue;
+      own?.touch(this.#t, row);
+      if (w.closeAttempt !== null) {
+        const attempt = row.log.find((a) => a.seq === row.attemptSeq && a.finishedAt === null);
+        if (attempt) Object.assign(attempt, { finishedAt: now, outcome: w.closeAttempt, errorCode: w.reason });
+      }
+      row.status = w.status;
+      if (w.dueAt !== null) row.dueAt = w.dueAt;
+      if (w.reset) Object.assign(row, { attempts: 0, crashes: 0, streak: 0, streakCode: null, replayedAt: now });
+      if (w.recordReason) row.lastErrorCode = w.reason;
+      row.leaseExpiresAt = null;
+      row.finishedAt = w.finished ? now : null;
+      row.updatedAt = now;
+      out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
+    }
+    return out;
+  }
+
+  async eraseTenant(tx: unknown, tenantKey: string): Promise<number> {
+    const own = this.#tx(tx);
+    let n = 0;
+    for (const row of [...this.#t.rows.values()]) {
+      if (row.tenantKey !== tenantKey || (row.tx !== null && row.tx !== own)) continue;
+      own?.touch(this.#t, row);
+      this.#delete(row);
+      n++;
+    }
+    return n;
+  }
+
+  async deleteFinished(_db: unknown, input: RetentionInput): Promise<number> {
+    const doomed = this.#rows()
+      .filter((r) => r.finishedAt !== null && (r.status === 'succeeded' ? r.finishedAt < input.succeededBefore : (r.status === 'dead' || r.status === 'cancelled') && r.finishedAt < input.deadBefore))
+      .slice(0, input.limit);
+    for (const row of doomed) this.#delete(row);
+    return doomed.length;
+  }
+
+  async listDueForHandoff(_db: unknown, query: HandoffQuery): Promise<JobLaneRef[]> {
+    return this.#rows()
+      .filter((r) => waiting(r) && r.dueAt <= query.now && r.lane === query.lane && query.kinds.includes(r.kind) && (r.nudgeSentAt === null || r.nudgeSentAt < query.nudgedBefore))
+      .sort((a, b) => a.dueAt - b.dueAt)
+      .slice(0, query.limit)
+      .map((r) => ({ id: r.id, kind: r.kind, lane: r.lane }));
+  }
+
+  async countUnregistered(_db: unknown, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {
+    const counts = new Map<string, number>();
+    for (const r of this.#rows()) {
+      if (waiting(r) && r.dueAt < query.dueBefore && !query.kinds.includes(r.kind)) counts.set(r.kind, (counts.get(r.kind) ?? 0) + 1);
+    }
+    return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([kind, count]) => ({ kind, count }));
+  }
+
+  async recordNudges(_db: unknown, input: { now: number; ids: readonly string[] }): Promise<void> {
+    for (const id of input.ids) {
+      const row = this.#visible(id);
+      if (row) row.nudgeSentAt = input.now;
+    }
+  }
+
+  async getJob(_db: unknown, query: { id: string; tenantKey?: string | null }): Promise<JobView | null> {
+    const row = this.#visible(query.id);
+    return row && (query.tenantKey === undefined || row.tenantKey === query.tenantKey) ? view(row) : null;
+  }
+
+  async listJobs(_db: unknown, query: ListJobsQuery): Promise<JobPage> {
+    const limit = checkLimit(query.limit);
+    const desc = query.order === 'desc';
+    let rows = this.#rows().filter((r) => matches(r, query));
+    if (query.cursor) {
+      const at = decodeCursor(query.cursor);
+      rows = rows.filter((r) => compareKey(r, at) * (desc ? -1 : 1) > 0);
+    }
+    rows.sort((a, b) => compareKey(a, [b.createdAt, b.id]) * (desc ? -1 : 1));
+    const jobs = rows.slice(0, limit);
+    const last = rows.length > limit ? jobs[limit - 1] : undefined;
+    return { jobs: jobs.map(view), nextCursor: last ? encodeCursor(last.createdAt, last.id) : null };
+  }
+
+  async countJobs(_db: unknown, filter: JobFilter): Promise<Record<JobStatus, number>> {
+    const counts = emptyCounts();
+    for (const r of this.#rows()) if (matches(r, filter)) counts[r.status]++;
+    return counts;
+  }
+
+  async listAttempts(_db: unknown, query: { jobId: string }): Promise<AttemptView[]> {
+    const row = this.#visible(query.jobId);
+    return row ? row.log.map((a) => attemptView(a.seq, a.outcome, a.errorCode, a.errorMessage, a.startedAt, a.finishedAt)) : [];
+  }
+
+  /** The handle as this store's transaction, or `null` (autocommit) for anything else. */
+  #tx(tx: unknown): MemoryTx | null {
+    if (!(tx instanceof MemoryTx)) return null;
+    if (tx.database !== this.database) throw new PostboxError('invalid_db', 'a transaction of another memory database');
+    tx.check();
+    return tx;
+  }
+
+  /** Committed rows (plus the caller's own uncommitted ones). */
+  #rows(own: MemoryTx | null = null): Row[] {
+    const out: Row[] = [];
+    for (const r of this.#t.rows.values()) if (r.tx === null || r.tx === own) out.push(r);
+    return out;
+  }
+
+  #visible(id: string, own: MemoryTx | null = null): Row | undefined {
+    const row = this.#t.rows.get(id);
+    return row && (row.tx === null || row.tx === own) ? row : undefined;
+  }
+
+  #delete(row: Row): void {
+    this.#t.rows.delete(row.id);
+    if (row.dedupeKey !== null && this.#t.dedupe.get(dedupeIndex(row.tenantKey, row.dedupeKey)) === row.id) this.#t.dedupe.delete(dedupeIndex(row.tenantKey, row.dedupeKey));
+  }
+
+  #claim(input: ClaimInput, skip: ReadonlySet<string> | null): ClaimedJob[] {
+    const { now } = input;
+    const leaseOf = new Map(input.kinds.map((k, i) => [k, input.leaseMs[i]!]));
+    const targets = input.targets ? new Set(input.targets.map((t) => `${t.id}\0${t.kind}`)) : null;
+    let picked = this.#rows().filter(
+      (r) => waiting(r) && r.dueAt <= now && r.lane === input.lane && leaseOf.has(r.kind) && versionFits(r, input.versionCutoff) && !skip?.has(r.id) &&
+        (targets === null || targets.has(`${r.id}\0${r.kind}`)),
+    );
+    if (!targets) picked.sort((a, b) => a.dueAt - b.dueAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    picked = picked.slice(0, Math.max(0, input.limit));
+    return picked.map((row) => {
+      row.status = 'running';
+      row.attemptSeq += 1;
+      row.updatedAt = now;
+      row.leaseExpiresAt = now + leaseOf.get(row.kind)!;
+      row.log.push({ seq: row.attemptSeq, startedAt: now, leaseExpiresAt: row.leaseExpiresAt, finishedAt: null, outcome: null, errorCode: null, errorMessage: null });
+      return claimed(row);
+    });
+  }
+
+  #settle(input: SettleInput): string[] {
+    const { now } = input;
+    const out: string[] = [];
+    const done = new Set<string>();
+    for (const s of input.items) {
+      const row = this.#visible(s.id);
+      // Fenced by the claiming attempt; a recovery (crash) also by a lease that has run out.
+      if (!row || done.has(s.id) || row.status !== 'running' || row.attemptSeq !== s.attemptSeq) continue;
+      if (s.outcome === 'crash' && !(row.leaseExpiresAt !== null && row.leaseExpiresAt < now)) continue;
+      Object.assign(row, {
+        status: s.status, attempts: s.attempts, crashes: s.crashes, streakCode: s.streakCode, streak: s.streak, lastErrorCode: s.errorCode,
+        lastErrorMessage: s.errorMessage, leaseExpiresAt: null, finishedAt: s.finished ? now : null, updatedAt: now,
+      });
+      if (s.dueAt !== null) row.dueAt = s.dueAt;
+      const attempt = row.log.find((a) => a.seq === s.attemptSeq && a.finishedAt === null);
+      if (attempt) Object.assign(attempt, { finishedAt: now, outcome: s.outcome, errorCode: s.errorCode, errorMessage: s.errorMessage });
+      done.add(s.id);
+      out.push(s.id);
+    }
+    return out;
+  }
+}
+
+const FINAL = new Set<JobStatus>(['succeeded', 'dead', 'cancelled']);
+
+const waiting = (r: Row) => r.status === 'pending' || r.status === 'retrying';
+const versionFits = (r: Row, cutoff: number | null) => r.versionTs === null || r.versionTs <= (cutoff ?? Number.MAX_SAFE_INTEGER);
+const openAttempt = (r: Row) => r.log.find((a) => a.seq === r.attemptSeq && a.finishedAt === null);
+const dedupeIndex = (tenantKey: string | null, dedupeKey: string) => `${tenantKey === null ? 'n' : `t:${tenantKey}`}\0${dedupeKey}`;
+
+/** (created, id) order, as the PostgreSQL store pages. */
+function compareKey(r: Row, [createdAt, id]: readonly [number, string]): number {
+  return r.createdAt - createdAt || (r.id < id ? -1 : r.id > id ? 1 : 0);
+}
+
+function matches(r: Row, f: JobFilter): boolean {
+  const t = (d: Date | undefined) => d?.getTime();
+  if (f.tenantKey !== undefined && r.tenantKey !== f.tenantKey) return false;
+  if (f.status && r.status !== f.status) return false;
+  if (f.kind && r.kind !== f.kind) return false;
+  if (f.correlationId && r.correlationId !== f.correlationId) return false;
+  if (f.createdAtOrAfter && r.createdAt < t(f.createdAtOrAfter)!) return false;
+  if (f.createdAfter && r.createdAt <= t(f.createdAfter)!) return false;
+  if (f.createdBefore && r.createdAt >= t(f.createdBefore)!) return false;
+  if (f.finishedAfter && (r.finishedAt === null || r.finishedAt <= t(f.finishedAfter)!)) return false;
+  if (f.finishedBefore && (r.finishedAt === null || r.finishedAt >= t(f.finishedBefore)!)) return false;
+  return true;
+}
+
+function claimed(r: Row): ClaimedJob {
+  return {
+    id: r.id, kind: r.kind, lane: r.lane, payload: structuredClone(r.payload), tenant_key: r.tenantKey, correlation_id: r.correlationId,
+    metadata: structuredClone(r.metadata), attempts: r.attempts, attempt_seq: r.attemptSeq, crashes: r.crashes, streak_code: r.streakCode,
+    streak: r.streak, max_attempts: r.maxAttempts, last_error_code: r.lastErrorCode, last_error_message: r.lastErrorMessage,
+    lease_expires_ms: r.leaseExpiresAt!,
+  };
+}
+
+function view(r: Row): JobView {
+  return {
+    id: r.id, kind: r.kind, lane: r.lane, status: r.status, payload: structuredClone(r.payload), tenantKey: r.tenantKey, dedupeKey: r.dedupeKey,
+    correlationId: r.correlationId, metadata: structuredClone(r.metadata), attempts: r.attempts, crashes: r.crashes,
+    lastErrorCode: r.lastErrorCode, lastErrorMessage: r.lastErrorMessage, dueAt: new Date(r.dueAt), createdAt: new Date(r.createdAt),
+    finishedAt: r.finishedAt === null ? null : new Date(r.finishedAt),
+  };
+}
+
+function cloneRow(r: Row): Row {
+  return { ...r, payload: structuredClone(r.payload), metadata: structuredClone(r.metadata), log: r.log.map((a) => ({ ...a })) };
+}
+
+function parseJson(text: unknown, what: string): unknown {
+  if (typeof text !== 'string') throw new PostboxError('invalid_input', `append: ${what} must be JSON text`);
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new PostboxError('invalid_input', `append: ${what} is not valid JSON: ${String(error)}`);
+  }
+}
+
+/** Equality of JSON values as PostgreSQL's jsonb sees it: object key order does not count. */
+function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  if (Array.isArray(a)) {
+    const bb = b as unknown[];
+    return a.length === bb.length && a.every((x, i) => jsonEqual(x, bb[i]));
+  }
+  const ak = Object.keys(a);
+  const bo = b as Record<string, unknown>;
+  return ak.length === Object.keys(bo).length && ak.every((k) => Object.hasOwn(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
+}

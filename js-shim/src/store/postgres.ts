@@ -1,0 +1,306 @@
+/**
+ * The PostgreSQL store: the outbox's SQL (js-shim/src/queries) behind the store contract. One
+ * statement per operation, as before the contract existed: settle and claim go together, a list
+ * of jobs goes in one INSERT. The hot statements are named, so the server plans them once per
+ * session. Operations run on the handle the caller passes: a lane session's client for the
+ * runtime, any node-postgres client (or pool, for `transaction`) for others.
+ * @module
+ */
+import { runTransaction, type TransactionalDb } from '../db.js';
+import { PostboxError } from '../errors.js';
+import type { AttemptView, JobFilter, JobView } from '../inspect/index.js';
+import { outboxSql, type OutboxSql } from '../queries/index.js';
+import { run } from '../queries/statement.js';
+import { ms, ts } from '../queries/time.js';
+import type { JobStatus, LaneDb, Queryable } from '../types.js';
+import type {
+  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobLaneRef, JobPage,
+  ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
+} from './contract.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
+
+/** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see `append`). */
+interface NotInserted {
+  ord: string | number;
+  id: string | null;
+  kind: string | null;
+  same_payload: boolean | null;
+}
+
+const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
+  last_error_code, last_error_message, ${ms('due_at')} AS due_ms, ${ms('created_at')} AS created_ms, ${ms('finished_at')} AS finished_ms`;
+
+/**
+ * An outbox's storage in PostgreSQL (schema `outbox`, or `outbox_<name>`); get one with
+ * {@link postgresOutboxStore}. `Db` is a client whose `query` also takes a named query config
+ * (node-postgres `Client` / `PoolClient`); `transaction` also takes a `Pool`, a drizzle database
+ * or a Kysely instance.
+ */
+export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
+  /** The outbox's statements (its schema). */
+  readonly sql: OutboxSql;
+  readonly #heartbeatMany: string;
+
+  constructor(name?: string | null) {
+    this.sql = outboxSql(name);
+    const s = this.sql.ident;
+    // Several beats in one statement; a single beat keeps the named statement the runtime uses.
+    this.#heartbeatMany = `WITH b AS (
+  SELECT * FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS b(id, seq, lease_ms)
+), beat AS (
+  UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
+    FROM b WHERE j.id = b.id AND j.attempt_seq = b.seq AND j.status = 'running' AND j.lease_expires_at > ${ts('$4')}
+  RETURNING j.id, j.attempt_seq, j.lease_expires_at
+), attempt AS (
+  UPDATE ${s}.attempt a SET lease_expires_at = beat.lease_expires_at
+    FROM beat WHERE a.job_id = beat.id AND a.seq = beat.attempt_seq AND a.finished_at IS NULL
+)
+SELECT id FROM beat`;
+  }
+
+  get name(): string | null {
+    return this.sql.name;
+  }
+
+  transaction<T>(db: TransactionalDb, fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    return runTransaction(db, (q) => fn(q));
+  }
+
+  /**
+   * One INSERT for the list (a cheaper-to-plan one for a list of one); a second statement only
+   * when a concurrent transaction committed one of the keys after the INSERT's snapshot.
+   */
+  async append(tx: Queryable, input: AppendInput): Promise<AppendRow[]> {
+    const { items } = input;
+    let notInserted: NotInserted[];
+    if (items.length === 0) return [];
+    if (items.length === 1) {
+      const w = items[0]!;
+      const { rows } = await tx.query(this.sql.insertOne, [
+        w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
+        w.maxAttempts,
+      ]);
+      const row = rows[0] as { id: string; kind: string; created: boolean; same_payload: boolean } | undefined;
+      notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null, same_payload: row?.same_payload ?? null }];
+    } else {
+      // JSON arrays: one JSON.stringify each, where node-postgres' array literals cost far more.
+      const column = <T>(pick: (w: AppendInput['items'][number]) => T) => JSON.stringify(items.map(pick));
+      notInserted = (
+        await tx.query(this.sql.insertMany, [
+          column((w) => w.id),
+          `[${items.map((w) => w.payloadJson).join(',')}]`,
+          column((w) => w.tenantKey),
+          column((w) => w.dedupeKey),
+          column((w) => w.correlationId),
+          `[${items.map((w) => w.metadataJson ?? 'null').join(',')}]`,
+          column((w) => w.dueAt),
+          input.kind,
+          input.lane,
+          input.now,
+          input.versionTs,
+          column((w) => w.maxAttempts),
+        ])
+      ).rows;
+    }
+    // Every item went in under its own id, except those the statement names.
+    const out: AppendRow[] = items.map((w) => ({ id: w.id, kind: input.kind, created: true, samePayload: true }));
+    const raced: number[] = [];
+    for (const r of notInserted) {
+      const i = Number(r.ord) - 1;
+      if (r.id === null) raced.push(i);
+      else out[i] = { id: r.id, kind: r.kind!, created: false, samePayload: r.same_payload === true };
+    }
+    if (raced.length > 0) {
+      const found = await tx.query(this.sql.findByDedupeMany, [
+        raced.map((i) => items[i]!.dedupeKey), raced.map((i) => items[i]!.tenantKey), raced.map((i) => items[i]!.payloadJson),
+      ]);
+      if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${input.kind} job`);
+      for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true };
+    }
+    return out;
+  }
+
+  async claim(db: LaneDb, input: ClaimInput): Promise<ClaimedJob[]> {
+    const statement = input.targets ? this.sql.claimTargets : this.sql.claimDue;
+    return (await run(db, statement, [input.now, ...claimArgs(input)])).rows as ClaimedJob[];
+  }
+
+  async settle(db: LaneDb, input: SettleInput): Promise<string[]> {
+    const { rows } = await run(db, this.sql.settleBatch, [input.now, ...settleColumns(input)]);
+    return rows.map((r: { id: string }) => r.id);
+  }
+
+  async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }> {
+    // One `now` for both halves: the statement has one $1.
+    if (settle.now !== claim.now) throw new PostboxError('invalid_input', 'settleThenClaim: the settle and the claim must share one now');
+    const statement = claim.targets ? this.sql.settleThenClaimTargets : this.sql.settleThenClaimDue;
+    const out = (await run(db, statement, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
+    return { settled: out.settled as string[], claimed: out.claimed as ClaimedJob[] };
+  }
+
+  async heartbeat(db: LaneDb, input: HeartbeatInput): Promise<string[]> {
+    const { beats } = input;
+    if (beats.length === 0) return [];
+    if (beats.length === 1) {
+      const b = beats[0]!;
+      const { rows } = await run(db, this.sql.heartbeat, [b.id, b.attemptSeq, b.leaseExpiresAt, input.now]);
+      return rows.map((r: { id: string }) => r.id);
+    }
+    const { rows } = await db.query(this.#heartbeatMany, [beats.map((b) => b.id), beats.map((b) => b.attemptSeq), beats.map((b) => b.leaseExpiresAt), input.now]);
+    return rows.map((r: { id: string }) => r.id);
+  }
+
+  async listExpiredLeases(db: LaneDb, query: ExpiredLeaseQuery): Promise<ClaimedJob[]> {
+    return (await run(db, this.sql.listExpiredLeases, [query.now, query.kinds, query.limit])).rows as ClaimedJob[];
+  }
+
+  async nextDue(db: Queryable, query: NextDueQuery): Promise<number | null> {
+    // Unnamed: the test kit reads it on whatever handle it was given.
+    const due = (await db.query(this.sql.nextDue.text, [query.lane, query.kinds, query.versionCutoff])).rows[0]?.due;
+    return due === null || due === undefined ? null : Number(due);
+  }
+
+  async lockForOperate(tx: Queryable, input: OperateLockInput): Promise<OperateTarget[]> {
+    const anyTenant = !('tenantKey' in input) || input.tenantKey === undefined;
+    return (await tx.query(this.sql.lockForOperate, [input.ids, anyTenant, anyTenant ? null : input.tenantKey ?? null])).rows as OperateTarget[];
+  }
+
+  async applyOperate(tx: Queryable, input: ApplyOperateInput): Promise<OperateTarget[]> {
+    const w = input.writes;
+    if (w.length === 0) return [];
+    const { rows } = await tx.query(this.sql.applyOperate, [
+      input.now, w.map((x) => x.id), w.map((x) => x.status), w.map((x) => x.dueAt), w.map((x) => x.reset), w.map((x) => x.reason), w.map((x) => x.closeAttempt),
+      w.map((x) => x.finished), w.map((x) => x.recordReason),
+    ]);
+    return rows as OperateTarget[];
+  }
+
+  async eraseTenant(tx: Queryable, tenantKey: string): Promise<number> {
+    return (await tx.query(this.sql.eraseTenant, [tenantKey])).rowCount ?? 0;
+  }
+
+  async deleteFinished(db: Queryable, input: RetentionInput): Promise<number> {
+    return (await db.query(this.sql.deleteFinished, [input.succeededBefore, input.deadBefore, input.limit])).rowCount ?? 0;
+  }
+
+  async listDueForHandoff(db: Queryable, query: HandoffQuery): Promise<JobLaneRef[]> {
+    return (await db.query(this.sql.listDueForHandoff, [query.now, query.lane, query.kinds, query.limit, query.nudgedBefore])).rows as JobLaneRef[];
+  }
+
+  async countUnregistered(db: Queryable, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {
+    return (await db.query(this.sql.countUnregistered, [query.dueBefore, query.kinds])).rows as { kind: string; count: number }[];
+  }
+
+  async recordNudges(db: Queryable, input: { now: number; ids: readonly string[] }): Promise<void> {
+    await db.query(this.sql.recordNudges, [input.now, input.ids]);
+  }
+
+  async getJob(db: Queryable, query: { id: string; tenantKey?: string | null }): Promise<JobView | null> {
+    const params: unknown[] = [query.id];
+    const { rows } = await db.query(`SELECT ${JOB_COLUMNS} FROM ${this.sql.ident}.job WHERE id = $1 AND ${tenantFilter(query.tenantKey, params)}`, params);
+    return rows[0] ? toView(rows[0]) : null;
+  }
+
+  async listJobs(db: Queryable, query: ListJobsQuery): Promise<JobPage> {
+    const limit = checkLimit(query.limit);
+    const order = query.order === 'desc' ? 'DESC' : 'ASC';
+    const params: unknown[] = [];
+    let text = `SELECT ${JOB_COLUMNS} FROM ${this.sql.ident}.job WHERE ${where(query, params)}`;
+    if (query.cursor) {
+      const [createdMs, id] = decodeCursor(query.cursor);
+      params.push(createdMs, id);
+      text += ` AND (created_at, id) ${order === 'ASC' ? '>' : '<'} (to_timestamp($${params.length - 1}::bigint / 1000.0), $${params.length}::uuid)`;
+    }
+    params.push(limit + 1);
+    text += ` ORDER BY created_at ${order}, id ${order} LIMIT $${params.length}`;
+    const { rows } = await db.query(text, params);
+    const jobs = rows.slice(0, limit).map(toView);
+    const last = rows.length > limit ? rows[limit - 1] : undefined;
+    return { jobs, nextCursor: last ? encodeCursor(Number(last.created_ms), last.id) : null };
+  }
+
+  async countJobs(db: Queryable, filter: JobFilter): Promise<Record<JobStatus, number>> {
+    const params: unknown[] = [];
+    const { rows } = await db.query(`SELECT status, count(*)::int AS n FROM ${this.sql.ident}.job WHERE ${where(filter, params)} GROUP BY status`, params);
+    const counts = emptyCounts();
+    for (const r of rows) counts[r.status as JobStatus] = r.n;
+    return counts;
+  }
+
+  async listAttempts(db: Queryable, query: { jobId: string }): Promise<AttemptView[]> {
+    const { rows } = await db.query(
+      `SELECT seq, outcome, error_code, error_message, ${ms('started_at')} AS started_ms, ${ms('finished_at')} AS finished_ms
+         FROM ${this.sql.ident}.attempt WHERE job_id = $1 ORDER BY seq`,
+      [query.jobId],
+    );
+    return rows.map((r: any) => attemptView(r.seq, r.outcome, r.error_code, r.error_message, Number(r.started_ms), r.finished_ms === null ? null : Number(r.finished_ms)));
+  }
+}
+
+const stores = new Map<string | null, PostgresOutboxStore>();
+
+/**
+ * The PostgreSQL store of the outbox `name` (`undefined` / `null`: the default outbox), cached.
+ * Throws `PostboxError('invalid_config')` for an invalid name. Its schema must be migrated
+ * (`migrate(client, { name })`).
+ */
+export function postgresOutboxStore(name?: string | null): PostgresOutboxStore {
+  const sql = outboxSql(name);
+  let store = stores.get(sql.name);
+  if (!store) stores.set(sql.name, (store = new PostgresOutboxStore(sql.name)));
+  return store;
+}
+
+/** The claim's parameters after `now` (queries/claim.ts). */
+function claimArgs(c: ClaimInput): unknown[] {
+  const args: unknown[] = [c.lane, c.kinds, c.leaseMs, c.limit, c.versionCutoff];
+  if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
+  return args;
+}
+
+/** The 12 parallel arrays of a settle statement, after `now` (queries/settle.ts). */
+function settleColumns(input: SettleInput): unknown[] {
+  const items = input.items;
+  const n = items.length;
+  const cols: unknown[][] = Array.from({ length: 12 }, () => new Array(n));
+  for (let i = 0; i < n; i++) {
+    const w = items[i]!;
+    cols[0]![i] = w.id; cols[1]![i] = w.attemptSeq; cols[2]![i] = w.status; cols[3]![i] = w.dueAt;
+    cols[4]![i] = w.attempts; cols[5]![i] = w.crashes; cols[6]![i] = w.streakCode; cols[7]![i] = w.streak;
+    cols[8]![i] = w.errorCode; cols[9]![i] = w.errorMessage; cols[10]![i] = w.finished; cols[11]![i] = w.outcome;
+  }
+  return cols;
+}
+
+/** A tenant filter: omitted means any tenant, `null` only jobs without one. */
+export function tenantFilter(tenantKey: string | null | undefined, params: unknown[]): string {
+  if (tenantKey === undefined) return 'TRUE';
+  params.push(tenantKey);
+  return `tenant_scope = COALESCE('t:' || $${params.length}::text, 'n')`;
+}
+
+function where(filter: JobFilter, params: unknown[]): string {
+  const parts = [tenantFilter(filter.tenantKey, params)];
+  const add = (sql: string, value: unknown) => {
+    params.push(value);
+    parts.push(sql.replace('?', `$${params.length}`));
+  };
+  if (filter.status) add('status = ?', filter.status);
+  if (filter.kind) add('kind = ?', filter.kind);
+  if (filter.correlationId) add('correlation_id = ?', filter.correlationId);
+  if (filter.createdAtOrAfter) add('created_at >= ?', filter.createdAtOrAfter.toISOString());
+  if (filter.createdAfter) add('created_at > ?', filter.createdAfter.toISOString());
+  if (filter.createdBefore) add('created_at < ?', filter.createdBefore.toISOString());
+  if (filter.finishedAfter) add('finished_at > ?', filter.finishedAfter.toISOString());
+  if (filter.finishedBefore) add('finished_at < ?', filter.finishedBefore.toISOString());
+  return parts.join(' AND ');
+}
+
+function toView(r: any): JobView {
+  return {
+    id: r.id, kind: r.kind, lane: r.lane, status: r.status, payload: r.payload, tenantKey: r.tenant_key, dedupeKey: r.dedupe_key,
+    correlationId: r.correlation_id, metadata: r.metadata, attempts: r.attempts, crashes: r.crashes,
+    lastErrorCode: r.last_error_code, lastErrorMessage: r.last_error_message,
+    dueAt: new Date(Number(r.due_ms)), createdAt: new Date(Number(r.created_ms)), finishedAt: r.finished_ms === null ? null : new Date(Number(r.finished_ms)),
+  };
+}
