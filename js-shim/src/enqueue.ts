@@ -22,6 +22,10 @@ export interface EnqueueEnv {
   core: Core;
   now: number;
   maxPayloadBytes: number;
+  /** The longest delay a nudge may carry (the core's, pb_claim outbox). */
+  maxQueueDelayMs: number;
+  /** The longest dedupeKey, tenantKey or correlationId (the core's, pb_claim outbox). */
+  maxKeyChars: number;
   hasQueue: boolean;
   versionTs: number | null;
   generateId: () => string;
@@ -59,7 +63,7 @@ export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefi
   if (!Array.isArray(items)) throw new PostboxError('invalid_input', `${api}: items must be an array of enqueue options`);
   const prepared: Prepared[] = new Array(items.length);
   for (let i = 0; i < items.length; i++) {
-    const p = prepare(job, items[i], api, i);
+    const p = prepare(job, items[i], api, i, env.maxKeyChars);
     prepared[i] = p instanceof Promise ? await p : p;
   }
 
@@ -106,7 +110,7 @@ export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefi
 }
 
 /** Checks one item's options and serialises its payload; synchronous unless the schema is not. */
-function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, api: Api, index: number): Prepared | Promise<Prepared> {
+function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, api: Api, index: number, maxChars: number): Prepared | Promise<Prepared> {
   if (!opts || typeof opts !== 'object') throw new PostboxError('invalid_input', `${where(api, index)}: options with a \`payload\` are required`);
   const delayMs = opts.delayMs ?? 0;
   if (typeof delayMs !== 'number' || !Number.isSafeInteger(delayMs)) {
@@ -116,9 +120,9 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
   if (opts.maxAttempts !== undefined && (typeof opts.maxAttempts !== 'number' || !Number.isSafeInteger(opts.maxAttempts))) {
     throw new PostboxError('invalid_input', `${where(api, index)}: maxAttempts must be an integer, got ${String(opts.maxAttempts)}`);
   }
-  checkOptionalText(api, index, 'dedupeKey', opts.dedupeKey);
-  checkOptionalText(api, index, 'tenantKey', opts.tenantKey);
-  checkOptionalText(api, index, 'correlationId', opts.correlationId);
+  checkOptionalText(api, index, 'dedupeKey', opts.dedupeKey, maxChars);
+  checkOptionalText(api, index, 'tenantKey', opts.tenantKey, maxChars);
+  checkOptionalText(api, index, 'correlationId', opts.correlationId, maxChars);
   const p: Prepared = {
     refused: undefined,
     payloadJson: 'null',
@@ -163,7 +167,7 @@ function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): Enque
     const p = prepared[i]!;
     items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}}`;
   }
-  const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":86400000,"hasQueue":${env.hasQueue},"items":[${items}]}`;
+  const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":${env.maxQueueDelayMs},"hasQueue":${env.hasQueue},"items":[${items}]}`;
   const out = env.core.callText('enqueue', input) as { results: EnqueueDecision[] } | { error: { code: string; message: string } };
   if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
   return out.results;
@@ -207,10 +211,10 @@ function throwFirstRefusal(results: readonly (EnqueueResult | undefined)[], api:
   if (index >= 0) throw new EnqueueRefusedError(results[index] as EnqueueRefusal, api === 'enqueueMany' ? index : undefined);
 }
 
-function checkOptionalText(api: Api, index: number, name: string, value: unknown): void {
+function checkOptionalText(api: Api, index: number, name: string, value: unknown, maxChars: number): void {
   if (value === undefined || value === null) return;
-  if (typeof value !== 'string' || value.length === 0 || value.length > 1024) {
-    throw new PostboxError('invalid_input', `${where(api, index)}: ${name} must be a non-empty string of at most 1024 characters`);
+  if (typeof value !== 'string' || value.length === 0 || value.length > maxChars) {
+    throw new PostboxError('invalid_input', `${where(api, index)}: ${name} must be a non-empty string of at most ${maxChars} characters`);
   }
 }
 

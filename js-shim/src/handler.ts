@@ -3,7 +3,6 @@
 import type { Finished, ClaimedRow } from './attempt.js';
 import { LANE_DB } from './db.js';
 import { PostboxError } from './errors.js';
-import { defaultClassify } from './jobs.js';
 import { AttemptLease, lostError, type Admitted, type LostReason } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
@@ -46,7 +45,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   const ctx = {
     jobId: row.id,
     kind: row.kind,
-    attempt: row.attempts + 1,
+    attempt: admitted.attempt,
     idempotencyKey: row.id,
     get signal(): AbortSignal {
       if (!controller) {
@@ -82,11 +81,12 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     }
     return fromHandlerOutcome(row, await job.handle(validated.value, ctx));
   })().catch((error: unknown) => classifyThrow(rt, job, row, error));
+  const timerMs = admitted.timerMs;
 
   let timer: ReturnType<typeof setTimeout> | undefined;
   // The timeout is real time (the platform's), whatever the outbox's clock says.
   const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), job.policy.timeoutMs);
+    timer = setTimeout(() => resolve('timeout'), timerMs);
   });
   const winner = await Promise.race([work, timeout, lostLease]);
   clearTimeout(timer);
@@ -97,12 +97,13 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     return { finished: null, abandoned: fence.inflight > 0 };
   }
   if (winner === 'timeout') {
-    abort(new PostboxError('timeout', `attempt of ${row.kind} timed out after ${job.policy.timeoutMs} ms`));
-    return { finished: { row, outcome: { type: 'timeout', message: `timed out after ${job.policy.timeoutMs} ms` } }, abandoned: fence.inflight > 0 };
+    abort(new PostboxError('timeout', `attempt of ${row.kind} timed out after ${timerMs} ms`));
+    return { finished: { row, outcome: { type: 'timeout', message: `timed out after ${timerMs} ms` } }, abandoned: fence.inflight > 0 };
   }
   return { finished: winner, abandoned: false };
 }
 
+/** The handler's outcome in the core's vocabulary; anything else is `none`, which the core classifies. */
 function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined): Finished {
   switch (outcome?.type) {
     case 'ok':
@@ -116,7 +117,7 @@ function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined
     case 'defer':
       return { row, outcome: { type: 'defer', code: outcome.code, after: outcome.after } };
     default:
-      return { row, outcome: { type: 'retry', code: 'invalid_outcome', message: 'handler returned no outcome: return ok(), retry(), fail() or cancel()' } };
+      return { row, outcome: { type: 'none' } };
   }
 }
 
@@ -127,7 +128,8 @@ function classifyThrow(rt: OutboxRuntime, job: JobDefinition, row: ClaimedRow, e
   } catch (classifyError) {
     rt.emit({ type: 'infra_error', where: `classify(${job.kind})`, error: errorMessage(classifyError) });
   }
-  const finished = fromHandlerOutcome(row, outcome ?? defaultClassify(error));
+  // No classify, or it did not claim the error: `thrown`, which the core classifies.
+  const finished: Finished = outcome ? fromHandlerOutcome(row, outcome) : { row, outcome: { type: 'thrown' } };
   return { ...finished, outcome: { ...finished.outcome, message: redact(rt, errorMessage(error)) } };
 }
 

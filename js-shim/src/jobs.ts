@@ -135,7 +135,7 @@ export function defer(options: { code: string; after: number }): HandlerOutcome 
   return { type: 'defer', code: options.code, after: options.after };
 }
 
-/** The classification of a thrown error when `classify` has no opinion. */
+/** The classification of a thrown error when `classify` has no opinion (the core applies it: docs/ABI.md, pb_settle `thrown`). */
 export function defaultClassify(_error: unknown): HandlerOutcome {
   return retry({ code: 'unexpected' });
 }

@@ -11,6 +11,10 @@ import type { JobDefinition } from './types.js';
 /** pb_claim admit's answer for a started attempt. */
 export interface Admitted {
   deadline: number;
+  /** How long the handler's timer runs (real time). */
+  timerMs: number;
+  /** The attempt's number (charged attempts + 1: a crash is not an attempt). */
+  attempt: number;
   /** With heartbeats: when the attempt must stop unless a beat extends its lease. */
   stopAt?: number;
   /** With heartbeats: when the first beat is due (null: the lease covers the attempt). */
@@ -118,7 +122,7 @@ export class AttemptLease {
   #lose(reason: LostReason): PostboxError {
     if (!this.#lost && !this.#ended) {
       this.#lost = reason;
-      this.rt.emit({ type: 'lease_lost', jobId: this.row.id, kind: this.row.kind, attempt: this.row.attempts + 1, reason });
+      this.rt.emit({ type: 'lease_lost', jobId: this.row.id, kind: this.row.kind, attempt: this.admitted.attempt, reason });
       this.end();
       this.onLost(reason);
     }

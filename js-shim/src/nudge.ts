@@ -1,3 +1,4 @@
+import { beforeDeadline, type Deadline } from './deadline.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, LaneSession } from './session.js';
 
@@ -24,6 +25,8 @@ export interface RecordNudges {
   record?: boolean;
   /** The session to write on; without it, one is opened for the call and closed after. */
   session?: LaneSession;
+  /** The invocation's deadline: a send still waiting at it is given up (`nudge_failed`). */
+  deadline?: Deadline;
 }
 
 /**
@@ -58,7 +61,10 @@ export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudg
       for (const batch of batches) {
         const ids = batch.messages.flatMap(({ body }) => (body.t === 'jobs' ? body.ids : [body.id]));
         try {
-          await rt.queueFor(batch.lane)!.sendBatch(batch.messages.map(({ body, delaySeconds }) => (delaySeconds > 0 ? { body, delaySeconds } : { body })));
+          const queue = rt.queueFor(batch.lane)!;
+          await beforeDeadline(opts.deadline, `send to lane ${batch.lane}`, () =>
+            queue.sendBatch(batch.messages.map(({ body, delaySeconds }) => (delaySeconds > 0 ? { body, delaySeconds } : { body }))),
+          );
         } catch (error) {
           rt.emit({ type: 'nudge_failed', jobs: ids.length, error: errorMessage(error) });
           continue;
@@ -105,7 +111,7 @@ class Recorder {
  * Asks each lane's queue consumer to go on draining: a sweep sends this when its budget ran out
  * with due jobs left. Never throws.
  */
-export async function sendDrains(rt: OutboxRuntime, lanes: readonly string[]): Promise<void> {
+export async function sendDrains(rt: OutboxRuntime, lanes: readonly string[], deadline?: Deadline): Promise<void> {
   for (const lane of lanes) {
     const queue = rt.queueFor(lane);
     if (!queue) {
@@ -114,7 +120,7 @@ export async function sendDrains(rt: OutboxRuntime, lanes: readonly string[]): P
     }
     try {
       const { messages } = rt.core.call<{ messages: unknown[] }>('nudge', { op: 'encode', drains: [lane] });
-      await queue.send(messages[0]);
+      await beforeDeadline(deadline, `drain message to lane ${lane}`, () => queue.send(messages[0]));
       rt.emit({ type: 'drain_requested', lane });
     } catch (error) {
       rt.emit({ type: 'nudge_failed', jobs: 0, error: errorMessage(error) });

@@ -1,5 +1,5 @@
 import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
-import { getCore } from './core/core.js';
+import { getCore, isCoreError } from './core/core.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
@@ -12,7 +12,7 @@ import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
 import { randomSeed, type OutboxRuntime } from './runtime.js';
 import { LaneSession, errorMessage } from './session.js';
 import type { LaneDb } from './types.js';
-import { recoverExpired, runSweep, type SweepOptions, type SweepReport } from './sweep.js';
+import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './sweep.js';
 import type { CorePolicy, EnqueueAccepted, JobStatus, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
 /** The `enqueue` function `transaction` hands its callback. */
@@ -23,7 +23,7 @@ export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items:
 
 /** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
 type OperateDecision =
-  | { ok: true; status: string; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null }
+  | { ok: true; status: string; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
   | { ok: false; reason: 'invalid_state' };
 
 /** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
@@ -69,6 +69,8 @@ export interface Outbox<R = EnqueueResult> {
   readonly name: string | null;
   /** Its schema: `outbox`, or `outbox_<name>` for a named outbox. */
   readonly schema: string;
+  /** The kinds it registers, sorted (for `countBacklog`'s `registeredKinds`). */
+  readonly kinds: readonly string[];
   /** @internal Runs one lane: nudged targets, or a bounded drain. */
   readonly [RUN]: OutboxEngine;
 }
@@ -82,10 +84,12 @@ export const RUN: unique symbol = Symbol.for('postbox.run');
 export interface OutboxEngine {
   runtime: OutboxRuntime;
   drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[]; signal?: AbortSignal }): Promise<RunReport>;
-  sweep(startedAt: number, opts: SweepOptions): Promise<SweepReport>;
+  /** A sweep of the invocation that started at `startedAt`, by `plan` (default: planned now). */
+  sweep(startedAt: number, opts: SweepOptions, plan?: SweepPlan): Promise<SweepReport>;
   /** Settles every expired lease as a crash (the sweep's first step, alone). */
   recover(): Promise<RunReport>;
-  withSession<T>(fn: (session: LaneSession) => Promise<T>): Promise<T>;
+  /** A session for `fn`, closed after; with `deadlineAt`, every use of it gives up then. */
+  withSession<T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number): Promise<T>;
 }
 
 /**
@@ -119,29 +123,19 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     if (registry.has(job.kind)) throw new PostboxError('invalid_config', `createOutbox: kind ${job.kind} is registered twice`);
     registry.set(job.kind, job);
   }
-  const concurrency = options.concurrency ?? 1;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100) {
-    throw new PostboxError('invalid_config', 'createOutbox: concurrency must be an integer in 1..100');
-  }
-  const lanes = options.lanes ?? 1;
-  // Workers allow 6 simultaneous connections per invocation; one stays free for queue sends.
-  if (!Number.isInteger(lanes) || lanes < 1 || lanes > 5) {
-    throw new PostboxError('invalid_config', 'createOutbox: lanes must be an integer in 1..5');
-  }
+  const core = getCore();
+  // The core owns the bounds and defaults of the outbox's own numbers (docs/ABI.md, pb_claim outbox).
+  const config = outboxConfig(core, options);
+  const { concurrency, lanes, operationTimeoutMs } = config;
   if (options.generateId !== undefined && typeof options.generateId !== 'function') {
     throw new PostboxError('invalid_config', 'createOutbox: generateId must be a function returning a UUID');
-  }
-  const operationTimeoutMs = options.operationTimeoutMs ?? 30_000;
-  // PostgreSQL's statement_timeout is an int of ms.
-  if (!Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > 2_147_483_647) {
-    throw new PostboxError('invalid_config', 'createOutbox: operationTimeoutMs must be an integer in 1..2147483647');
   }
   if (options.recordNudges !== undefined && typeof options.recordNudges !== 'boolean') {
     throw new PostboxError('invalid_config', 'createOutbox: recordNudges must be a boolean');
   }
   const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
   const runtime: OutboxRuntime = {
-    core: getCore(),
+    core,
     options,
     registry,
     policies: [...registry.values()].map((j) => j.policy as CorePolicy),
@@ -163,7 +157,9 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   const enqueueEnv = (): EnqueueEnv => ({
     core: runtime.core,
     now: runtime.clock.now(),
-    maxPayloadBytes: options.maxPayloadBytes ?? 262_144,
+    maxPayloadBytes: config.maxPayloadBytes,
+    maxQueueDelayMs: config.maxQueueDelayMs,
+    maxKeyChars: config.maxKeyChars,
     hasQueue: options.queue !== undefined,
     versionTs: runtime.versionTs,
     generateId: options.generateId ?? uuidv7,
@@ -171,8 +167,8 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     store,
   });
 
-  const withSession = async <T>(fn: (session: LaneSession) => Promise<T>): Promise<T> => {
-    const session = new LaneSession(options.connect);
+  const withSession = async <T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number): Promise<T> => {
+    const session = new LaneSession(options.connect, deadlineAt === undefined ? undefined : { at: deadlineAt, now: () => runtime.clock.now() });
     try {
       return await fn(session);
     } finally {
@@ -228,7 +224,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
       if (writes.length > 0) {
         await store.applyOperate(q, {
           now,
-          writes: writes.map((w) => ({ id: w.id, status: w.status as JobStatus, dueAt: w.dueAt, reset: w.reset, reason, closeAttempt: w.closeAttempt })),
+          writes: writes.map((w) => ({ id: w.id, status: w.status as JobStatus, dueAt: w.dueAt, reset: w.reset, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
         });
       }
       const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {
@@ -244,6 +240,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   const outbox: Outbox<any> = {
     name: sql.name,
     schema: sql.schema,
+    kinds: [...registry.keys()].sort(),
     async transaction(db, fn) {
       const nudges: PendingNudge[] = [];
       const result = await runTransaction(db, (q, tx) => {
@@ -289,15 +286,45 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
           ? Array.from({ length: lanes }, (_, i) => opts.targets!.filter((_, j) => j % lanes === i)).filter((t) => t.length > 0)
           : Array.from({ length: lanes }, () => undefined);
         const reports = await Promise.all(
-          shares.map((targets) => withSession((session) => drainLane(runtime, session, targets ? { ...opts, targets } : opts))),
+          shares.map((targets) => withSession((session) => drainLane(runtime, session, targets ? { ...opts, targets } : opts), opts.deadlineAt)),
         );
         return reports.reduce(addReport, emptyReport());
       },
-      sweep: (startedAt, opts) => withSession((session) => runSweep(runtime, session, startedAt, opts)),
+      sweep(startedAt, opts, plan = planSweep(runtime, startedAt, opts)) {
+        return withSession((session) => runSweep(runtime, session, plan), plan.deadlineAt);
+      },
       recover: () => withSession((session) => recoverExpired(runtime, session)),
     },
   };
   return outbox;
+}
+
+interface OutboxConfig {
+  concurrency: number;
+  lanes: number;
+  operationTimeoutMs: number;
+  maxPayloadBytes: number;
+  maxQueueDelayMs: number;
+  maxKeyChars: number;
+}
+
+/** The outbox's numeric options, checked and defaulted by the core; a bad one is `invalid_config`. */
+function outboxConfig(core: ReturnType<typeof getCore>, options: OutboxOptions): OutboxConfig {
+  const numbers: Record<string, unknown> = {
+    concurrency: options.concurrency,
+    lanes: options.lanes,
+    operationTimeoutMs: options.operationTimeoutMs,
+    maxPayloadBytes: options.maxPayloadBytes,
+  };
+  // Anything but an integer (NaN and ±Infinity would become JSON null, the default) goes as
+  // -1, below every bound, so the core's refusal names the field's range.
+  for (const [name, value] of Object.entries(numbers)) if (value !== undefined && !Number.isInteger(value)) numbers[name] = -1;
+  const out = core.callText('claim', JSON.stringify({ op: 'outbox', ...numbers }));
+  if (isCoreError(out)) {
+    const message = out.error.message.replace(/^claim: field '(\w+)' must be an integer in \[(\d+), (\d+)\]$/, '$1 must be an integer in $2..$3');
+    throw new PostboxError('invalid_config', `createOutbox: ${message}`);
+  }
+  return out as OutboxConfig;
 }
 
 function queueFor(queue: OutboxOptions['queue'], lane: string): QueueProducer | undefined {

@@ -23,6 +23,8 @@ interface ClaimPlan {
   targetOnly: boolean;
   /** The smallest claim slack of `kinds` (null: none). */
   slackMs: number | null;
+  /** With `firstKinds`: the core's verdict that due jobs are left behind (a drain message is needed). */
+  backlog?: boolean;
 }
 
 interface PumpStep {
@@ -44,8 +46,10 @@ export interface DrainOptions {
   deadlineAt: number;
   /** Only these kinds (a reserved sweep); default every registered kind of the lane. */
   kinds?: readonly string[];
-  /** Stop after claiming this many. */
+  /** Stop after claiming this many (with `claimedBefore`: a budget shared with earlier lanes). */
   maxJobs?: number;
+  /** Claimed by the same sweep step on earlier lanes: counts against `maxJobs`. */
+  claimedBefore?: number;
   /** Claim only these nudged jobs. */
   targets?: readonly Target[];
   /** Called (once) when the plan drops a kind right after a full claim: due jobs likely remain. */
@@ -145,7 +149,6 @@ class LanePump {
 
   /** The core's next step for the lane, from its counts. */
   #pump(mayClaim: boolean): PumpStep {
-    const remaining = this.targets ? this.targets.length : this.opts.maxJobs === undefined ? null : this.opts.maxJobs - this.report.claimed;
     return this.rt.core.call<PumpStep>('claim', {
       op: 'pump',
       concurrency: this.rt.concurrency,
@@ -153,7 +156,9 @@ class LanePump {
       buffered: this.#buffer.length,
       settles: this.#finished.length,
       mayClaim,
-      remaining,
+      remaining: this.targets ? this.targets.length : null,
+      maxJobs: this.opts.maxJobs ?? null,
+      claimed: (this.opts.claimedBefore ?? 0) + this.report.claimed,
       slowestRecentMs: this.#recentMs.length === 0 ? null : Math.ceil(Math.max(...this.#recentMs)),
       oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
       slackMs: this.#slackMs,
@@ -177,12 +182,12 @@ class LanePump {
     this.#finished.push(f);
   }
 
-  /** The core's claim plan for now; reports a backlog once when it drops a kind after a full claim. */
+  /** The core's claim plan for now; reports a backlog once when the core says one is left behind. */
   #plan(): ClaimPlan {
-    const claimPlan = plan(this.rt, this.policies, this.opts, null);
+    const claimPlan = plan(this.rt, this.policies, this.opts, null, { firstKinds: this.#plannedKinds ?? null, lastClaimFull: this.#lastClaimFull });
     this.#plannedKinds ??= claimPlan.kinds.length;
     if (claimPlan.slackMs !== null) this.#slackMs = claimPlan.slackMs;
-    if (!this.#backlogReported && this.#lastClaimFull && !this.targets && claimPlan.kinds.length < this.#plannedKinds) {
+    if (!this.#backlogReported && !this.targets && claimPlan.backlog === true) {
       this.#backlogReported = true;
       this.opts.onBacklog?.();
     }
@@ -243,9 +248,9 @@ class LanePump {
   #start(row: ClaimedRow): void {
     // Claims only pick registered kinds, so the job is always there.
     const job = this.rt.registry.get(row.kind)!;
-    const admit = this.rt.core.call<{ start: boolean; deadline?: number; stopAt?: number; heartbeatAt?: number | null; reason?: 'claim_late' | 'released' }>('claim', {
+    const admit = this.rt.core.call<Partial<Admitted> & { start: boolean; reason?: 'claim_late' | 'released' }>('claim', {
       op: 'admit', now: this.rt.clock.now(), deadlineAt: this.opts.deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
-      heartbeatMs: job.policy.heartbeatMs ?? null,
+      heartbeatMs: job.policy.heartbeatMs ?? null, attempts: row.attempts,
     });
     if (!admit.start) {
       this.#settleLater({ row, outcome: { type: admit.reason ?? 'claim_late' } });
@@ -288,14 +293,20 @@ class LanePump {
   }
 }
 
-function plan(rt: OutboxRuntime, policies: readonly OutboxRuntime['policies'][number][], opts: DrainOptions, target: Target | null): ClaimPlan {
+function plan(
+  rt: OutboxRuntime,
+  policies: readonly OutboxRuntime['policies'][number][],
+  opts: DrainOptions,
+  target: Target | null,
+  backlog: { firstKinds: number | null; lastClaimFull: boolean } | null = null,
+): ClaimPlan {
   return rt.core.call<ClaimPlan>('claim', {
+    ...backlog,
     op: 'plan',
     now: rt.clock.now(),
     deadlineAt: opts.deadlineAt,
     lane: opts.lane,
     concurrency: rt.concurrency,
-    maxBatch: 100,
     policies,
     version: rt.versionTs === null ? null : { timestamp: rt.versionTs },
     target,

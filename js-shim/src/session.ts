@@ -1,3 +1,4 @@
+import { beforeDeadline, type Deadline } from './deadline.js';
 import { PostboxError } from './errors.js';
 import type { Connector, LaneConnection, LaneDb } from './types.js';
 
@@ -13,9 +14,12 @@ export class LaneSession {
   /** Bumped by replace(): callers queued before it must not share the next connection with those after. */
   #generation = 0;
   #closed = false;
+  #deadline: Deadline | undefined;
 
-  constructor(connect: Connector) {
+  /** With `deadline`, every use (connecting included) gives up at it: see deadline.ts. */
+  constructor(connect: Connector, deadline?: Deadline) {
     this.#connect = connect;
+    this.#deadline = deadline;
   }
 
   async #acquire(): Promise<LaneConnection> {
@@ -45,7 +49,8 @@ export class LaneSession {
       // Queued before a replace(): the queue it waited in belongs to the old connection. Take a
       // place behind the new connection's callers rather than run alongside them.
       if (generation !== this.#generation) return this.exclusive(fn);
-      return fn((await this.#acquire()).db);
+      // Past the deadline the connection may be stuck mid-statement: drop it, as replace() does.
+      return beforeDeadline(this.#deadline, 'outbox session', async () => fn((await this.#acquire()).db), () => void this.replace());
     });
     this.#tail = run.catch(() => undefined);
     return run;

@@ -2,6 +2,7 @@
 // one statement (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
 import { emptyReport, type Finished, type RunReport } from './attempt.js';
+import { isDeadlineError } from './deadline.js';
 import { PostboxError } from './errors.js';
 import { redact } from './handler.js';
 import type { OutboxRuntime } from './runtime.js';
@@ -22,6 +23,8 @@ export interface SettleDecision {
   finished: boolean;
   charged: boolean;
   attemptOutcome: string;
+  /** The attempt's number as handlers and events show it (a crash is not an attempt). */
+  attempt: number;
   events: { type: string; code?: string; reason?: string; streak?: number; crashes?: number }[];
 }
 
@@ -116,7 +119,9 @@ type FailureNext = 'retry' | 'hook_failed' | 'give_up';
 function afterFailure(rt: OutboxRuntime, session: LaneSession, part: 'write' | 'hook', error: unknown, tries: number): FailureNext {
   const code = (error as { code?: unknown } | null)?.code;
   const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
-  return rt.core.call<{ next: FailureNext }>('settle', { failure: { part, sessionBroken: session.isBroken(), sqlState, tries } }).next;
+  // A deadline gave up on the session (and dropped it): infrastructure, like a lost connection.
+  const sessionBroken = session.isBroken() || isDeadlineError(error);
+  return rt.core.call<{ next: FailureNext }>('settle', { failure: { part, sessionBroken, sqlState, tries } }).next;
 }
 
 /** Writes settlements; a failed write is tried again on a fresh session while the core says so. Null once it gives up. */
@@ -151,7 +156,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
         if (onTransition) {
           await onTransition(tx, {
             job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
-            transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 },
+            transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: d.attempt },
           });
         }
         return true;
@@ -197,7 +202,7 @@ function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDeci
   }
   const status = d.status as keyof RunReport;
   if (status in report && status !== 'claimed') report[status]++;
-  rt.emit({ type: 'job_settled', ...base, from: 'running', to: d.status as never, outcome: d.attemptOutcome, code: d.errorCode, attempt: f.row.attempts + 1 });
+  rt.emit({ type: 'job_settled', ...base, from: 'running', to: d.status as never, outcome: d.attemptOutcome, code: d.errorCode, attempt: d.attempt });
   for (const e of d.events) {
     if (e.type === 'dead_letter') rt.emit({ type: 'dead_letter', ...base, code: e.code ?? null, reason: e.reason ?? '' });
     else if (e.type === 'cancelled') rt.emit({ type: 'cancelled', ...base, code: e.code ?? null, reason: e.reason ?? '' });

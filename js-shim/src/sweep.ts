@@ -1,6 +1,7 @@
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
+import { isDeadlineError, type Deadline } from './deadline.js';
 import { sendDrains, sendNudges } from './nudge.js';
 
 /** A reserved sweep: kinds swept before the catch-all drain, with their own budget. */
@@ -30,24 +31,32 @@ type SweepStep =
   | { type: 'recover'; deadlineAt: number; limit: number }
   | { type: 'reserved'; name: string; kinds: string[]; maxJobs: number; deadlineAt: number }
   | { type: 'drain'; kinds: string[]; deadlineAt: number }
-  | { type: 'handoff'; nudgedBefore: number; lanes: { lane: string; kinds: string[] }[] }
+  | { type: 'handoff'; nudgedBefore: number; limit: number; lanes: { lane: string; kinds: string[] }[] }
+  | { type: 'unregistered'; dueBefore: number }
   | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number };
 
 /** What a sweep did. */
 export interface SweepReport extends RunReport {
   handedOff: number;
   deleted: number;
+  /** Pending jobs, due for a while, of kinds this deploy does not register, per kind (`unknown_kind` events). */
+  unregistered: { kind: string; count: number }[];
   /** Steps that failed (reported as `infra_error` events); the others still ran. */
   failedSteps: string[];
 }
 
-/**
- * The cron backstop: the core plans the steps inside the invocation budget; this runs them
- * in order: recover expired leases, reserved sweeps, drain, hand long jobs to their queue, retention.
- */
-export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedAt: number, opts: SweepOptions): Promise<SweepReport> {
+/** The core's plan of one sweep (docs/ABI.md, pb_sweep). */
+export interface SweepPlan {
+  deadlineAt: number;
+  /** Schedule occurrences start only before this: recovery's budget is held back from them. */
+  schedulesUntil: number;
+  steps: SweepStep[];
+}
+
+/** Asks the core how the invocation that started at `startedAt` spends its time, from now. */
+export function planSweep(rt: OutboxRuntime, startedAt: number, opts: SweepOptions): SweepPlan {
   // Only what the user set: the core owns every default (docs/ABI.md, pb_sweep).
-  const plan = rt.core.call<{ deadlineAt: number; steps: SweepStep[] }>('sweep', {
+  return rt.core.call<SweepPlan>('sweep', {
     op: 'plan',
     now: rt.clock.now(),
     startedAt,
@@ -61,44 +70,65 @@ export async function runSweep(rt: OutboxRuntime, session: LaneSession, startedA
     },
     policies: rt.policies,
   });
-  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, failedSteps: [] };
+}
+
+/**
+ * The cron backstop: runs the core's plan (planned when the sweep starts) in order: recover
+ * expired leases, reserved sweeps, drain, hand long jobs to their queue, report unregistered
+ * kinds, retention. The session gives up at the plan's deadline.
+ */
+export async function runSweep(rt: OutboxRuntime, session: LaneSession, plan: SweepPlan): Promise<SweepReport> {
+  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unregistered: [], failedSteps: [] };
+  const deadline = { at: plan.deadlineAt, now: () => rt.clock.now() };
   for (const step of plan.steps) {
     // One step's failure (say, a dropped connection) must not cost the others their turn.
     try {
-      await runStep(rt, session, step, report);
+      await runStep(rt, session, step, report, deadline);
     } catch (error) {
       report.failedSteps.push(step.type);
-      rt.emit({ type: 'infra_error', where: `sweep ${step.type}`, error: errorMessage(error) });
+      rt.emit(isDeadlineError(error) ? { type: 'deadline_exceeded', where: `sweep ${step.type}`, severity: 'error' } : { type: 'infra_error', where: `sweep ${step.type}`, error: errorMessage(error) });
       await session.replace();
     }
   }
   return report;
 }
 
-async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep, report: SweepReport): Promise<void> {
+async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep, report: SweepReport, deadline: Deadline): Promise<void> {
   switch (step.type) {
-    case 'recover': {
-      const { found: _found, ...recovered } = await recover(rt, session, step.limit);
-      addReport(report, recovered);
+    case 'recover':
+      addReport(report, await recoverUntil(rt, session, step));
       break;
-    }
-    case 'reserved':
+    case 'reserved': {
+      // One budget for the step, whichever lanes its kinds are on (the core counts it down).
+      let claimed = 0;
       for (const lane of lanesOf(rt, step.kinds)) {
-        addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, maxJobs: step.maxJobs }));
+        const ran = await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, maxJobs: step.maxJobs, claimedBefore: claimed });
+        claimed += ran.claimed;
+        addReport(report, ran);
       }
       break;
+    }
     case 'drain': {
       // A lane whose backlog outlives the sweep's budget goes on in its queue consumer.
       const backlogged: string[] = [];
       for (const lane of lanesOf(rt, step.kinds)) {
         addReport(report, await drainLane(rt, session, { lane, kinds: step.kinds, deadlineAt: step.deadlineAt, onBacklog: () => backlogged.push(lane) }));
       }
-      await sendDrains(rt, backlogged);
+      await sendDrains(rt, backlogged, deadline);
       break;
     }
     case 'handoff':
-      for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds, step.nudgedBefore);
+      for (const { lane, kinds } of step.lanes) report.handedOff += await handOff(rt, session, lane, kinds, step.nudgedBefore, step.limit, deadline);
       break;
+    case 'unregistered': {
+      const kinds = rt.policies.map((p) => p.kind);
+      const rows = await session.exclusive((q) => rt.store.countUnregistered(q, { dueBefore: step.dueBefore, kinds }));
+      for (const { kind, count } of rows) {
+        report.unregistered.push({ kind, count });
+        rt.emit({ type: 'unknown_kind', kind, count, severity: 'warn' });
+      }
+      break;
+    }
     case 'retention': {
       const deleted = await session.exclusive((q) => rt.store.deleteFinished(q, { succeededBefore: step.succeededBefore, deadBefore: step.deadBefore, limit: step.limit }));
       report.deleted += deleted;
@@ -129,8 +159,12 @@ export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): P
   const now = rt.clock.now();
   const plan = rt.core.call<{ steps: SweepStep[] }>('sweep', { op: 'plan', now, startedAt: now, policies: rt.policies });
   const step = plan.steps.find((s): s is Extract<SweepStep, { type: 'recover' }> => s.type === 'recover');
+  return step ? recoverUntil(rt, session, step) : emptyReport();
+}
+
+/** The recovery step: batches of its limit until one comes back short or its deadline passes. */
+async function recoverUntil(rt: OutboxRuntime, session: LaneSession, step: Extract<SweepStep, { type: 'recover' }>): Promise<RunReport> {
   const report = emptyReport();
-  if (!step) return report;
   for (;;) {
     const { found, ...batch } = await recover(rt, session, step.limit);
     addReport(report, batch);
@@ -143,14 +177,14 @@ export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): P
  * nudged since the core's cooldown cutoff. Hand-off nudges are always recorded (`nudge_sent_at`):
  * the cooldown reads it. Returns how many went out.
  */
-async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, kinds: string[], nudgedBefore: number): Promise<number> {
+async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, kinds: string[], nudgedBefore: number, limit: number, deadline: Deadline): Promise<number> {
   if (!rt.queueFor(lane)) {
     rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: long jobs of this lane cannot run` });
     return 0;
   }
-  const rows = await session.exclusive((q) => rt.store.listDueForHandoff(q, { now: rt.clock.now(), lane, kinds, limit: 100, nudgedBefore }));
+  const rows = await session.exclusive((q) => rt.store.listDueForHandoff(q, { now: rt.clock.now(), lane, kinds, limit, nudgedBefore }));
   if (rows.length === 0) return 0;
-  const sent = await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })), { record: true, session });
+  const sent = await sendNudges(rt, rows.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })), { record: true, session, deadline });
   if (sent.length > 0) rt.emit({ type: 'handoff', lane, jobs: sent.length });
   return sent.length;
 }

@@ -227,6 +227,15 @@ export type OutboxEvent =
   | { type: 'recovered'; jobs: number }
   | { type: 'retention'; deleted: number }
   | { type: 'handoff'; lane: string; jobs: number }
+  /**
+   * `count` pending jobs of `kind`, due for over 5 minutes, that this deploy does not register:
+   * nothing here will run them (a kind removed or renamed, or a deploy that never shipped it).
+   */
+  | { type: 'unknown_kind'; kind: string; count: number; severity: 'warn' }
+  /** Schedule occurrences not started this tick: recovery's budget is held back from schedules; the next tick catches them up. */
+  | { type: 'schedules_deferred'; occurrences: number; severity: 'warn' }
+  /** The invocation's deadline passed while `where` was still waiting (a connection or queue that does not answer). */
+  | { type: 'deadline_exceeded'; where: string; severity: 'error' }
   | { type: 'drain_requested'; lane: string }
   /** A webhook endpoint's breaker opened: deliveries to it wait for its cooldown. */
   | { type: 'webhook_endpoint_paused'; endpoint: string; failures: number; jobId: string }

@@ -37,6 +37,42 @@ TEST_CASE("backlog: grades at the thresholds, worst wins, defaults apply") {
   }
 }
 
+TEST_CASE("backlog window: the cut-off instants of the backlog counts") {
+  CHECK(call(pb_backlog, R"({"op":"window","now":1000000})").out ==
+        R"({"dueBefore":1000000,"agedBefore":700000,"stuckBefore":1000000,"deadLettersSince":-2600000,"deadLetterWindowMs":3600000})");
+  CHECK(call(pb_backlog, R"({"op":"window","now":1000000,"agedMs":60000})").out.find(R"("agedBefore":940000,)") != std::string::npos);
+  CHECK(call(pb_backlog, R"({"op":"window","now":1000000,"agedMs":null})").out.find(R"("agedBefore":700000,)") != std::string::npos);
+  CHECK(call(pb_backlog, R"({"op":"window"})").out == R"({"error":{"code":"invalid_input","message":"backlog: field 'now' is required"}})");
+  CHECK(call(pb_backlog, R"({"op":"window","now":1,"agedMs":-1})").out.find("agedMs") != std::string::npos);
+  CHECK(call(pb_backlog, R"({"op":"sweep"})").out == R"({"error":{"code":"unknown_op","message":"backlog: unknown op 'sweep'"}})");
+}
+
+TEST_CASE("backlog health: dead tuples, autovacuum, an old snapshot and dead letters") {
+  auto health = [](const std::string& in) { return call(pb_backlog, R"({"op":"health",)" + in + "}").out; };
+  const char* kAllOk = R"({"deadTuples":"ok","autovacuum":"ok","xminHold":"ok","deadLetters":"ok"})";
+  CHECK(call(pb_backlog, R"({"op":"health"})").out == kAllOk);  // no facts (a scoped operator): nothing to grade
+  // Dead tuples: at least 1000 and 20% of live warns; as many as live is an error.
+  CHECK(health(R"("deadTuples":999,"liveTuples":10,"lastAutovacuumAgeMs":1)") == kAllOk);
+  CHECK(health(R"("deadTuples":1000,"liveTuples":5000,"lastAutovacuumAgeMs":1)").find(R"("deadTuples":"warn","autovacuum":"ok")") == 1);
+  CHECK(health(R"("deadTuples":1000,"liveTuples":5001,"lastAutovacuumAgeMs":1)") == kAllOk);
+  CHECK(health(R"("deadTuples":5000,"liveTuples":5000,"lastAutovacuumAgeMs":1)").find(R"("deadTuples":"error")") == 1);
+  CHECK(health(R"("deadTuples":5000,"liveTuples":0,"lastAutovacuumAgeMs":1)").find(R"("deadTuples":"error")") == 1);
+  // Autovacuum lags (over 1 h, or never) only matter while dead tuples pile up.
+  CHECK(health(R"("deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":3600001)").find(R"("autovacuum":"warn")") != std::string::npos);
+  CHECK(health(R"("deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":3600000)").find(R"("autovacuum":"ok")") != std::string::npos);
+  CHECK(health(R"("deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":null)").find(R"("autovacuum":"warn")") != std::string::npos);
+  CHECK(health(R"("deadTuples":0,"liveTuples":2000,"lastAutovacuumAgeMs":null)") == kAllOk);
+  // An old snapshot holds back cleanup: 5 min warns, 1 h is an error.
+  CHECK(health(R"("xminHoldMs":299999)") == kAllOk);
+  CHECK(health(R"("xminHoldMs":300000)").find(R"("xminHold":"warn")") != std::string::npos);
+  CHECK(health(R"("xminHoldMs":3600000)").find(R"("xminHold":"error")") != std::string::npos);
+  // Dead letters in the last window: any warns, 100 is an error.
+  CHECK(health(R"("deadLetters":0)") == kAllOk);
+  CHECK(health(R"("deadLetters":1)").find(R"("deadLetters":"warn")") != std::string::npos);
+  CHECK(health(R"("deadLetters":100)").find(R"("deadLetters":"error")") != std::string::npos);
+  CHECK(health(R"("deadLetters":-1)").find("invalid_input") != std::string::npos);
+}
+
 TEST_CASE("operate: every action against every status") {
   struct Row {
     const char* action;
@@ -45,19 +81,19 @@ TEST_CASE("operate: every action against every status") {
   };
   const char* kRefused = R"({"ok":false,"reason":"invalid_state"})";
   const Row rows[] = {
-      {"cancel", "pending", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null})"},
-      {"cancel", "retrying", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null})"},
-      {"cancel", "running", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":"cancel"})"},
+      {"cancel", "pending", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"cancel", "retrying", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"cancel", "running", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":"cancel","finished":true,"recordReason":true})"},
       {"cancel", "succeeded", kRefused},
       {"cancel", "dead", kRefused},
       {"cancel", "cancelled", kRefused},
-      {"replay", "dead", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null})"},
-      {"replay", "cancelled", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null})"},
+      {"replay", "dead", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"replay", "cancelled", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
       {"replay", "succeeded", kRefused},
       {"replay", "pending", kRefused},
       {"replay", "running", kRefused},
-      {"retryNow", "pending", R"({"ok":true,"status":"pending","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null})"},
-      {"retryNow", "retrying", R"({"ok":true,"status":"retrying","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null})"},
+      {"retryNow", "pending", R"({"ok":true,"status":"pending","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"retryNow", "retrying", R"({"ok":true,"status":"retrying","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
       {"retryNow", "running", kRefused},
       {"retryNow", "dead", kRefused},
   };

@@ -188,3 +188,17 @@ TEST_CASE("pump: a claim waits for no more room than one statement can take (max
   CHECK(step.action == PumpAction::claim);
   CHECK(step.claim == 100);
 }
+
+TEST_CASE("pump: a step's job budget counts what the step claimed on every lane") {
+  using postbox::test::call;
+  // maxJobs 10 with 7 claimed (say, on an earlier lane): 3 left, whatever the window.
+  CHECK(call(pb_claim, R"({"op":"pump","concurrency":8,"mayClaim":true,"maxJobs":10,"claimed":7})").out ==
+        R"({"action":"claim","claim":3,"waitMs":null})");
+  CHECK(call(pb_claim, R"({"op":"pump","concurrency":8,"mayClaim":true,"maxJobs":10,"claimed":10})").out ==
+        R"({"action":"done","claim":0,"waitMs":null})");
+  CHECK(call(pb_claim, R"({"op":"pump","concurrency":8,"mayClaim":true,"maxJobs":10,"claimed":12})").out ==
+        R"({"action":"done","claim":0,"waitMs":null})");
+  // Both a remaining count and a budget: the smaller wins.
+  CHECK(call(pb_claim, R"({"op":"pump","concurrency":8,"mayClaim":true,"remaining":2,"maxJobs":10})").out ==
+        R"({"action":"claim","claim":2,"waitMs":null})");
+}

@@ -5,6 +5,7 @@
 #include "abi_call.h"
 
 using postbox::test::call;
+using postbox::test::error_code_of;
 
 namespace {
 
@@ -65,12 +66,12 @@ TEST_CASE("claim admit: start only when the attempt ends inside the invocation a
     const char* expected;
   };
   const Row rows[] = {
-      {1000, 100000, 61000, 30000, R"({"start":true,"deadline":31000})"},
-      {1000, 31000, 61000, 30000, R"({"start":true,"deadline":31000})"},
+      {1000, 100000, 61000, 30000, R"({"start":true,"deadline":31000,"timerMs":30000})"},
+      {1000, 31000, 61000, 30000, R"({"start":true,"deadline":31000,"timerMs":30000})"},
       // The invocation ends first, the lease is fine: released, due again at once.
       {1000, 30999, 61000, 30000, R"({"start":false,"reason":"released"})"},
       // For a 30 s timeout, up to 20 s between taking a lease (timeout + 30 s) and starting is absorbed...
-      {21000, 100000, 61000, 30000, R"({"start":true,"deadline":51000})"},
+      {21000, 100000, 61000, 30000, R"({"start":true,"deadline":51000,"timerMs":30000})"},
       // ...one more ms and the attempt would eat into the 10 s settle reserve.
       {21001, 100000, 61000, 30000, R"({"start":false,"reason":"claim_late"})"},
       {0, 100000, 10000, 30000, R"({"start":false,"reason":"claim_late"})"},
@@ -105,4 +106,55 @@ TEST_CASE("claim deadline: an invocation ends at its start plus its budget, 14 m
   CHECK(call(pb_claim, R"({"op":"deadline","startedAt":0,"invocationBudgetMs":0})").rc == 1);
   CHECK(call(pb_claim, R"({"op":"deadline"})").out ==
         R"({"error":{"code":"invalid_input","message":"claim: field 'startedAt' is required"}})");
+}
+
+TEST_CASE("claim plan: a drain leaves a backlog when kinds drop out after a full claim") {
+  // Two kinds fit at first; near the deadline only the 1 s one does. After a full claim, that
+  // means due jobs of the dropped kind stay behind: the lane's queue gets a drain message.
+  const std::string head = R"({"op":"plan","deadlineAt":100000,"concurrency":4,)"
+                           R"("policies":[{"kind":"a","timeoutMs":1000},{"kind":"b","timeoutMs":60000}],)";
+  auto backlog = [&](int64_t now, const char* first, const char* full) {
+    const std::string out = call(pb_claim, head + R"("now":)" + std::to_string(now) + R"(,"firstKinds":)" + first +
+                                               R"(,"lastClaimFull":)" + full + "}").out;
+    return out.substr(out.find("\"backlog\""));
+  };
+  CHECK(backlog(50000, "2", "true") == R"("backlog":true})");
+  CHECK(backlog(50000, "2", "false") == R"("backlog":false})");  // a short claim: nothing was left due
+  CHECK(backlog(10000, "2", "true") == R"("backlog":false})");   // both kinds still fit
+  CHECK(backlog(99500, "2", "true") == R"("backlog":true})");    // no kind fits any more
+  // Without firstKinds (the first plan of a drain) there is no verdict.
+  CHECK(call(pb_claim, head + R"("now":50000})").out.find("backlog") == std::string::npos);
+  CHECK(call(pb_claim, head + R"("now":50000,"firstKinds":null})").out.find("backlog") == std::string::npos);
+  // A nudged target is claimed alone: its drain leaves no backlog of its own.
+  CHECK(call(pb_claim, head + R"("now":50000,"firstKinds":2,"lastClaimFull":true,"target":{"id":"0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b","kind":"a"}})")
+            .out.find(R"("backlog":false)") != std::string::npos);
+  CHECK(call(pb_claim, head + R"("now":0,"lastClaimFull":1})").out.find("lastClaimFull") != std::string::npos);
+}
+
+TEST_CASE("claim admit: the attempt number and the handler's timer") {
+  // attempts counts charged attempts; a crash charges none, so the next run shows the same number.
+  CHECK(call(pb_claim, R"({"op":"admit","now":0,"deadlineAt":100000,"leaseExpiresAt":60000,"timeoutMs":30000,"attempts":0})").out ==
+        R"({"start":true,"deadline":30000,"timerMs":30000,"attempt":1})");
+  CHECK(call(pb_claim, R"({"op":"admit","now":0,"deadlineAt":100000,"leaseExpiresAt":60000,"timeoutMs":30000,"attempts":4})").out ==
+        R"({"start":true,"deadline":30000,"timerMs":30000,"attempt":5})");
+  CHECK(call(pb_claim, R"({"op":"admit","now":0,"deadlineAt":100,"leaseExpiresAt":60000,"timeoutMs":30000,"attempts":4})").out ==
+        R"({"start":false,"reason":"released"})");
+  CHECK(error_code_of(call(pb_claim, R"({"op":"admit","now":0,"deadlineAt":100000,"leaseExpiresAt":60000,"timeoutMs":30000,"attempts":-1})").out) ==
+        "invalid_input");
+}
+
+TEST_CASE("claim outbox: option bounds and defaults") {
+  CHECK(call(pb_claim, R"({"op":"outbox"})").out ==
+        R"({"concurrency":1,"lanes":1,"operationTimeoutMs":30000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
+  CHECK(call(pb_claim, R"({"op":"outbox","concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":null})").out ==
+        R"({"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
+  CHECK(call(pb_claim, R"({"op":"outbox","concurrency":101})").out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'concurrency' must be an integer in [1, 100]"}})");
+  CHECK(call(pb_claim, R"({"op":"outbox","lanes":6})").out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'lanes' must be an integer in [1, 5]"}})");
+  CHECK(call(pb_claim, R"({"op":"outbox","lanes":0})").out.find("'lanes'") != std::string::npos);
+  CHECK(call(pb_claim, R"({"op":"outbox","operationTimeoutMs":0})").out.find("'operationTimeoutMs'") != std::string::npos);
+  CHECK(call(pb_claim, R"({"op":"outbox","operationTimeoutMs":2147483648})").out.find("'operationTimeoutMs'") != std::string::npos);
+  CHECK(call(pb_claim, R"({"op":"outbox","maxPayloadBytes":1048577})").out.find("'maxPayloadBytes'") != std::string::npos);
+  CHECK(call(pb_claim, R"({"op":"outbox","concurrency":1.5})").out.find("'concurrency'") != std::string::npos);
 }

@@ -97,16 +97,16 @@ TEST_CASE("lease: bad heartbeat options name the field") {
 TEST_CASE("lease: admit checks the lease against the span and its reserve, the invocation against the timeout") {
   // A 1 s job: lease 7 s, reserve 2 s, so it may wait up to 4 s for a slot.
   CHECK(call(pb_claim, R"({"op":"admit","now":4000,"deadlineAt":100000,"leaseExpiresAt":7000,"timeoutMs":1000})").out ==
-        R"({"start":true,"deadline":5000})");
+        R"({"start":true,"deadline":5000,"timerMs":1000})");
   CHECK(call(pb_claim, R"({"op":"admit","now":4001,"deadlineAt":100000,"leaseExpiresAt":7000,"timeoutMs":1000})").out ==
         R"({"start":false,"reason":"claim_late"})");
   // A 10 min job beating every 10 s: lease 60 s (span 30 s, reserve 10 s, slack 20 s). It starts
   // while 30 s of work + 10 s fit in the lease; the invocation must still hold all 10 min.
-  CHECK(admit(20000, 900000, 60000, 600000, "10000") == R"({"start":true,"deadline":620000,"stopAt":50000,"heartbeatAt":30000})");
+  CHECK(admit(20000, 900000, 60000, 600000, "10000") == R"({"start":true,"deadline":620000,"timerMs":600000,"stopAt":50000,"heartbeatAt":30000})");
   CHECK(admit(20001, 900000, 60000, 600000, "10000") == R"({"start":false,"reason":"claim_late"})");
   CHECK(admit(0, 599999, 60000, 600000, "10000") == R"({"start":false,"reason":"released"})");
   // A lease that already covers the attempt needs no beat.
-  CHECK(admit(0, 900000, 40000, 20000, "10000") == R"({"start":true,"deadline":20000,"stopAt":33334,"heartbeatAt":null})");
+  CHECK(admit(0, 900000, 40000, 20000, "10000") == R"({"start":true,"deadline":20000,"timerMs":20000,"stopAt":33334,"heartbeatAt":null})");
   CHECK(admit(0, 900000, 60000, 600000, "null") == R"({"start":false,"reason":"claim_late"})");
 }
 

@@ -44,13 +44,13 @@ TEST_CASE("settle: finished outcomes") {
   };
   const Row rows[] = {
       {R"({"type":"ok","message":"ignored"})",
-       R"({"status":"succeeded","dueAt":null,"attempts":3,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"ok","events":[]})"},
+       R"({"status":"succeeded","dueAt":null,"attempts":3,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"ok","attempt":3,"events":[]})"},
       {R"({"type":"cancel","reason":"user_left","message":"bye"})",
-       R"({"status":"cancelled","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"user_left","errorMessage":"bye","finished":true,"charged":true,"attemptOutcome":"cancel","events":[]})"},
+       R"({"status":"cancelled","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"user_left","errorMessage":"bye","finished":true,"charged":true,"attemptOutcome":"cancel","attempt":3,"events":[]})"},
       {R"({"type":"cancel"})",
-       R"({"status":"cancelled","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"cancelled","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"cancel","events":[]})"},
+       R"({"status":"cancelled","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"cancelled","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"cancel","attempt":3,"events":[]})"},
       {R"({"type":"fail","code":"bad_address","message":"no such user"})",
-       R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"bad_address","errorMessage":"no such user","finished":true,"charged":true,"attemptOutcome":"fail","events":[{"type":"dead_letter","code":"bad_address","reason":"failed"}]})"},
+       R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"x","streak":2,"errorCode":"bad_address","errorMessage":"no such user","finished":true,"charged":true,"attemptOutcome":"fail","attempt":3,"events":[{"type":"dead_letter","code":"bad_address","reason":"failed"}]})"},
   };
   const std::string pol = default_policy();
   for (const Row& row : rows) {
@@ -62,7 +62,7 @@ TEST_CASE("settle: finished outcomes") {
 TEST_CASE("settle: the ABI example (retry with after)") {
   CHECK(settle(default_policy(), R"({"status":"running","attempts":2,"crashes":0,"streakCode":"rate_limited","streak":1})",
                R"({"type":"retry","code":"rate_limited","after":5000,"message":"429"})") ==
-        R"({"status":"retrying","dueAt":1700000005000,"attempts":3,"crashes":0,"streakCode":"rate_limited","streak":2,"errorCode":"rate_limited","errorMessage":"429","finished":false,"charged":true,"attemptOutcome":"retry","events":[]})");
+        R"({"status":"retrying","dueAt":1700000005000,"attempts":3,"crashes":0,"streakCode":"rate_limited","streak":2,"errorCode":"rate_limited","errorMessage":"429","finished":false,"charged":true,"attemptOutcome":"retry","attempt":3,"events":[]})");
 }
 
 TEST_CASE("settle: retryable outcomes take the type's name as code and back off") {
@@ -88,16 +88,16 @@ TEST_CASE("settle: retryable outcomes take the type's name as code and back off"
           R"({"status":"retrying","dueAt":)" + due(backoff_delay(3, 30000, 3600000, 42)) +
               R"(,"attempts":3,"crashes":0,"streakCode":")" + row.code + R"(","streak":)" + std::to_string(row.streak) +
               R"(,"errorCode":")" + row.code + R"(","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":")" +
-              type + R"(","events":[]})");
+              type + R"(","attempt":3,"events":[]})");
   }
 }
 
 TEST_CASE("settle: the attempt budget") {
   const std::string pol = policy(R"({"kind":"k","timeoutMs":1000,"retry":{"maxAttempts":3,"perCode":{"rate_limited":{"maxAttempts":50}}}})");
   CHECK(settle(pol, R"({"status":"running","attempts":2})", R"({"type":"retry","code":"boom"})") ==
-        R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"boom","streak":1,"errorCode":"boom","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"retry","events":[{"type":"dead_letter","code":"boom","reason":"attempts_exhausted"}]})");
+        R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"boom","streak":1,"errorCode":"boom","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"retry","attempt":3,"events":[{"type":"dead_letter","code":"boom","reason":"attempts_exhausted"}]})");
   CHECK(settle(pol, R"({"status":"running","attempts":1})", R"({"type":"retry","code":"boom","after":7})") ==
-        R"({"status":"retrying","dueAt":1700000000007,"attempts":2,"crashes":0,"streakCode":"boom","streak":1,"errorCode":"boom","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":"retry","events":[]})");
+        R"({"status":"retrying","dueAt":1700000000007,"attempts":2,"crashes":0,"streakCode":"boom","streak":1,"errorCode":"boom","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":"retry","attempt":2,"events":[]})");
   // A per-code budget replaces the policy's for that code only.
   CHECK(settle(pol, R"({"status":"running","attempts":25})", R"({"type":"retry","code":"rate_limited","after":1})")
             .find(R"("status":"retrying")") != std::string::npos);
@@ -128,9 +128,9 @@ TEST_CASE("settle: default streak caps for timeout (5) and invalid_payload (3)")
   CHECK(settle(pol, R"({"status":"running","attempts":4,"streakCode":"timeout","streak":3})", R"({"type":"timeout"})")
             .find(R"("status":"retrying")") != std::string::npos);
   CHECK(settle(pol, R"({"status":"running","attempts":4,"streakCode":"timeout","streak":4})", R"({"type":"timeout"})") ==
-        R"({"status":"dead","dueAt":null,"attempts":5,"crashes":0,"streakCode":"timeout","streak":5,"errorCode":"timeout","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"timeout","events":[{"type":"dead_letter","code":"timeout","reason":"streak_exhausted"}]})");
+        R"({"status":"dead","dueAt":null,"attempts":5,"crashes":0,"streakCode":"timeout","streak":5,"errorCode":"timeout","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"timeout","attempt":5,"events":[{"type":"dead_letter","code":"timeout","reason":"streak_exhausted"}]})");
   CHECK(settle(pol, R"({"status":"running","attempts":2,"streakCode":"invalid_payload","streak":2})", R"({"type":"invalid_payload","message":"bad"})") ==
-        R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"invalid_payload","streak":3,"errorCode":"invalid_payload","errorMessage":"bad","finished":true,"charged":true,"attemptOutcome":"invalid_payload","events":[{"type":"dead_letter","code":"invalid_payload","reason":"streak_exhausted"}]})");
+        R"({"status":"dead","dueAt":null,"attempts":3,"crashes":0,"streakCode":"invalid_payload","streak":3,"errorCode":"invalid_payload","errorMessage":"bad","finished":true,"charged":true,"attemptOutcome":"invalid_payload","attempt":3,"events":[{"type":"dead_letter","code":"invalid_payload","reason":"streak_exhausted"}]})");
   // A different code in between restarts the streak.
   CHECK(settle(pol, R"({"status":"running","attempts":2,"streakCode":"other","streak":9})", R"({"type":"invalid_payload"})")
             .find(R"("streak":1,)") != std::string::npos);
@@ -142,9 +142,9 @@ TEST_CASE("settle: onExhaustion cancel, streak rules and warnAtStreak") {
   CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"bounced","streak":1})", R"({"type":"fail","code":"x"})")
             .find(R"("status":"dead")") != std::string::npos);
   CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"bounced","streak":1})", R"({"type":"retry","code":"bounced"})") ==
-        R"({"status":"cancelled","dueAt":null,"attempts":2,"crashes":0,"streakCode":"bounced","streak":2,"errorCode":"bounced","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"retry","events":[{"type":"streak_warning","code":"bounced","streak":2},{"type":"cancelled","code":"bounced","reason":"streak_exhausted"}]})");
+        R"({"status":"cancelled","dueAt":null,"attempts":2,"crashes":0,"streakCode":"bounced","streak":2,"errorCode":"bounced","errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"retry","attempt":2,"events":[{"type":"streak_warning","code":"bounced","streak":2},{"type":"cancelled","code":"bounced","reason":"streak_exhausted"}]})");
   CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"flaky","streak":1})", R"({"type":"retry","code":"flaky","after":10})") ==
-        R"({"status":"retrying","dueAt":1700000000010,"attempts":2,"crashes":0,"streakCode":"flaky","streak":2,"errorCode":"flaky","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":"retry","events":[{"type":"streak_warning","code":"flaky","streak":2}]})");
+        R"({"status":"retrying","dueAt":1700000000010,"attempts":2,"crashes":0,"streakCode":"flaky","streak":2,"errorCode":"flaky","errorMessage":null,"finished":false,"charged":true,"attemptOutcome":"retry","attempt":2,"events":[{"type":"streak_warning","code":"flaky","streak":2}]})");
   // The warning fires once, when the streak equals warnAtStreak, not after.
   CHECK(settle(pol, R"({"status":"running","attempts":1,"streakCode":"flaky","streak":2})", R"({"type":"retry","code":"flaky","after":10})")
             .find(R"("events":[])") != std::string::npos);
@@ -171,27 +171,27 @@ TEST_CASE("settle: crash and crash_loop are not charged") {
   const std::string pol = default_policy();
   CHECK(settle(pol, R"({"status":"running","attempts":4,"crashes":0,"streakCode":"x","streak":2})", R"({"type":"crash","message":"isolate died"})") ==
         R"({"status":"retrying","dueAt":)" + due(backoff_delay(1, 30000, 3600000, 42)) +
-            R"(,"attempts":4,"crashes":1,"streakCode":"x","streak":2,"errorCode":"crash","errorMessage":"isolate died","finished":false,"charged":false,"attemptOutcome":"crash","events":[]})");
+            R"(,"attempts":4,"crashes":1,"streakCode":"x","streak":2,"errorCode":"crash","errorMessage":"isolate died","finished":false,"charged":false,"attemptOutcome":"crash","attempt":5,"events":[]})");
   CHECK(settle(pol, R"({"status":"running","attempts":4,"crashes":1})", R"({"type":"crash"})")
             .find(R"("dueAt":)" + due(backoff_delay(2, 30000, 3600000, 42)) + R"(,"attempts":4,"crashes":2,)") != std::string::npos);
   CHECK(settle(pol, R"({"status":"running","attempts":4,"crashes":2})", R"({"type":"crash"})") ==
-        R"({"status":"dead","dueAt":null,"attempts":4,"crashes":3,"streakCode":null,"streak":0,"errorCode":"crash_loop","errorMessage":null,"finished":true,"charged":false,"attemptOutcome":"crash","events":[{"type":"crash_loop","crashes":3},{"type":"dead_letter","code":"crash_loop","reason":"crash_loop"}]})");
+        R"({"status":"dead","dueAt":null,"attempts":4,"crashes":3,"streakCode":null,"streak":0,"errorCode":"crash_loop","errorMessage":null,"finished":true,"charged":false,"attemptOutcome":"crash","attempt":5,"events":[{"type":"crash_loop","crashes":3},{"type":"dead_letter","code":"crash_loop","reason":"crash_loop"}]})");
 }
 
 TEST_CASE("settle: claim_late charges nothing and keeps the error fields") {
   const std::string pol = default_policy();
   CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"claim_late"})") ==
-        R"({"status":"pending","dueAt":1700000005000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"claim_late","events":[]})");
+        R"({"status":"pending","dueAt":1700000005000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"claim_late","attempt":1,"events":[]})");
   CHECK(settle(pol, R"({"status":"running","attempts":2,"crashes":1,"streakCode":"x","streak":2,"errorCode":"x","errorMessage":"earlier"})", R"({"type":"claim_late"})") ==
-        R"({"status":"retrying","dueAt":1700000005000,"attempts":2,"crashes":1,"streakCode":"x","streak":2,"errorCode":"x","errorMessage":"earlier","finished":false,"charged":false,"attemptOutcome":"claim_late","events":[]})");
+        R"({"status":"retrying","dueAt":1700000005000,"attempts":2,"crashes":1,"streakCode":"x","streak":2,"errorCode":"x","errorMessage":"earlier","finished":false,"charged":false,"attemptOutcome":"claim_late","attempt":3,"events":[]})");
 }
 
 TEST_CASE("settle: released (claimed ahead, never started) charges nothing and is due at once") {
   const std::string pol = default_policy();
   CHECK(settle(pol, R"({"status":"running","attempts":0})", R"({"type":"released"})") ==
-        R"({"status":"pending","dueAt":1700000000000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"released","events":[]})");
+        R"({"status":"pending","dueAt":1700000000000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"released","attempt":1,"events":[]})");
   CHECK(settle(pol, R"({"status":"running","attempts":3,"crashes":0,"streakCode":"x","streak":1,"errorCode":"x","errorMessage":"m"})", R"({"type":"released"})") ==
-        R"({"status":"retrying","dueAt":1700000000000,"attempts":3,"crashes":0,"streakCode":"x","streak":1,"errorCode":"x","errorMessage":"m","finished":false,"charged":false,"attemptOutcome":"released","events":[]})");
+        R"({"status":"retrying","dueAt":1700000000000,"attempts":3,"crashes":0,"streakCode":"x","streak":1,"errorCode":"x","errorMessage":"m","finished":false,"charged":false,"attemptOutcome":"released","attempt":4,"events":[]})");
 }
 
 TEST_CASE("settle: messages are cut to 2000 bytes on a UTF-8 boundary") {
@@ -246,7 +246,7 @@ TEST_CASE("settle: batch form settles each item and reports errors per item") {
   auto r = call(pb_settle, R"({"batch":[)" + good + "," + bad + ",7]}");
   CHECK(r.rc == 0);
   CHECK(r.out ==
-        R"({"results":[{"status":"succeeded","dueAt":null,"attempts":1,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"ok","events":[]},)"
+        R"({"results":[{"status":"succeeded","dueAt":null,"attempts":1,"crashes":0,"streakCode":null,"streak":0,"errorCode":null,"errorMessage":null,"finished":true,"charged":true,"attemptOutcome":"ok","attempt":1,"events":[]},)"
         R"({"error":{"code":"invalid_input","message":"settle: batch[1]: job is not running"}},)"
         R"({"error":{"code":"invalid_input","message":"settle: batch[2]: must be an object"}}]})");
   CHECK(call(pb_settle, R"({"batch":[]})").out == R"({"results":[]})");
@@ -284,4 +284,36 @@ TEST_CASE("settle: a batch's shared policies, named by index, decide as the same
   // Without shared policies a number is not a policy.
   CHECK(call(pb_settle, R"({"batch":[)" + item("0", retry) + "]}").out ==
         R"({"results":[{"error":{"code":"invalid_input","message":"settle: field 'batch[0].policy' must be an object"}}]})");
+}
+
+TEST_CASE("settle: a handler that returned no outcome, or threw unclassified, retries under a fixed code") {
+  const std::string none = settle(default_policy(), kJob, R"({"type":"none"})");
+  CHECK(none.find(R"("status":"retrying")") != std::string::npos);
+  CHECK(none.find(R"x("errorCode":"invalid_outcome","errorMessage":"handler returned no outcome: return ok(), retry(), fail() or cancel()")x") !=
+        std::string::npos);
+  CHECK(none.find(R"("attemptOutcome":"retry")") != std::string::npos);
+  CHECK(none.find(R"("charged":true)") != std::string::npos);
+  const std::string thrown = settle(default_policy(), kJob, R"({"type":"thrown","message":"boom"})");
+  CHECK(thrown.find(R"("errorCode":"unexpected","errorMessage":"boom")") != std::string::npos);
+  CHECK(thrown.find(R"("attemptOutcome":"retry")") != std::string::npos);
+  // A classify that returned something that is no outcome: the error's message is kept.
+  CHECK(settle(default_policy(), kJob, R"({"type":"none","message":"boom"})").find(R"("errorCode":"invalid_outcome","errorMessage":"boom")") !=
+        std::string::npos);
+  // The same as an explicit retry with those codes.
+  CHECK(thrown == settle(default_policy(), kJob, R"({"type":"retry","code":"unexpected","message":"boom"})"));
+}
+
+TEST_CASE("settle: the attempt number shown is charged attempts plus one; a crash keeps its number") {
+  const std::string pol = default_policy();
+  auto attempt_of = [&](const char* job, const char* outcome) {
+    const std::string out = settle(pol, job, outcome);
+    const size_t at = out.find(R"("attempt":)");
+    return out.substr(at + 10, out.find(',', at) - at - 10);
+  };
+  CHECK(attempt_of(R"({"status":"running","attempts":0})", R"({"type":"ok"})") == "1");
+  CHECK(attempt_of(R"({"status":"running","attempts":2})", R"({"type":"retry"})") == "3");
+  // Two crashes in a row: neither is charged, both show attempt 3 (the one that crashed).
+  CHECK(attempt_of(R"({"status":"running","attempts":2,"crashes":0})", R"({"type":"crash"})") == "3");
+  CHECK(attempt_of(R"({"status":"running","attempts":2,"crashes":1})", R"({"type":"crash"})") == "3");
+  CHECK(attempt_of(R"({"status":"running","attempts":2})", R"({"type":"claim_late"})") == "3");
 }

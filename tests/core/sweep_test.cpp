@@ -16,11 +16,12 @@ TEST_CASE("sweep plan: recover, reserved, drain, handoff, retention") {
   auto r = call(pb_sweep, in);
   CHECK(r.rc == 0);
   CHECK(r.out ==
-        R"({"deadlineAt":1700000840000,"steps":[)"
-        R"({"type":"recover","deadlineAt":1700000120000,"limit":500},)"
+        R"({"deadlineAt":1700000840000,"schedulesUntil":1700000720000,"steps":[)"
+        R"({"type":"recover","deadlineAt":1700000130000,"limit":500},)"
         R"({"type":"reserved","name":"mail","kinds":["email.welcome"],"maxJobs":50,"deadlineAt":1700000055000},)"
         R"({"type":"drain","kinds":["audit.log","email.welcome"],"deadlineAt":1700000840000},)"
-        R"({"type":"handoff","nudgedBefore":1699999110000,"lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
+        R"({"type":"handoff","nudgedBefore":1699999110000,"limit":100,"lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
+        R"({"type":"unregistered","dueBefore":1699999710000},)"
         R"({"type":"retention","succeededBefore":1699395210000,"deadBefore":1692224010000,"limit":1000}]})");
 }
 
@@ -30,13 +31,13 @@ TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
       R"({"op":"plan","now":500,"startedAt":0,"invocationBudgetMs":1000,"recoveryBudgetMs":5000,)"
       R"("reserved":[{"name":"r","kinds":["k"],"maxJobs":1,"deadlineMs":9000}],"policies":[{"kind":"k","timeoutMs":1000}]})";
   CHECK(call(pb_sweep, in).out ==
-        R"({"deadlineAt":1000,"steps":[{"type":"recover","deadlineAt":1000,"limit":500},)"
+        R"({"deadlineAt":1000,"schedulesUntil":0,"steps":[{"type":"recover","deadlineAt":1000,"limit":500},)"
         R"({"type":"reserved","name":"r","kinds":["k"],"maxJobs":1,"deadlineAt":1000},)"
-        R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","nudgedBefore":0,"lanes":[]},)"
-        R"({"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+        R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},)"
+        R"({"type":"unregistered","dueBefore":0},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
   CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":[]})").out ==
-        R"({"deadlineAt":840000,"steps":[{"type":"recover","deadlineAt":120000,"limit":500},{"type":"drain","kinds":[],"deadlineAt":840000},)"
-        R"({"type":"handoff","nudgedBefore":0,"lanes":[]},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+        R"({"deadlineAt":840000,"schedulesUntil":720000,"steps":[{"type":"recover","deadlineAt":120000,"limit":500},{"type":"drain","kinds":[],"deadlineAt":840000},)"
+        R"({"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},{"type":"unregistered","dueBefore":0},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
 }
 
 TEST_CASE("sweep plan: the hand-off cooldown") {
@@ -58,4 +59,29 @@ TEST_CASE("sweep plan: invalid inputs") {
   CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":{}})").out ==
         R"({"error":{"code":"invalid_input","message":"sweep: field 'policies' must be an array"}})");
   CHECK(call(pb_sweep, R"({"op":"run"})").out == R"({"error":{"code":"unknown_op","message":"sweep: unknown op 'run'"}})");
+}
+
+TEST_CASE("sweep plan: recovery's budget is held back from schedules and starts with the sweep") {
+  // Schedules run before the sweep and stop at deadline - recoveryBudget; recovery, planned when
+  // the sweep starts (now), still gets its whole budget, capped by the invocation.
+  const std::string base = R"({"op":"plan","startedAt":0,"invocationBudgetMs":600000,"recoveryBudgetMs":120000,"policies":[])";
+  const std::string early = call(pb_sweep, base + R"(,"now":0})").out;
+  CHECK(early.find(R"("schedulesUntil":480000,)") != std::string::npos);
+  CHECK(early.find(R"({"type":"recover","deadlineAt":120000,"limit":500})") != std::string::npos);
+  const std::string late = call(pb_sweep, base + R"(,"now":480000})").out;
+  CHECK(late.find(R"({"type":"recover","deadlineAt":600000,"limit":500})") != std::string::npos);
+  const std::string later = call(pb_sweep, base + R"(,"now":550000})").out;
+  CHECK(later.find(R"({"type":"recover","deadlineAt":600000,"limit":500})") != std::string::npos);
+  // A recovery budget larger than the invocation leaves the schedules no time past their start.
+  CHECK(call(pb_sweep, R"({"op":"plan","now":10,"startedAt":10,"invocationBudgetMs":1000,"recoveryBudgetMs":5000,"policies":[]})")
+            .out.find(R"("schedulesUntil":10,)") != std::string::npos);
+}
+
+TEST_CASE("sweep plan: hand-off limit and the unregistered-kind report") {
+  // 100 hand-offs per lane per sweep; unregistered kinds are reported once due for 5 minutes.
+  const std::string out = call(pb_sweep, R"({"op":"plan","now":1000000,"startedAt":1000000,"policies":[]})").out;
+  CHECK(out.find(R"("limit":100,"lanes":[])") != std::string::npos);
+  CHECK(out.find(R"({"type":"unregistered","dueBefore":700000})") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"plan","now":299999,"startedAt":0,"policies":[]})").out.find(R"({"type":"unregistered","dueBefore":0})") !=
+        std::string::npos);
 }

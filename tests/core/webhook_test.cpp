@@ -222,8 +222,8 @@ TEST_CASE("settle defer: nothing charged, counters kept, due after `after`, the 
   };
   CHECK(settle(R"({"status":"running","attempts":0})", R"({"type":"defer","code":"endpoint_paused","after":60000})") ==
         R"({"status":"pending","dueAt":61000,"attempts":0,"crashes":0,"streakCode":null,"streak":0,"errorCode":"endpoint_paused",)"
-        R"("errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"defer","events":[]})");
+        R"("errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"defer","attempt":1,"events":[]})");
   CHECK(settle(R"({"status":"running","attempts":3,"crashes":1,"streakCode":"http_500","streak":3})", R"({"type":"defer"})") ==
         R"({"status":"retrying","dueAt":1000,"attempts":3,"crashes":1,"streakCode":"http_500","streak":3,"errorCode":"deferred",)"
-        R"("errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"defer","events":[]})");
+        R"("errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"defer","attempt":4,"events":[]})");
 }

@@ -240,6 +240,12 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   s('ok first attempt', settle({ type: 'ok', message: 'done' }), fields({ status: 'succeeded', attempts: 1, finished: true }));
   s('cancel with reason', settle({ type: 'cancel', reason: 'user_deleted' }, { attempts: 1 }),
     fields({ status: 'cancelled', attempts: 2, errorCode: 'user_deleted', finished: true, charged: true, attemptOutcome: 'cancel' }));
+  s('no outcome', settle({ type: 'none' }, { attempts: 1 }),
+    fields({ status: 'retrying', attempts: 2, errorCode: 'invalid_outcome', errorMessage: 'handler returned no outcome: return ok(), retry(), fail() or cancel()', charged: true, attemptOutcome: 'retry' }));
+  s('attempt number of a charged outcome', settle({ type: 'retry' }, { attempts: 4 }), fields({ attempts: 5, attempt: 5 }));
+  s('attempt number of a crash', settle({ type: 'crash' }, { attempts: 4, crashes: 1 }), fields({ attempts: 4, attempt: 5 }));
+  s('thrown unclassified', settle({ type: 'thrown', message: 'boom' }), fields({ status: 'retrying', attempts: 1, errorCode: 'unexpected', errorMessage: 'boom', attemptOutcome: 'retry' }));
+  s('thrown ignores a code', settle({ type: 'thrown', code: 'x', message: 'boom' }), fields({ errorCode: 'unexpected' }));
   s('cancel default reason', settle({ type: 'cancel' }), fields({ status: 'cancelled', errorCode: 'cancelled', finished: true }));
   s('cancel with message', settle({ type: 'cancel', reason: 'gdpr', message: 'erased' }), fields({ status: 'cancelled', errorMessage: 'erased' }));
   s('fail', settle({ type: 'fail', code: 'bad_address', message: 'no such mailbox' }, { attempts: 4 }),
@@ -471,9 +477,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     let text = `{"start":false,"reason":"${leaseOk ? 'released' : 'claim_late'}"}`;
     if (leaseOk && a.now + a.timeoutMs <= a.deadlineAt) {
       const covered = a.leaseExpiresAt >= a.now + a.timeoutMs + reserveOf(span);
-      text = every === null
-        ? `{"start":true,"deadline":${a.now + a.timeoutMs}}`
-        : `{"start":true,"deadline":${a.now + a.timeoutMs},"stopAt":${stopAt},"heartbeatAt":${covered ? null : a.now + every}}`;
+      // timerMs: the handler's timer; attempt (with attempts): charged attempts + 1.
+      const head = `{"start":true,"deadline":${a.now + a.timeoutMs},"timerMs":${a.timeoutMs}${a.attempts === undefined ? '' : `,"attempt":${a.attempts + 1}`}`;
+      text = every === null ? `${head}}` : `${head},"stopAt":${stopAt},"heartbeatAt":${covered ? null : a.now + every}}`;
     }
     c(name, a, exactText(text));
   };
@@ -500,6 +506,30 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   admitCase('admit heartbeat lease covers the attempt', { leaseExpiresAt: NOW + 40000, timeoutMs: 20000, heartbeatMs: 10000 });
   admitCase('admit heartbeat null', { heartbeatMs: null });
   c('admit heartbeat too frequent', admit({ heartbeatMs: 999 }), isError('invalid_input', 'heartbeatMs'));
+  admitCase('admit first attempt number', { attempts: 0 });
+  admitCase('admit attempt number after charges', { attempts: 6 });
+  admitCase('admit attempt number with heartbeats', { attempts: 2, leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000 });
+  c('admit negative attempts', admit({ attempts: -1 }), isError('invalid_input', 'attempts'));
+  // backlog: after a full claim, a plan with fewer kinds than the drain's first leaves due work behind.
+  const two = [P({ kind: 'a', timeoutMs: 1000 }), P({ kind: 'b', timeoutMs: 60000 })];
+  c('plan backlog after a full claim', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: true }), fields({ kinds: ['a'], backlog: true }));
+  c('plan no backlog after a short claim', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: false }), fields({ backlog: false }));
+  c('plan no backlog while every kind fits', plan({ policies: two, firstKinds: 2, lastClaimFull: true }), fields({ backlog: false }));
+  c('plan backlog when nothing fits', plan({ policies: two, deadlineAt: NOW + 500, firstKinds: 2, lastClaimFull: true }), fields({ kinds: [], backlog: true }));
+  c('plan no backlog verdict without firstKinds', plan({ policies: two, lastClaimFull: true }), (o) => want(o.backlog === undefined, 'no backlog field'));
+  c('plan backlog never for a target', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: true, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a' } }), fields({ backlog: false }));
+  c('plan lastClaimFull not a bool', plan({ lastClaimFull: 1 }), isError('invalid_input', 'lastClaimFull'));
+  // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
+  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":30000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
+  c('outbox maxima', { op: 'outbox', concurrency: 100, lanes: 5, operationTimeoutMs: 2147483647, maxPayloadBytes: 1048576 },
+    exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
+  c('outbox nulls take defaults', { op: 'outbox', concurrency: null, lanes: null, operationTimeoutMs: null, maxPayloadBytes: null }, fields({ concurrency: 1, lanes: 1, operationTimeoutMs: 30000, maxPayloadBytes: 262144 }));
+  c('outbox concurrency 101', { op: 'outbox', concurrency: 101 }, isError('invalid_input', 'concurrency'));
+  c('outbox concurrency 0', { op: 'outbox', concurrency: 0 }, isError('invalid_input', 'concurrency'));
+  c('outbox lanes 6', { op: 'outbox', lanes: 6 }, isError('invalid_input', 'lanes'));
+  c('outbox operationTimeoutMs over int4', { op: 'outbox', operationTimeoutMs: 2147483648 }, isError('invalid_input', 'operationTimeoutMs'));
+  c('outbox maxPayloadBytes over 1 MiB', { op: 'outbox', maxPayloadBytes: 1048577 }, isError('invalid_input', 'maxPayloadBytes'));
+  c('outbox concurrency float', { op: 'outbox', concurrency: 2.5 }, isError('invalid_input', 'concurrency'));
   // heartbeat: refused at or past the lease; else max(lease, min(now + S, deadline) + R(S)).
   const beat = (o) => ({ op: 'heartbeat', now: NOW, deadline: NOW + 600000, leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000, ...o });
   const beatCase = (name, o) => {
@@ -552,6 +582,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('pump settle after 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 20 }), exactText('{"action":"settle","claim":0,"waitMs":null}'));
   c('pump with a short claim slack', pump({ concurrency: 2, slowestRecentMs: 1500, slackMs: 4000 }), exactText('{"action":"claim","claim":6,"waitMs":null}'));
   c('pump bad slowestRecentMs', pump({ slowestRecentMs: -1 }), isError('invalid_input', 'slowestRecentMs'));
+  c('pump budget left after other lanes', pump({ maxJobs: 10, claimed: 7 }), exactText('{"action":"claim","claim":3,"waitMs":null}'));
+  c('pump budget spent', pump({ maxJobs: 10, claimed: 10 }), exactText('{"action":"done","claim":0,"waitMs":null}'));
+  c('pump budget overspent', pump({ maxJobs: 10, claimed: 11 }), exactText('{"action":"done","claim":0,"waitMs":null}'));
+  c('pump remaining below budget', pump({ remaining: 2, maxJobs: 10 }), exactText('{"action":"claim","claim":2,"waitMs":null}'));
+  c('pump negative maxJobs', pump({ maxJobs: -1 }), isError('invalid_input', 'maxJobs'));
   c('pump missing mayClaim', (({ mayClaim, ...r }) => r)(pump({})), isError('invalid_input', 'mayClaim'));
   c('pump concurrency 0', pump({ concurrency: 0 }), isError('invalid_input', 'concurrency'));
   c('pump negative running', pump({ running: -1 }), isError('invalid_input', 'running'));
@@ -591,8 +626,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   const w = (name, input, check) => add('sweep', name, input, check);
   w('plan full', plan({}), (o) => {
     want(o.deadlineAt === NOW + 840000, 'deadlineAt = startedAt + invocationBudgetMs');
-    want(JSON.stringify(o.steps.map((s) => s.type)) === '["recover","reserved","drain","handoff","retention"]', 'steps in order');
-    want(step(o, 'recover').deadlineAt === NOW + 120000, 'recovery ends at startedAt + recoveryBudgetMs');
+    want(JSON.stringify(o.steps.map((s) => s.type)) === '["recover","reserved","drain","handoff","unregistered","retention"]', 'steps in order');
+    want(step(o, 'recover').deadlineAt === NOW + 120000, 'recovery ends at now + recoveryBudgetMs');
+    want(o.schedulesUntil === NOW + 840000 - 120000, 'schedules stop at the deadline less the recovery budget');
+    want(step(o, 'handoff').limit === 100, 'hand-off limit 100');
+    want(step(o, 'unregistered').dueBefore === NOW - 300000, 'unregistered kinds reported after 5 min due');
     want(step(o, 'reserved').deadlineAt === NOW + 45000, 'reserved ends at now + deadlineMs');
     want(!step(o, 'drain').kinds.includes('org.export'), 'drain has no handed-off kind');
     const lanes = step(o, 'handoff').lanes;
@@ -602,7 +640,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   });
   w('plan started earlier', plan({ startedAt: NOW - 100000 }), (o) => {
     want(o.deadlineAt === NOW - 100000 + 840000, 'deadline from startedAt');
-    want(step(o, 'recover').deadlineAt === NOW + 20000, 'recovery from startedAt');
+    want(step(o, 'recover').deadlineAt === NOW + 120000, 'recovery from now, its whole budget');
+    want(o.schedulesUntil === NOW - 100000 + 840000 - 120000, 'schedules held back by the recovery budget');
   });
   w('plan recovery capped by invocation', plan({ invocationBudgetMs: 60000 }), (o) => want(step(o, 'recover').deadlineAt === NOW + 60000, 'recovery capped'));
   w('plan invocation budget over 15 min', plan({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
@@ -642,6 +681,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   w('plan budget float', plan({ recoveryBudgetMs: 1.5 }), isError('invalid_input', 'recoveryBudgetMs'));
   w('plan retention negative', plan({ retention: { succeededMs: -1, deadMs: 1 } }), (o) => want(o.error, 'an error'));
   w('op unknown', { op: 'dust' }, isError('unknown_op'));
+  w('plan recovery budget over the invocation', plan({ recoveryBudgetMs: 900000 }), (o) => want(o.schedulesUntil === NOW, 'no time for schedules past their start'));
+  w('plan recovery late in the invocation', plan({ startedAt: NOW - 800000 }), (o) => want(step(o, 'recover').deadlineAt === NOW + 40000, 'recovery capped by the deadline'));
+  w('plan unregistered at epoch', plan({ now: 1000, startedAt: 1000 }), (o) => want(step(o, 'unregistered').dueBefore === 0, 'cutoff not below 0'));
   w('op missing', {}, isError('invalid_input', 'op'));
 }
 
@@ -1083,6 +1125,38 @@ function bruteDue(expr, at, lastAt) {
 {
   const th = { due: { warn: 100, error: 1000 }, aged: { warn: 1, error: 50 }, stuck: { warn: 1, error: 10 } };
   const b = (name, input, check) => add('backlog', name, input, check);
+  // window: due <= now, aged <= now - agedMs (default 5 min), stuck < now, dead letters over 1 h.
+  const win = (now, agedMs) => ({ dueBefore: now, agedBefore: now - (agedMs ?? 300000), stuckBefore: now, deadLettersSince: now - 3600000, deadLetterWindowMs: 3600000 });
+  b('window default aged', { op: 'window', now: NOW }, exactText(JSON.stringify(win(NOW))));
+  b('window aged 1 h', { op: 'window', now: NOW, agedMs: 3600000 }, exactText(JSON.stringify(win(NOW, 3600000))));
+  b('window aged 0', { op: 'window', now: NOW, agedMs: 0 }, exactText(JSON.stringify(win(NOW, 0))));
+  b('window missing now', { op: 'window' }, isError('invalid_input', 'now'));
+  // health: the grading rules of docs/ABI.md (pb_backlog health).
+  const grade = (f) => {
+    const base = Math.max(f.liveTuples ?? 1, 1);
+    const dead = f.deadTuples !== undefined && f.liveTuples !== undefined && f.deadTuples >= 1000 && f.deadTuples * 5 >= base ? (f.deadTuples >= base ? 'error' : 'warn') : 'ok';
+    const stale = 'lastAutovacuumAgeMs' in f && (f.lastAutovacuumAgeMs === null || f.lastAutovacuumAgeMs > 3600000);
+    const xmin = f.xminHoldMs == null ? 'ok' : f.xminHoldMs >= 3600000 ? 'error' : f.xminHoldMs >= 300000 ? 'warn' : 'ok';
+    const letters = !f.deadLetters ? 'ok' : f.deadLetters >= 100 ? 'error' : 'warn';
+    return JSON.stringify({ deadTuples: dead, autovacuum: dead !== 'ok' && stale ? 'warn' : 'ok', xminHold: xmin, deadLetters: letters });
+  };
+  const h = (name, f) => b(`health ${name}`, { op: 'health', ...f }, exactText(grade(f)));
+  h('nothing known', {});
+  h('healthy table', { deadTuples: 10, liveTuples: 100000, lastAutovacuumAgeMs: 60000, xminHoldMs: 1000, deadLetters: 0 });
+  h('dead tuples at warn', { deadTuples: 1000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 });
+  h('dead tuples under the ratio', { deadTuples: 1000, liveTuples: 5001, lastAutovacuumAgeMs: 60000 });
+  h('dead tuples under the floor', { deadTuples: 999, liveTuples: 1, lastAutovacuumAgeMs: 60000 });
+  h('dead tuples at error', { deadTuples: 5000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 });
+  h('empty table of dead tuples', { deadTuples: 5000, liveTuples: 0, lastAutovacuumAgeMs: 60000 });
+  h('autovacuum lagging', { deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: 3600001 });
+  h('autovacuum never', { deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: null });
+  h('autovacuum never, no dead tuples', { deadTuples: 0, liveTuples: 3000, lastAutovacuumAgeMs: null });
+  h('snapshot at warn', { xminHoldMs: 300000 });
+  h('snapshot at error', { xminHoldMs: 3600000 });
+  h('snapshot unknown', { xminHoldMs: null });
+  h('one dead letter', { deadLetters: 1 });
+  h('dead letters at error', { deadLetters: 100 });
+  b('health negative count', { op: 'health', deadTuples: -1 }, isError('invalid_input', 'deadTuples'));
   b('doc example', { counts: { due: 12, aged: 3, stuck: 0 }, thresholds: th }, exactText('{"severity":"warn","reasons":[{"metric":"aged","severity":"warn","value":3}]}'));
   b('all ok', { counts: { due: 0, aged: 0, stuck: 0 }, thresholds: th }, exactText('{"severity":"ok","reasons":[]}'));
   b('due at warn', { counts: { due: 100, aged: 0, stuck: 0 }, thresholds: th }, fields({ severity: 'warn' }));
@@ -1120,7 +1194,9 @@ function bruteDue(expr, at, lastAt) {
     for (const status of STATUSES) {
       const expected = row.from.includes(status)
         ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, reset: row.reset, nudge: row.nudge,
-            closeAttempt: action === 'cancel' && status === 'running' ? 'cancel' : null })
+            closeAttempt: action === 'cancel' && status === 'running' ? 'cancel' : null,
+            // finished_at is set (and the reason recorded) only when the job ends here.
+            finished: row.to(status) === 'cancelled', recordReason: row.to(status) === 'cancelled' })
         : '{"ok":false,"reason":"invalid_state"}';
       add('operate', `${action} ${status}`, { action, now: NOW, job: { status } }, exactText(expected));
     }

@@ -78,6 +78,13 @@ describe('definitions fail fast with typed errors', () => {
       rejects(() => createOutbox({ jobs: [note], connect, operationTimeoutMs }), 'invalid_config', /operationTimeoutMs must be an integer in 1\.\.2147483647/);
     }
     rejects(() => createOutbox({ jobs: [note], connect, recordNudges: 'yes' as never }), 'invalid_config', /recordNudges must be a boolean/);
+    // The bounds are the core's (pb_claim outbox), named with their range.
+    for (const concurrency of [0, 101, 2.5, Number.NaN]) {
+      rejects(() => createOutbox({ jobs: [note], connect, concurrency }), 'invalid_config', /concurrency must be an integer in 1\.\.100/);
+    }
+    rejects(() => createOutbox({ jobs: [note], connect, lanes: 0 }), 'invalid_config', /lanes must be an integer in 1\.\.5/);
+    rejects(() => createOutbox({ jobs: [note], connect, maxPayloadBytes: 2 * 1024 * 1024 }), 'invalid_config', /maxPayloadBytes must be an integer in 1\.\.1048576/);
+    assert.ok(createOutbox({ jobs: [note], connect, concurrency: 100, lanes: 5, maxPayloadBytes: 1024 * 1024 }));
   });
 });
 
@@ -146,7 +153,16 @@ describe('outbox.transaction accepts the handles Workers users hold', () => {
   test('bad enqueue options are typed errors, not silent changes', async () => {
     await assert.rejects(outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, delayMs: -5 })), (e: unknown) => e instanceof PostboxError && /delayMs/.test(e.message));
     await assert.rejects(outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, dedupeKey: '' })), (e: unknown) => e instanceof PostboxError && /dedupeKey/.test(e.message));
+    // The core's limit on keys: 1024 characters is accepted, 1025 is not (and names it).
+    for (const field of ['dedupeKey', 'tenantKey', 'correlationId'] as const) {
+      await assert.rejects(
+        outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, [field]: 'k'.repeat(1025) })),
+        (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input' && new RegExp(`${field} must be a non-empty string of at most 1024 characters`).test(e.message),
+      );
+    }
     assert.equal(await count(), 0);
+    await outbox().transaction(pool, (_tx, enqueue) => enqueue(note, { payload: { body: 'x' }, dedupeKey: 'k'.repeat(1024), tenantKey: 't'.repeat(1024), correlationId: 'c'.repeat(1024) }));
+    assert.equal(await count(), 1);
   });
 });
 

@@ -92,7 +92,7 @@ test('countBacklog: pending, retrying, due, aged, scheduled, processing and stuc
   await pool.query(`UPDATE outbox.job SET due_at = $2 WHERE id = $1`, [j[3], at(90)]);
   const rows = await countBacklog(pool, { now: at(60).getTime(), agedMs: 30 * 60_000 });
   assert.deepEqual(rows, [
-    { kind: 'insp.b', lane: 'default', pending: 1, retrying: 1, due: 1, aged: 1, scheduled: 1, processing: 1, stuck: 0 },
+    { kind: 'insp.b', lane: 'default', pending: 1, retrying: 1, due: 1, aged: 1, scheduled: 1, processing: 1, stuck: 0, unregistered: 0 },
   ]);
   const later = await countBacklog(pool, { now: at(120).getTime(), agedMs: 60 * 60_000 });
   assert.deepEqual(later.map((r) => [r.due, r.aged, r.scheduled, r.stuck]), [[2, 1, 0, 1]], 'the lease expired at +100 min: stuck');

@@ -123,6 +123,34 @@ describe('which occurrences a tick enqueues', () => {
   });
 });
 
+describe('recovery\'s budget is held back from schedules', () => {
+  test('with no time left past recovery\'s budget, a tick starts no occurrence; the next tick catches it up', async () => {
+    await tickAt(at('2026-11-30T10:00:00.000Z'));
+    assert.deepEqual(await keysOf('schedule:hourly:'), ['schedule:hourly:2026-11-30T10:00:00.000Z']);
+    // '*/7' runs the handler whose recoveryBudgetMs equals its invocationBudgetMs: the core's
+    // schedulesUntil is the tick's start, so 'checked' 10:15 and 'hourly' 11:00 are deferred,
+    // unrecorded, and the sweep still runs.
+    await env.post('/clock', { offsetMs: at('2026-11-30T11:00:00.000Z') - Date.now() });
+    const result = await env.worker.scheduled({ cron: '*/7 * * * *', scheduledTime: at('2026-11-30T11:00:00.000Z') });
+    assert.equal(result.outcome, 'ok');
+    const events = await env.events();
+    const report = events.find((e) => e.type === 'test_report')?.report;
+    assert.deepEqual(report.schedules, []);
+    assert.equal(report.schedulesDeferred, 2);
+    assert.deepEqual(report.failedSteps, []);
+    assert.ok(events.some((e) => e.type === 'schedules_deferred' && e.occurrences === 2 && e.severity === 'warn'), JSON.stringify(events));
+    assert.deepEqual(await keysOf('schedule:hourly:'), ['schedule:hourly:2026-11-30T10:00:00.000Z']);
+    assert.equal(await lastRun('hourly'), at('2026-11-30T10:00:00.000Z'));
+    // The next ordinary tick (recovery's default 2 min of a 14 min budget) catches both up.
+    const next = await tickAt(at('2026-11-30T11:05:00.000Z'));
+    assert.deepEqual(next.runs.map((r) => [r.key, r.status]).sort(), [
+      ['schedule:checked:2026-11-30T10:15:00.000Z', 'enqueued'],
+      ['schedule:hourly:2026-11-30T11:00:00.000Z', 'enqueued'],
+    ]);
+    assert.deepEqual(await keysOf('schedule:hourly:'), ['schedule:hourly:2026-11-30T10:00:00.000Z', 'schedule:hourly:2026-11-30T11:00:00.000Z']);
+  });
+});
+
 describe('failures within a tick', () => {
   test('a lost connection is retried on a fresh session within the tick; the occurrence commits once', async () => {
     await tickAt(at('2026-11-30T10:00:00.000Z'));
@@ -205,6 +233,30 @@ describe('failures within a tick', () => {
     assert.equal(await lastRun('checked'), at('2026-11-30T10:15:00.000Z'));
     await env.post('/mode', {});
     assert.deepEqual((await tickAt(at('2026-11-30T10:20:00.000Z'))).runs, []);
+  });
+});
+
+describe('a refusal inside a `run` schedule', () => {
+  test('lenient: counted as rejected, the other jobs commit; strict: the whole occurrence rolls back as failed', async (t) => {
+    // The mode is the fixture's, not reset between tests: put it back whatever happens.
+    t.after(() => env.post('/mode', {}));
+    const fanout = (runs: Run[]) => runs.filter((r) => r.name === 'fanout').map((r) => [r.status, r.ok, r.created, r.rejected]);
+    await env.post('/mode', { fanout: 'invalid' });
+    const lenient = await tickAt(at('2026-12-01T02:30:00.000Z'), '30 2 * * *');
+    assert.deepEqual(fanout(lenient.runs), [['rejected', true, 4, 1]]);
+    assert.deepEqual((await env.sql(`SELECT dedupe_key FROM outbox.job WHERE kind = 'test.shard' ORDER BY dedupe_key`)).map((r) => r.dedupe_key),
+      [0, 1, 3, 4].map((i) => `fanout:2026-12-01:${i}`));
+
+    await env.post('/mode', { fanout: 'invalid', strict: true });
+    const strict = await tickAt(at('2026-12-02T02:30:00.000Z'), '30 2 * * *');
+    assert.deepEqual(fanout(strict.runs), [['failed', false, 0, 0]]);
+    const failed = strict.events.filter((e) => e.type === 'schedule_failed' && e.schedule === 'fanout');
+    assert.equal(failed.length, 1);
+    assert.equal(failed[0].key, 'schedule:fanout:2026-12-02T02:30:00.000Z');
+    assert.equal(failed[0].severity, 'error');
+    assert.deepEqual(await env.sql(`SELECT 1 FROM outbox.job WHERE dedupe_key LIKE 'fanout:2026-12-02:%'`), []);
+    // Its own failure, not the connection's: passed over, on record.
+    assert.equal(await lastRun('fanout'), at('2026-12-02T02:30:00.000Z'));
   });
 });
 

@@ -33,16 +33,12 @@ Metric* find_metric(Metric* metrics, std::string_view name) {
   return nullptr;
 }
 
-}  // namespace
-
-Status run_backlog(od::document& doc, JsonWriter& out) {
-  const Where where{"backlog", "", ErrorCode::invalid_input};
-  Result<od::object> root = input::root_object(doc, where);
-  if (!root) return root.take_error();
+// Grades the counts (the family's first form, without "op").
+Status backlog_grade(od::object& root, const Where& where, JsonWriter& out) {
   // Defaults: any due backlog in the hundreds, any job past its age limit, any stuck lease.
   Metric metrics[3] = {{"due", 0, 100, 1000, false}, {"aged", 0, 1, 50, false}, {"stuck", 0, 1, 10, false}};
   bool has_counts = false;
-  Status status = input::for_each_field(root.value(), where, [&](std::string_view key, od::value& field) -> Status {
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "counts") {
       has_counts = true;
       Result<od::object> counts = input::read_object(field, where, key);
@@ -109,6 +105,17 @@ Status run_backlog(od::document& doc, JsonWriter& out) {
   out.end_array();
   out.end_object();
   return ok_status();
+}
+
+}  // namespace
+
+// health.cpp
+Status backlog_window(od::object& root, const Where& where, JsonWriter& out);
+Status backlog_health(od::object& root, const Where& where, JsonWriter& out);
+
+Status run_backlog(od::document& doc, JsonWriter& out) {
+  static constexpr Operation kOps[] = {{"grade", backlog_grade}, {"window", backlog_window}, {"health", backlog_health}};
+  return dispatch_op(doc, out, "backlog", kOps, "grade");
 }
 
 }  // namespace postbox

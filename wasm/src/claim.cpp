@@ -34,6 +34,9 @@ struct ClaimPlanInput {
   std::vector<Policy> policies;
   std::optional<int64_t> version_cutoff;
   std::optional<Target> target;
+  // The drain's facts for the backlog decision: kinds of its first plan, last claim full.
+  std::optional<int64_t> first_kinds;
+  bool last_claim_full = false;
 };
 
 Status read_target(od::value& v, const Where& where, std::optional<Target>& target) {
@@ -113,6 +116,14 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
       return read_version(field, where, in.version_cutoff);
     } else if (key == "target") {
       return read_target(field, where, in.target);
+    } else if (key == "firstKinds") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 0, kMaxConcurrency);
+      if (!n) return n.take_error();
+      in.first_kinds = n.value();
+    } else if (key == "lastClaimFull") {
+      Result<bool> b = input::read_bool(field, where, key);
+      if (!b) return b.take_error();
+      in.last_claim_full = b.value();
     }
     return ok_status();
   });
@@ -150,6 +161,11 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
   std::optional<int64_t> slack;
   for (const Policy* p : fit) slack = std::min(slack.value_or(INT64_MAX), claim_slack_ms(p->span_ms()));
   out.field("slackMs", slack);
+  // A drain that filled its last claim and now sees kinds dropped (their attempts no longer fit
+  // before the deadline) leaves due work behind: its lane's queue must be told (a drain message).
+  if (in.first_kinds) {
+    out.field_bool("backlog", in.last_claim_full && !in.target && static_cast<int64_t>(fit.size()) < *in.first_kinds);
+  }
   out.end_object();
   return ok_status();
 }
@@ -162,6 +178,7 @@ struct LeaseInput {
   int64_t lease_expires_at = 0;
   int64_t timeout_ms = 0;
   std::optional<int64_t> heartbeat_ms;
+  std::optional<int64_t> attempts;  // admit: charged attempts before this one
 };
 
 Status read_lease(od::object& root, const Where& where, std::string_view deadline_key, LeaseInput& in) {
@@ -173,6 +190,12 @@ Status read_lease(od::object& root, const Where& where, std::string_view deadlin
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, kMinHeartbeatMs, kMaxTimeoutMs);
       if (!n) return n.take_error();
       in.heartbeat_ms = n.value();
+      return ok_status();
+    }
+    if (key == "attempts") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      in.attempts = n.value();
       return ok_status();
     }
     for (int i = 0; i < 4; ++i) {
@@ -210,6 +233,11 @@ Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
   } else {
     out.field_bool("start", true);
     out.field("deadline", in.now + in.timeout_ms);
+    // The handler's timer runs this long in real time, whatever the outbox's clock says.
+    out.field("timerMs", in.timeout_ms);
+    // The number handlers and events show: charged attempts plus this one. A crash is not
+    // charged, so the attempt after a crash shows the crashed one's number again.
+    if (in.attempts) out.field("attempt", *in.attempts + 1);
     if (in.heartbeat_ms) {
       // The attempt stops at stopAt unless a beat extends its lease; the first beat is due one
       // interval in, unless the lease already covers the whole attempt.
@@ -279,9 +307,13 @@ Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
 
 }  // namespace
 
+// outbox_config.cpp
+Status claim_outbox(od::object& root, const Where& where, JsonWriter& out);
+
 Status run_claim(od::document& doc, JsonWriter& out) {
   static constexpr Operation kOps[] = {
-      {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}, {"heartbeat", claim_heartbeat}};
+      {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}, {"heartbeat", claim_heartbeat},
+      {"outbox", claim_outbox}};
   return dispatch_op(doc, out, "claim", kOps);
 }
 

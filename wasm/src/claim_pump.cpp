@@ -88,6 +88,10 @@ std::string_view pump_action_name(PumpAction action) {
 Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
   PumpInput in;
   bool has_concurrency = false, has_may_claim = false;
+  // A job budget (a reserved sweep's maxJobs) and what the sweep step has claimed so far, on
+  // every lane it drained: the budget is the step's, not each lane's.
+  std::optional<int64_t> max_jobs;
+  int64_t claimed = 0;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "concurrency") {
       Result<int64_t> n = input::read_int(field, where, key, 1, kMaxPumpConcurrency);
@@ -107,6 +111,11 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
        : key == "slackMs"         ? in.slack_ms
        : key == "statementMs"     ? in.statement_ms
                                   : in.oldest_settle_age_ms) = n.value();
+    } else if (key == "maxJobs" || key == "claimed") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
+      if (!n) return n.take_error();
+      if (key == "maxJobs") max_jobs = n.value();
+      else claimed = n.value().value_or(0);
     } else if (key == "mayClaim") {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();
@@ -119,6 +128,10 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
   if (!has_concurrency) return input::missing(where, "concurrency");
   if (!has_may_claim) return input::missing(where, "mayClaim");
   if (in.max_batch == 0) in.max_batch = kDefaultPumpMaxBatch;
+  if (max_jobs) {
+    const int64_t left = *max_jobs > claimed ? *max_jobs - claimed : 0;
+    in.remaining = in.remaining ? std::min(*in.remaining, left) : left;
+  }
   const PumpStep step = decide_pump(in);
   out.begin_object();
   out.field("action", pump_action_name(step.action));

@@ -100,6 +100,11 @@ Status run_operate(od::document& doc, JsonWriter& out) {
     // history never shows an attempt running on a finished job.
     out.key("closeAttempt");
     if (status == "running" && action->to == "cancelled") out.string("cancel"); else out.null();
+    // A job that ends here is finished now (finished_at); the others are not finished. Only a
+    // cancel records the operator's reason as the job's error code.
+    const std::string_view next = action->to.empty() ? status : action->to;
+    out.field_bool("finished", next == "succeeded" || next == "dead" || next == "cancelled");
+    out.field_bool("recordReason", next == "cancelled");
   }
   out.end_object();
   return ok_status();

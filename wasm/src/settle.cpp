@@ -25,6 +25,10 @@
 //   released         release     no       retrying (or pending when never charged), due now
 //   defer            defer       no       retrying (or pending when never charged) at now + after
 //
+// Two inputs name what the handler did rather than an outcome: `none` (it returned no outcome)
+// is a retry with code invalid_outcome; `thrown` (it threw and no classify claimed the error)
+// is a retry with code unexpected, keeping the error's message.
+//
 // `released` is a job claimed ahead that never got a slot (the drain stopped first): it goes
 // straight back to due, unlike claim_late, whose 5 s keeps a late lane from re-claiming at once.
 // `defer` is a handler declining to try yet (a webhook endpoint whose breaker is open): the
@@ -233,9 +237,18 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   if (!obj) return obj.take_error();
   const Where inner = where.nested("outcome");
   bool has_type = false;
+  // What the handler did when it gave no outcome of its own: returned none, or threw (and no
+  // classify claimed the error). Each becomes a retry under a fixed code.
+  std::string_view unclassified;
   Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
     if (key == "type") {
       Result<std::string_view> s = input::read_string(field, inner, key, 64);
+      if (s && (s.value() == "none" || s.value() == "thrown")) {
+        unclassified = s.value();
+        outcome.type = OutcomeType::retry;
+        has_type = true;
+        return ok_status();
+      }
       if (!s || !outcome_from_name(s.value(), outcome.type)) {
         return field_error(inner, key,
                            "must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, "
@@ -260,6 +273,12 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   });
   if (!status) return status;
   if (!has_type) return input::missing(inner, "type");
+  if (unclassified == "none") {
+    outcome.code = "invalid_outcome";
+    if (!outcome.message) outcome.message = "handler returned no outcome: return ok(), retry(), fail() or cancel()";
+  } else if (!unclassified.empty()) {
+    outcome.code = "unexpected";
+  }
   return ok_status();
 }
 
@@ -352,6 +371,7 @@ Settlement settle(const SettleInput& in) {
   const Row& row = row_for(in.outcome.type);
   Settlement s;
   s.attempt_outcome = row.name;
+  s.attempt = in.job.attempts + 1;
   switch (row.rule) {
     case Rule::succeed:
     case Rule::cancel:
@@ -382,6 +402,7 @@ void write_settlement(JsonWriter& out, const Settlement& s) {
   out.field_bool("finished", s.finished);
   out.field_bool("charged", s.charged);
   out.field("attemptOutcome", s.attempt_outcome);
+  out.field("attempt", s.attempt);
   out.key("events");
   out.begin_array();
   for (const SettleEvent& e : s.events) {

@@ -20,6 +20,11 @@ namespace {
 constexpr uint32_t kMaxReserved = 32;
 constexpr int64_t kRecoverLimit = 500;
 constexpr int64_t kRetentionLimit = 1000;
+// Jobs handed off per lane per sweep: one listing, at most one nudge message per 100 ids.
+constexpr int64_t kHandoffLimit = 100;
+// A pending job of a kind this deploy does not register is reported once it has been due this
+// long: a newer deploy may own the kind and simply not have reached it yet.
+constexpr int64_t kUnregisteredGraceMs = 300000;
 
 struct Reserved {
   std::string_view name;
@@ -167,12 +172,16 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
 
   out.begin_object();
   out.field("deadlineAt", deadline_at);
+  // Recovery's budget is held back from the schedules run before the sweep: they stop starting
+  // occurrences at this instant (the next tick catches the rest up).
+  out.field("schedulesUntil", std::max(in.started_at, deadline_at - in.recovery_budget_ms));
   out.key("steps");
   out.begin_array();
 
+  // Recovery gets its whole budget from the sweep's start (`now`), whatever ran before it.
   out.begin_object();
   out.field("type", "recover");
-  out.field("deadlineAt", std::min(in.started_at + in.recovery_budget_ms, deadline_at));
+  out.field("deadlineAt", std::min(in.now + in.recovery_budget_ms, deadline_at));
   out.field("limit", kRecoverLimit);
   out.end_object();
 
@@ -208,6 +217,7 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   out.field("type", "handoff");
   // Jobs nudged at or after this instant are skipped (`nudge_sent_at`).
   out.field("nudgedBefore", std::max<int64_t>(0, in.now - in.handoff_cooldown_ms));
+  out.field("limit", kHandoffLimit);
   out.key("lanes");
   out.begin_array();
   std::string_view open_lane;
@@ -233,6 +243,11 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
     out.end_object();
   }
   out.end_array();
+  out.end_object();
+
+  out.begin_object();
+  out.field("type", "unregistered");
+  out.field("dueBefore", std::max<int64_t>(0, in.now - kUnregisteredGraceMs));
   out.end_object();
 
   out.begin_object();

@@ -83,7 +83,8 @@ export async function statusCommand(
   const tenant = opts.tenant === undefined ? {} : { tenantKey: opts.tenant === false ? null : nonEmpty(opts.tenant, '--tenant') };
   const backlog = await withClient(databaseUrl, (client) => countBacklog(client, { agedMs: opts.agedMs, ...tenant, ...outboxOf(opts) }));
   // The grading is the core's, per row and for the sums; the command line only adds up.
-  const rows = backlog.map(({ processing, ...r }) => ({ ...r, running: processing, severity: evaluateBacklog(r).severity }));
+  // The command line registers no kinds, so `unregistered` (always 0 here) is left out.
+  const rows = backlog.map(({ processing, unregistered: _none, ...r }) => ({ ...r, running: processing, severity: evaluateBacklog(r).severity }));
   const sum = (key: 'pending' | 'retrying' | 'due' | 'aged' | 'scheduled' | 'running' | 'stuck') => rows.reduce((n, r) => n + r[key], 0);
   const totals = {
     pending: sum('pending'), retrying: sum('retrying'), due: sum('due'), aged: sum('aged'), scheduled: sum('scheduled'), running: sum('running'), stuck: sum('stuck'),

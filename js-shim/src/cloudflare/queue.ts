@@ -1,4 +1,5 @@
 import { isCoreError } from '../core/core.js';
+import { isDeadlineError } from '../deadline.js';
 import { RUN, type Outbox, type OutboxEngine } from '../outbox.js';
 import { addReport, emptyReport, type RunReport } from '../runner.js';
 import { errorMessage } from '../session.js';
@@ -60,7 +61,11 @@ export function createQueueHandler<Env>(outboxFor: OutboxFactory<Env>, options: 
       batch.ackAll();
     } catch (error) {
       // Infrastructure failed (e.g. the database is down): let the queue redeliver; the sweep is the backstop.
-      rt.emit({ type: 'infra_error', where: `queue ${batch.queue}`, error: errorMessage(error) });
+      rt.emit(
+        isDeadlineError(error)
+          ? { type: 'deadline_exceeded', where: `queue ${batch.queue}`, severity: 'error' }
+          : { type: 'infra_error', where: `queue ${batch.queue}`, error: errorMessage(error) },
+      );
       batch.retryAll();
     }
     return report;

@@ -3,7 +3,7 @@ import { RUN, type Outbox } from '../outbox.js';
 import { run } from '../queries/statement.js';
 import type { OutboxRuntime } from '../runtime.js';
 import { errorMessage, type LaneSession } from '../session.js';
-import type { SweepOptions, SweepReport } from '../sweep.js';
+import { planSweep, type SweepOptions, type SweepReport } from '../sweep.js';
 import type { EnqueueResult, LaneDb } from '../types.js';
 import type { OutboxFactory } from './queue.js';
 import type { Schedule } from './schedule.js';
@@ -43,6 +43,8 @@ export interface ScheduleRun {
 /** What one tick did. */
 export interface ScheduledReport extends SweepReport {
   schedules: ScheduleRun[];
+  /** Occurrences due but not started: recovery's budget was held back from schedules. The next tick catches them up. */
+  schedulesDeferred: number;
 }
 
 /** The core's answer for one schedule at one tick (docs/ABI.md, `pb_cron` `due`). */
@@ -78,9 +80,15 @@ export function createScheduledHandler<Env>(outboxFor: OutboxFactory<Env>, optio
     const outbox = outboxFor(env, ctx);
     const engine = outbox[RUN];
     const startedAt = engine.runtime.clock.now();
-    const ran = schedules.length > 0 ? await engine.withSession((session) => runSchedules(outbox, session, schedules, controller.scheduledTime)) : [];
+    // Planned once up front: schedules stop at `schedulesUntil`, so recovery keeps its budget.
+    const { schedulesUntil, deadlineAt } = planSweep(engine.runtime, startedAt, options);
+    const ran =
+      schedules.length > 0
+        ? await engine.withSession((session) => runSchedules(outbox, session, schedules, controller.scheduledTime, schedulesUntil), deadlineAt)
+        : { runs: [], deferred: 0 };
+    // The sweep plans again from now: recovery's budget starts when it does.
     const report = await engine.sweep(startedAt, options);
-    return { ...report, schedules: ran };
+    return { ...report, schedules: ran.runs, schedulesDeferred: ran.deferred };
   };
 }
 
@@ -103,7 +111,8 @@ async function tryOnSession<T>(rt: OutboxRuntime, session: LaneSession, fn: (q: 
       return { ok: true as const, value: await session.exclusive(fn), tries };
     } catch (error) {
       // A connector that could not connect at all had no session to break: report it as broken.
-      const sessionBroken = session.isBroken() || (error instanceof PostboxError && error.code === 'connection_failed');
+      // So is a session given up at the invocation's deadline: the occurrence is left to the next tick.
+      const sessionBroken = session.isBroken() || (error instanceof PostboxError && (error.code === 'connection_failed' || error.code === 'deadline_exceeded'));
       const failure = { part: 'schedule', sessionBroken, sqlState: sqlStateOf(error), tries };
       const next = rt.core.call<{ next: FailureNext }>('settle', { failure }).next;
       // A failure of the occurrence's own left a live session (its transaction rolled back).
@@ -114,11 +123,17 @@ async function tryOnSession<T>(rt: OutboxRuntime, session: LaneSession, fn: (q: 
   }
 }
 
-async function runSchedules(outbox: Outbox<any>, session: LaneSession, schedules: readonly Schedule[], at: number): Promise<ScheduleRun[]> {
+async function runSchedules(
+  outbox: Outbox<any>,
+  session: LaneSession,
+  schedules: readonly Schedule[],
+  at: number,
+  until: number,
+): Promise<{ runs: ScheduleRun[]; deferred: number }> {
   const rt = outbox[RUN].runtime;
   const failAll = (error: unknown) => {
     for (const s of schedules) rt.emit({ type: 'schedule_failed', schedule: s.name, cron: s.cron, error: errorMessage(error), severity: 'error' });
-    return [];
+    return { runs: [], deferred: 0 };
   };
   const read = await tryOnSession(rt, session, (q) => run(q, rt.sql.scheduleLastRuns, [schedules.map((s) => s.name)]));
   // Nothing is enqueued without knowing what was: the next tick catches these occurrences up.
@@ -132,6 +147,7 @@ async function runSchedules(outbox: Outbox<any>, session: LaneSession, schedules
   const record = (name: string, occurrence: number) => (q: LaneDb) => run(q, rt.sql.scheduleRecord, [name, occurrence, rt.clock.now()]);
 
   const ran: ScheduleRun[] = [];
+  let deferred = 0;
   for (let i = 0; i < schedules.length; i++) {
     const schedule = schedules[i]!;
     const plan = due[i]!;
@@ -147,13 +163,19 @@ async function runSchedules(outbox: Outbox<any>, session: LaneSession, schedules
     // The first run ever: record where catch-up starts, so a first occurrence that fails is retried.
     if (plan.baseline !== null) await tryOnSession(rt, session, record(schedule.name, plan.baseline));
     for (const { at: occurrence, key } of plan.occurrences) {
+      // Past the core's cutoff the rest is left unrecorded: the next tick catches it up.
+      if (rt.clock.now() >= until) {
+        deferred++;
+        continue;
+      }
       const entry = await runOccurrence(outbox, session, schedule, occurrence, key, record(schedule.name, occurrence));
       ran.push(entry.run);
       // The database is out of reach: leave the rest to the next tick's catch-up.
       if (entry.next === 'give_up') break;
     }
   }
-  return ran;
+  if (deferred > 0) rt.emit({ type: 'schedules_deferred', occurrences: deferred, severity: 'warn' });
+  return { runs: ran, deferred };
 }
 
 /** One occurrence in one transaction: its enqueues and its record commit together. */

@@ -16,6 +16,7 @@
  * @module
  */
 import type { TransactionalDb } from '../db.js';
+import { getCore } from '../core/core.js';
 import { PostboxError } from '../errors.js';
 import {
   countBacklog,
@@ -41,7 +42,7 @@ import { html, raw, type Html } from './html.js';
 import {
   attemptRates,
   deadLetterGrowth,
-  DEAD_LETTER_WINDOW_MS,
+  gradeHealth,
   gradeDeadLetters,
   gradeTableHealth,
   tableHealth,
@@ -176,10 +177,9 @@ export function createDashboard<Env>(outboxFor: (env: Env) => Outbox<any>, optio
   }
   const bulkMax = options.bulkMax ?? 10_000;
   if (!Number.isInteger(bulkMax) || bulkMax < 1) throw new PostboxError('invalid_config', 'createDashboard: bulkMax must be a positive integer');
-  const agedMs = options.agedMs ?? 300_000;
   const clock = options.clock ?? { now: () => Date.now() };
   const name = options.name === undefined ? undefined : checkOutboxName(options.name, 'createDashboard: name');
-  const settings: Settings = { name, pageSize, statementTimeoutMs, windowMs, buckets, bulkMax, agedMs, thresholds: options.thresholds ?? {} };
+  const settings: Settings = { name, pageSize, statementTimeoutMs, windowMs, buckets, bulkMax, agedMs: options.agedMs, thresholds: options.thresholds ?? {} };
 
   return async (request, env, ctx) => {
     const url = new URL(request.url);
@@ -255,7 +255,8 @@ interface Settings {
   windowMs: number;
   buckets: number;
   bulkMax: number;
-  agedMs: number;
+  /** As given; the core's default applies when unset (pb_backlog window). */
+  agedMs: number | undefined;
   thresholds: BacklogThresholds;
 }
 
@@ -402,22 +403,36 @@ async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const db = await r.db();
   const tenant = r.access.tenantKey === undefined ? {} : { tenantKey: r.access.tenantKey };
   const counts = await countJobs(db, { ...tenant, ...reads(r, s) });
-  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs: s.agedMs, ...reads(r, s) });
+  const core = getCore();
+  // The core's cut-offs: how long "aged" is, and dead letters per window of its length.
+  const cut = core.call<{ agedBefore: number; deadLetterWindowMs: number }>('backlog', { op: 'window', now: r.now, agedMs: s.agedMs ?? null });
+  const agedMs = r.now - cut.agedBefore;
+  const deadLetterWindowMs = cut.deadLetterWindowMs;
+  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs, registeredKinds: r.outbox().kinds, ...reads(r, s) });
   const bucketMs = Math.floor(s.windowMs / s.buckets);
   const since = Math.floor(r.now / bucketMs) * bucketMs - (s.buckets - 1) * bucketMs;
   const schema = r.named().schema;
   const stats = await readOnly(db, reads(r, s), async (q, ident) => ({
     rates: await attemptRates(q, ident, { since, bucketMs, buckets: s.buckets, ...tenant }),
-    dead: await deadLetterGrowth(q, ident, { now: r.now, windowMs: DEAD_LETTER_WINDOW_MS, ...tenant }),
+    dead: await deadLetterGrowth(q, ident, { now: r.now, windowMs: deadLetterWindowMs, ...tenant }),
     // The table's health is the whole table's: shown only to operators of every tenant.
     table: r.access.scope ? null : await tableHealth(q, schema),
   }));
 
   const totals = backlog.reduce((t, b) => ({ due: t.due + b.due, aged: t.aged + b.aged, stuck: t.stuck + b.stuck }), { due: 0, aged: 0, stuck: 0 });
   const graded = evaluateBacklog(totals, s.thresholds);
-  const warnings: HealthWarning[] = graded.reasons.map((reason) => backlogWarning(reason, s.agedMs));
-  warnings.push(...gradeDeadLetters(stats.dead));
-  if (stats.table) warnings.push(...gradeTableHealth(stats.table));
+  const warnings: HealthWarning[] = graded.reasons.map((reason) => backlogWarning(reason, agedMs));
+  const unregistered = backlog.filter((b) => b.unregistered > 0);
+  if (unregistered.length > 0) {
+    warnings.push({
+      severity: 'warn',
+      title: 'Jobs of kinds this deploy does not register',
+      detail: `${unregistered.reduce((n, b) => n + b.unregistered, 0)} waiting job(s) of ${unregistered.map((b) => b.kind).join(', ')}: nothing here will run them (a kind removed or renamed?). Register the kind again, or cancel them.`,
+    });
+  }
+  const grades = gradeHealth(core, stats.table, stats.dead);
+  warnings.push(...gradeDeadLetters(stats.dead, grades.deadLetters, deadLetterWindowMs));
+  if (stats.table) warnings.push(...gradeTableHealth(stats.table, grades));
 
   const totalJobs = STATUSES.reduce((n, st) => n + counts[st], 0);
   const body = html`<h1>Overview</h1>
@@ -429,7 +444,7 @@ ${warnings.length === 0
 <div class="tabs">${STATUSES.map((st) => html`<a href="${r.base}/jobs?status=${st}">${st} <b>${counts[st]}</b></a>`)}<a href="${r.base}/jobs">all <b>${totalJobs}</b></a></div>
 <h2>Backlog by kind and lane</h2>
 ${backlogTable(backlog, graded.severity, totals, s.thresholds)}
-<p class="muted">Due: ready to run now. Aged: due for more than ${duration(s.agedMs)}. Stuck: running with a lease past expiry (the sweep recovers them). Grades by the core's backlog rule.</p>
+<p class="muted">Due: ready to run now. Aged: due for more than ${duration(agedMs)}. Stuck: running with a lease past expiry (the sweep recovers them). Grades by the core's backlog rule.</p>
 <h2>Throughput and failures, last ${duration(s.windowMs)}</h2>
 <div class="charts">${throughputChart(stats.rates, bucketMs)}${failureRateChart(stats.rates, bucketMs)}</div>
 ${stats.table ? tableHealthSection(stats.table) : null}`;
@@ -446,7 +461,7 @@ function backlogTable(rows: readonly BacklogRow[], overall: 'ok' | 'warn' | 'err
   if (rows.length === 0) return html`<p class="muted">No pending, retrying or running jobs. Overall: ${sev(overall)}.</p>`;
   const sum = (k: keyof BacklogRow) => rows.reduce((n, b) => n + (b[k] as number), 0);
   return html`<table><thead><tr><th>kind</th><th>lane</th><th class="n">pending</th><th class="n">due</th><th class="n">running</th><th class="n">retrying</th><th class="n">aged</th><th class="n">stuck</th><th>grade</th></tr></thead><tbody>
-${rows.map((b) => html`<tr><td>${b.kind}</td><td>${b.lane}</td><td class="n">${b.pending}</td><td class="n">${b.due}</td><td class="n">${b.processing}</td><td class="n">${b.retrying}</td><td class="n">${b.aged}</td><td class="n">${b.stuck}</td><td>${sev(evaluateBacklog({ due: b.due, aged: b.aged, stuck: b.stuck }, thresholds).severity)}</td></tr>`)}
+${rows.map((b) => html`<tr><td>${b.kind}${b.unregistered > 0 ? html` <span class="warn">(not registered)</span>` : null}</td><td>${b.lane}</td><td class="n">${b.pending}</td><td class="n">${b.due}</td><td class="n">${b.processing}</td><td class="n">${b.retrying}</td><td class="n">${b.aged}</td><td class="n">${b.stuck}</td><td>${sev(evaluateBacklog({ due: b.due, aged: b.aged, stuck: b.stuck }, thresholds).severity)}</td></tr>`)}
 <tr><th colspan="2">all</th><th class="n">${sum('pending')}</th><th class="n">${totals.due}</th><th class="n">${sum('processing')}</th><th class="n">${sum('retrying')}</th><th class="n">${totals.aged}</th><th class="n">${totals.stuck}</th><th>${sev(overall)}</th></tr>
 </tbody></table>`;
 }

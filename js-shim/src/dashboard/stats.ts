@@ -4,6 +4,7 @@
  * statement timeout), in one transaction per page.
  * @module
  */
+import type { Core } from '../core/core.js';
 import type { Queryable } from '../types.js';
 import { ts } from '../queries/time.js';
 import { tenantFilter } from '../inspect/read.js';
@@ -115,25 +116,29 @@ export async function tableHealth(q: Queryable, schema: string): Promise<TableHe
   };
 }
 
-// Table-health thresholds. The core grades the backlog (`evaluateBacklog`); these grade what
-// only PostgreSQL knows, so they live here rather than grow the core.
+/** The core's grades of the table's health and the dead letters (docs/ABI.md, pb_backlog `health`). */
+export interface HealthGrades {
+  deadTuples: 'ok' | 'warn' | 'error';
+  autovacuum: 'ok' | 'warn';
+  xminHold: 'ok' | 'warn' | 'error';
+  deadLetters: 'ok' | 'warn' | 'error';
+}
 
-/** Below this many dead tuples the table is too small for bloat to matter. */
-export const DEAD_TUPLES_FLOOR = 1_000;
-/** dead / live at which autovacuum is lagging: its default scale factor (0.2) should have fired by now. */
-export const DEAD_RATIO_WARN = 0.2;
-/** More dead than live tuples: the table is mostly bloat and every claim's index scan wades through it. */
-export const DEAD_RATIO_ERROR = 1;
-/** With dead tuples past the floor, an autovacuum older than this (or none) means it is not keeping up. */
-export const AUTOVACUUM_STALE_MS = 60 * 60_000;
-/** A snapshot older than this keeps every job row version updated since: jobs churn in seconds. */
-export const XMIN_HOLD_WARN_MS = 5 * 60_000;
-/** An hour of held-back cleanup: bloat grows with every job in that hour. */
-export const XMIN_HOLD_ERROR_MS = 60 * 60_000;
-/** Dead letters are counted per window of this length (and compared with the window before). */
-export const DEAD_LETTER_WINDOW_MS = 60 * 60_000;
-/** Dead letters in one window at which the growth is an error rather than a warning. */
-export const DEAD_LETTER_ERROR = 100;
+/** Asks the core to grade what PostgreSQL reports (absent facts grade ok). */
+export function gradeHealth(core: Core, table: TableHealth | null, dead: DeadLetterGrowth): HealthGrades {
+  return core.call<HealthGrades>('backlog', {
+    op: 'health',
+    deadLetters: dead.lastWindow,
+    ...(table
+      ? {
+          deadTuples: table.deadTuples,
+          liveTuples: table.liveTuples,
+          lastAutovacuumAgeMs: table.lastAutovacuumAgeMs,
+          xminHoldMs: table.oldestXmin?.transactionAgeMs ?? null,
+        }
+      : {}),
+  });
+}
 
 /** A health warning the dashboard shows. */
 export interface HealthWarning {
@@ -144,29 +149,29 @@ export interface HealthWarning {
 
 const minutes = (ms: number) => (ms >= 3_600_000 ? `${Number((ms / 3_600_000).toFixed(1))} h` : `${Math.round(ms / 60_000)} min`);
 
-/** Warnings for the table's health (none when it is fine). */
-export function gradeTableHealth(h: TableHealth): HealthWarning[] {
+/** Warnings for the table's health (none when it is fine), as the core graded it. */
+export function gradeTableHealth(h: TableHealth, grades: HealthGrades): HealthWarning[] {
   const out: HealthWarning[] = [];
   const ratio = h.deadTuples / Math.max(h.liveTuples, 1);
-  if (h.deadTuples >= DEAD_TUPLES_FLOOR && ratio >= DEAD_RATIO_WARN) {
+  if (grades.deadTuples !== 'ok') {
     out.push({
-      severity: ratio >= DEAD_RATIO_ERROR ? 'error' : 'warn',
+      severity: grades.deadTuples,
       title: `Dead tuples in ${h.table}`,
       detail: `${h.deadTuples} dead against ${h.liveTuples} live tuples (${(ratio * 100).toFixed(0)}%).`,
     });
+  }
+  if (grades.autovacuum !== 'ok') {
     const lastVacuum = h.lastAutovacuumAgeMs;
-    if (lastVacuum === null || lastVacuum > AUTOVACUUM_STALE_MS) {
-      out.push({
-        severity: 'warn',
-        title: 'Autovacuum is lagging',
-        detail: lastVacuum === null ? `${h.table} has not been autovacuumed since statistics were reset.` : `The last autovacuum of ${h.table} was ${minutes(lastVacuum)} ago.`,
-      });
-    }
+    out.push({
+      severity: grades.autovacuum,
+      title: 'Autovacuum is lagging',
+      detail: lastVacuum === null ? `${h.table} has not been autovacuumed since statistics were reset.` : `The last autovacuum of ${h.table} was ${minutes(lastVacuum)} ago.`,
+    });
   }
   const x = h.oldestXmin;
-  if (x && x.transactionAgeMs !== null && x.transactionAgeMs >= XMIN_HOLD_WARN_MS) {
+  if (x && x.transactionAgeMs !== null && grades.xminHold !== 'ok') {
     out.push({
-      severity: x.transactionAgeMs >= XMIN_HOLD_ERROR_MS ? 'error' : 'warn',
+      severity: grades.xminHold,
       title: 'A transaction holds back cleanup',
       detail: `Session ${x.pid}${x.applicationName ? ` (${x.applicationName})` : ''}, ${x.state ?? 'state unknown'}, has held its snapshot for ${minutes(x.transactionAgeMs)} (${x.xidAge} transactions old): no dead row newer than it can be vacuumed.`,
     });
@@ -174,12 +179,12 @@ export function gradeTableHealth(h: TableHealth): HealthWarning[] {
   return out;
 }
 
-/** A warning when jobs dead-lettered in the last window. */
-export function gradeDeadLetters(g: DeadLetterGrowth): HealthWarning[] {
-  if (g.lastWindow === 0) return [];
+/** A warning when jobs dead-lettered in the last window (`windowMs`, the core's), as the core graded it. */
+export function gradeDeadLetters(g: DeadLetterGrowth, grade: HealthGrades['deadLetters'], windowMs: number): HealthWarning[] {
+  if (grade === 'ok') return [];
   return [{
-    severity: g.lastWindow >= DEAD_LETTER_ERROR ? 'error' : 'warn',
+    severity: grade,
     title: 'Dead letters are growing',
-    detail: `${g.lastWindow} job(s) dead-lettered in the last ${minutes(DEAD_LETTER_WINDOW_MS)} (${g.previousWindow} in the window before; ${g.total} dead in all).`,
+    detail: `${g.lastWindow} job(s) dead-lettered in the last ${minutes(windowMs)} (${g.previousWindow} in the window before; ${g.total} dead in all).`,
   }];
 }

@@ -87,35 +87,46 @@ export interface BacklogRow {
   scheduled: number;
   processing: number;
   stuck: number;
+  /**
+   * Pending and retrying jobs of this kind when `registeredKinds` is given and does not list it:
+   * nothing that registers only those kinds will ever run them. 0 otherwise.
+   */
+  unregistered: number;
 }
 
 /**
  * Backlog per kind and lane: pending and retrying jobs, how many are due now or overdue by
  * `agedMs`, and running jobs, of which `stuck` hold a lease past expiry. `tenantKey` narrows it
- * to one tenant (`null`: jobs without one).
+ * to one tenant (`null`: jobs without one). With `registeredKinds` (e.g. `outbox.kinds`), rows
+ * of other kinds count their waiting jobs as `unregistered`.
  */
 export async function countBacklog(
   db: TransactionalDb,
-  opts: { now?: number; agedMs?: number; tenantKey?: string | null } & ReadOptions = {},
+  opts: { now?: number; agedMs?: number; tenantKey?: string | null; registeredKinds?: readonly string[] } & ReadOptions = {},
 ): Promise<BacklogRow[]> {
   const now = opts.now ?? Date.now();
-  const agedMs = opts.agedMs ?? 300_000;
+  // Where each count is cut is the core's (docs/ABI.md, pb_backlog window); the SQL only counts.
+  const cut = getCore().call<{ dueBefore: number; agedBefore: number; stuckBefore: number }>('backlog', { op: 'window', now, agedMs: opts.agedMs ?? null });
   return readOnly(db, opts, async (q, s) => {
-    const params: unknown[] = [now, agedMs];
+    const params: unknown[] = [cut.dueBefore, cut.agedBefore, cut.stuckBefore];
     const { rows } = await q.query(
       `SELECT kind, lane,
               count(*) FILTER (WHERE status = 'pending')::int AS pending,
               count(*) FILTER (WHERE status = 'retrying')::int AS retrying,
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp($1::bigint / 1000.0))::int AS due,
-              count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp(($1::bigint - $2::bigint) / 1000.0))::int AS aged,
+              count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp($2::bigint / 1000.0))::int AS aged,
               count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at > to_timestamp($1::bigint / 1000.0))::int AS scheduled,
               count(*) FILTER (WHERE status = 'running')::int AS processing,
-              count(*) FILTER (WHERE status = 'running' AND lease_expires_at < to_timestamp($1::bigint / 1000.0))::int AS stuck
+              count(*) FILTER (WHERE status = 'running' AND lease_expires_at < to_timestamp($3::bigint / 1000.0))::int AS stuck
          FROM ${s}.job WHERE status IN ('pending', 'retrying', 'running') AND ${tenantFilter(opts.tenantKey, params)}
         GROUP BY kind, lane ORDER BY kind, lane`,
       params,
     );
-    return rows as BacklogRow[];
+    const registered = opts.registeredKinds ? new Set(opts.registeredKinds) : null;
+    return (rows as Omit<BacklogRow, 'unregistered'>[]).map((r) => ({
+      ...r,
+      unregistered: registered && !registered.has(r.kind) ? r.pending + r.retrying : 0,
+    }));
   });
 }
 

@@ -14,7 +14,7 @@ import { jobApplyOperate, jobEraseTenant, jobLockForOperate } from './operate.js
 import { scheduleLastRuns, scheduleRecord } from './schedule.js';
 import { jobSettleBatch } from './settle.js';
 import type { Statement } from './statement.js';
-import { jobDeleteFinished, jobListDueForHandoff, jobRecordNudges } from './sweep.js';
+import { jobCountUnregistered, jobDeleteFinished, jobListDueForHandoff, jobRecordNudges } from './sweep.js';
 import { webhookEndpointEnable, webhookEndpointGet, webhookEndpointList, webhookEndpointSet } from './webhook.js';
 
 /** The statements of one outbox. */
@@ -44,6 +44,7 @@ export interface OutboxSql {
   readonly deleteFinished: string;
   readonly listDueForHandoff: string;
   readonly recordNudges: string;
+  readonly countUnregistered: string;
   readonly webhookEndpointGet: string;
   readonly webhookEndpointSet: string;
   readonly webhookEndpointEnable: string;
@@ -94,6 +95,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     deleteFinished: jobDeleteFinished(s),
     listDueForHandoff: jobListDueForHandoff(s),
     recordNudges: jobRecordNudges(s),
+    countUnregistered: jobCountUnregistered(s),
     webhookEndpointGet: webhookEndpointGet(s),
     webhookEndpointSet: webhookEndpointSet(s),
     webhookEndpointEnable: webhookEndpointEnable(s),

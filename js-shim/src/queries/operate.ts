@@ -12,12 +12,14 @@ SELECT id, kind, lane, status FROM ${s}.job
 
 /**
  * JobApplyOperate: writes operator decisions made by the core. `close` (the core's
- * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement.
+ * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement; `reset`
+ * (the core's) is persisted as a fresh budget: counters zeroed, replayed_at stamped; `finished`
+ * sets finished_at (else it is cleared); `record` makes the reason the job's last error code.
  */
 export const jobApplyOperate = (s: string) => `
 WITH o AS (
-  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[], $7::text[])
-    AS o(id, status, due_ms, reset, reason, close)
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[], $7::text[], $8::bool[], $9::bool[])
+    AS o(id, status, due_ms, reset, reason, close, finished, record)
 ), closed AS (
   UPDATE ${s}.attempt a
      SET finished_at = ${ts('$1')}, outcome = o.close, error_code = o.reason
@@ -32,9 +34,9 @@ UPDATE ${s}.job j
        streak = CASE WHEN o.reset THEN 0 ELSE j.streak END,
        streak_code = CASE WHEN o.reset THEN NULL ELSE j.streak_code END,
        replayed_at = CASE WHEN o.reset THEN ${ts('$1')} ELSE j.replayed_at END,
-       last_error_code = CASE WHEN o.status = 'cancelled' THEN o.reason ELSE j.last_error_code END,
+       last_error_code = CASE WHEN o.record THEN o.reason ELSE j.last_error_code END,
        lease_expires_at = NULL,
-       finished_at = CASE WHEN o.status IN ('succeeded', 'dead', 'cancelled') THEN ${ts('$1')} END,
+       finished_at = CASE WHEN o.finished THEN ${ts('$1')} END,
        updated_at = ${ts('$1')}
   FROM o WHERE j.id = o.id
 RETURNING j.id, j.kind, j.lane, j.status`;

@@ -24,3 +24,12 @@ SELECT id, kind, lane FROM ${s}.job
 /** JobRecordNudges: when jobs were last nudged (one statement per sent batch). */
 export const jobRecordNudges = (s: string) => `
 UPDATE ${s}.job SET nudge_sent_at = ${ts('$1')} WHERE id = ANY($2::uuid[])`;
+
+/**
+ * JobCountUnregistered: pending jobs of kinds this deploy does not register ($2), due before
+ * the core's cutoff ($1), per kind: no claim of this deploy will ever take them.
+ */
+export const jobCountUnregistered = (s: string) => `
+SELECT kind, count(*)::int AS count FROM ${s}.job
+ WHERE status IN ('pending', 'retrying') AND due_at < ${ts('$1')} AND kind <> ALL($2::text[])
+ GROUP BY kind ORDER BY kind`;

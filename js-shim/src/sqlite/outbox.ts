@@ -355,7 +355,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     await settle(db, expired.map((row) => ({ row, outcome: { type: 'crash' } })), report);
   }
 
-  type OperateDecision = { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null } | { ok: false };
+  type OperateDecision = { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean } | { ok: false };
 
   /** One operator action on `ids`: read them, ask the core about each, write its decisions, in one transaction. */
   function operate(db: Db, action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) {
@@ -365,7 +365,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       const rows = await store.lockForOperate(tx, scope && 'tenantKey' in scope ? { ids, tenantKey: scope.tenantKey ?? null } : { ids });
       const found = new Map(rows.map((r) => [r.id, r]));
       const results: OperateResult[] = [];
-      const writes: { id: string; status: JobStatus; dueAt: number | null; reset: boolean; reason: string | null; closeAttempt: string | null }[] = [];
+      const writes: { id: string; status: JobStatus; dueAt: number | null; reset: boolean; reason: string | null; closeAttempt: string | null; finished: boolean; recordReason: boolean }[] = [];
       for (const id of ids) {
         const row = found.get(id);
         if (!row) {
@@ -377,7 +377,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
           results.push({ id, status: 'invalid_state', jobStatus: row.status });
           continue;
         }
-        writes.push({ id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt });
+        writes.push({ id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt, finished: d.finished, recordReason: d.recordReason });
         results.push({ id, status: 'ok', jobStatus: d.status });
       }
       const written = new Set((writes.length === 0 ? [] : await store.applyOperate(tx, { now: at, writes })).map((w) => w.id));

@@ -65,6 +65,8 @@ export interface SqliteSql {
   readonly listDueForHandoff: string;
   /** `?1` now, `?2` ids (JSON array). */
   readonly recordNudges: string;
+  /** `?1` due before, `?2` registered kinds (JSON array). */
+  readonly countUnregistered: string;
   /** `?1` id. */
   readonly listAttempts: string;
   /**
@@ -96,6 +98,7 @@ const settleRows = `SELECT value ->> 'id' AS id, value ->> 'attemptSeq' AS seq, 
 
 const operateRows = `SELECT value ->> 'id' AS id, value ->> 'status' AS status, value ->> 'dueAt' AS due_at,
          value ->> 'reset' AS reset, value ->> 'reason' AS reason, value ->> 'closeAttempt' AS close,
+         value ->> 'finished' AS finished, value ->> 'recordReason' AS record_reason,
          value ->> 'fromStatus' AS from_status, value ->> 'fromSeq' AS from_seq
     FROM json_each(?2)`;
 
@@ -228,9 +231,9 @@ UPDATE ${job}
        streak = CASE WHEN o.reset THEN 0 ELSE ${job}.streak END,
        streak_code = CASE WHEN o.reset THEN NULL ELSE ${job}.streak_code END,
        replayed_at = CASE WHEN o.reset THEN ?1 ELSE ${job}.replayed_at END,
-       last_error_code = CASE WHEN o.status = 'cancelled' THEN o.reason ELSE ${job}.last_error_code END,
+       last_error_code = CASE WHEN o.record_reason THEN o.reason ELSE ${job}.last_error_code END,
        lease_expires_at = NULL,
-       finished_at = CASE WHEN o.status IN ('succeeded', 'dead', 'cancelled') THEN ?1 END,
+       finished_at = CASE WHEN o.finished THEN ?1 END,
        updated_at = ?1
   FROM o
  WHERE ${operateFence(job)}
@@ -248,6 +251,10 @@ SELECT j.id AS id, j.kind AS kind, j.lane AS lane FROM ${job} j
    AND (j.nudge_sent_at IS NULL OR j.nudge_sent_at < ?5)
  ORDER BY j.due_at, j.id LIMIT ?4`,
     recordNudges: `UPDATE ${job} SET nudge_sent_at = ?1 WHERE id IN (SELECT value FROM json_each(?2))`,
+    countUnregistered: `
+SELECT kind, count(*) AS count FROM ${job}
+ WHERE status IN ('pending', 'retrying') AND due_at < ?1 AND kind NOT IN (SELECT value FROM json_each(?2))
+ GROUP BY kind ORDER BY kind`,
     guardHolders: guard(`EXISTS (SELECT 1 FROM json_each(?1) e
        LEFT JOIN ${job} j ON j.dedupe_key = e.value ->> 'key' AND j.tenant_scope = e.value ->> 'scope'
       WHERE j.id IS NOT (e.value ->> 'holder'))`),

@@ -206,7 +206,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     const writes = input.writes.map((w) => {
       const from = seen.get(w.id);
       // A write for a job this handle did not read is not applied (its fence matches nothing).
-      return { ...w, reset: w.reset ? 1 : 0, fromStatus: from?.status ?? null, fromSeq: from?.seq ?? null };
+      return { ...w, reset: w.reset ? 1 : 0, finished: w.finished ? 1 : 0, recordReason: w.recordReason ? 1 : 0, fromStatus: from?.status ?? null, fromSeq: from?.seq ?? null };
     });
     const json = JSON.stringify(writes);
     const results = await this.exec(tx, [
@@ -248,6 +248,11 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     if (query.kinds.length === 0 || query.limit <= 0) return [];
     const rows = await this.#one(db, this.sql.listDueForHandoff, [query.now, query.lane, JSON.stringify(query.kinds), query.limit, query.nudgedBefore]);
     return rows.map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane) }));
+  }
+
+  async countUnregistered(db: Db, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {
+    const rows = await this.#one(db, this.sql.countUnregistered, [query.dueBefore, JSON.stringify(query.kinds)]);
+    return rows.map((r) => ({ kind: String(r.kind), count: Number(r.count) }));
   }
 
   async recordNudges(db: Db, input: { now: number; ids: readonly string[] }): Promise<void> {

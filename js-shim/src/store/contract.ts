@@ -210,13 +210,17 @@ export interface OperateWrite {
   dueAt: number | null;
   /** Replay: attempts, crashes and streak back to zero, `replayed_at` = now. */
   reset: boolean;
-  /** Stored as the last error code when the new status is `cancelled`. */
+  /** The operator's reason: the closed attempt's code, and the job's last error code when `recordReason`. */
   reason: string | null;
   /** Closes the job's open attempt with this outcome (and `reason` as its code), or `null`. */
   closeAttempt: string | null;
+  /** The job ends here: `finished_at` = now (else cleared). The core's. */
+  finished: boolean;
+  /** `reason` becomes the job's last error code. The core's. */
+  recordReason: boolean;
 }
 
-/** A batch of operator decisions. Lease cleared; finished_at = now for a final status, else cleared. */
+/** A batch of operator decisions. Lease cleared; the rest as each write says. */
 export interface ApplyOperateInput {
   now: number;
   writes: readonly OperateWrite[];
@@ -319,6 +323,12 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
 
   /** Due jobs to hand to their lane's queue; see {@link HandoffQuery}. */
   listDueForHandoff(db: Db, query: HandoffQuery): Promise<JobLaneRef[]>;
+
+  /**
+   * Pending and retrying jobs due before `dueBefore` whose kind is not in `kinds` (the kinds the
+   * outbox registers), counted per kind, sorted by kind: no claim of this outbox takes them.
+   */
+  countUnregistered(db: Db, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]>;
 
   /** Records when jobs were last nudged (the hand-off cooldown reads it). */
   recordNudges(db: Db, input: { now: number; ids: readonly string[] }): Promise<void>;

@@ -272,9 +272,9 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       row.status = w.status;
       if (w.dueAt !== null) row.dueAt = w.dueAt;
       if (w.reset) Object.assign(row, { attempts: 0, crashes: 0, streak: 0, streakCode: null, replayedAt: now });
-      if (w.status === 'cancelled') row.lastErrorCode = w.reason;
+      if (w.recordReason) row.lastErrorCode = w.reason;
       row.leaseExpiresAt = null;
-      row.finishedAt = FINAL.has(w.status) ? now : null;
+      row.finishedAt = w.finished ? now : null;
       row.updatedAt = now;
       out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
     }
@@ -307,6 +307,14 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       .sort((a, b) => a.dueAt - b.dueAt)
       .slice(0, query.limit)
       .map((r) => ({ id: r.id, kind: r.kind, lane: r.lane }));
+  }
+
+  async countUnregistered(_db: unknown, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {
+    const counts = new Map<string, number>();
+    for (const r of this.#rows()) {
+      if (waiting(r) && r.dueAt < query.dueBefore && !query.kinds.includes(r.kind)) counts.set(r.kind, (counts.get(r.kind) ?? 0) + 1);
+    }
+    return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([kind, count]) => ({ kind, count }));
   }
 
   async recordNudges(_db: unknown, input: { now: number; ids: readonly string[] }): Promise<void> {

@@ -170,6 +170,7 @@ SELECT id FROM beat`;
     if (w.length === 0) return [];
     const { rows } = await tx.query(this.sql.applyOperate, [
       input.now, w.map((x) => x.id), w.map((x) => x.status), w.map((x) => x.dueAt), w.map((x) => x.reset), w.map((x) => x.reason), w.map((x) => x.closeAttempt),
+      w.map((x) => x.finished), w.map((x) => x.recordReason),
     ]);
     return rows as OperateTarget[];
   }
@@ -184,6 +185,10 @@ SELECT id FROM beat`;
 
   async listDueForHandoff(db: Queryable, query: HandoffQuery): Promise<JobLaneRef[]> {
     return (await db.query(this.sql.listDueForHandoff, [query.now, query.lane, query.kinds, query.limit, query.nudgedBefore])).rows as JobLaneRef[];
+  }
+
+  async countUnregistered(db: Queryable, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {
+    return (await db.query(this.sql.countUnregistered, [query.dueBefore, query.kinds])).rows as { kind: string; count: number }[];
   }
 
   async recordNudges(db: Queryable, input: { now: number; ids: readonly string[] }): Promise<void> {

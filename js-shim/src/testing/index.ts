@@ -92,7 +92,7 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
     let next: number | null = null;
     for (const lane of lanes) {
       const plan = rt.core.call<{ kinds: string[]; versionCutoff: number | null }>('claim', {
-        op: 'plan', now, deadlineAt, lane, concurrency: rt.concurrency, maxBatch: 100, policies: rt.policies,
+        op: 'plan', now, deadlineAt, lane, concurrency: rt.concurrency, policies: rt.policies,
         version: rt.versionTs === null ? null : { timestamp: rt.versionTs }, target: null,
       });
       if (plan.kinds.length === 0) continue;

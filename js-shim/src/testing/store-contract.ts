@@ -183,8 +183,8 @@ class Driver<Db, Tx> {
     return this.store.transaction(this.db, async (tx) => {
       const rows = await this.store.lockForOperate(tx, tenantKey === undefined ? { ids } : { ids, tenantKey });
       const writes = rows.flatMap((r) => {
-        const d = getCore().call<{ ok: boolean; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null }>('operate', { action, now: this.now, job: { status: r.status } });
-        return d.ok ? [{ id: r.id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt }] : [];
+        const d = getCore().call<{ ok: boolean; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }>('operate', { action, now: this.now, job: { status: r.status } });
+        return d.ok ? [{ id: r.id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt, finished: d.finished, recordReason: d.recordReason }] : [];
       });
       const written = await this.store.applyOperate(tx, { now: this.now, writes });
       return { found: rows.map((r) => r.id).sort(), written: written.map((r) => r.id).sort() };
@@ -468,7 +468,7 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       eq((await d.job(later)).dueAt.getTime(), d.now, 'retryNow makes it due now');
       await rejects(
         d.store.transaction(d.db, async (tx) => {
-          await d.store.applyOperate(tx, { now: d.now, writes: [{ id: later, status: 'cancelled', dueAt: null, reset: false, reason: 'x', closeAttempt: null }] });
+          await d.store.applyOperate(tx, { now: d.now, writes: [{ id: later, status: 'cancelled', dueAt: null, reset: false, reason: 'x', closeAttempt: null, finished: true, recordReason: true }] });
           throw new Error('operator changed their mind');
         }),
         (e) => (e as Error).message === 'operator changed their mind',

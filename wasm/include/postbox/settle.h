@@ -67,6 +67,9 @@ struct Settlement {
   bool finished = false;
   bool charged = false;
   std::string_view attempt_outcome;
+  // The number of the attempt this settles, as handlers and events show it: charged attempts
+  // before it plus one (a crash is not charged, so it keeps the crashed attempt's number).
+  int64_t attempt = 0;
   std::vector<SettleEvent> events;
 };
 

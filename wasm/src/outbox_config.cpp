@@ -1,0 +1,61 @@
+// pb_claim op "outbox": the bounds and defaults of an outbox's own options, checked once when
+// it is created. Every number here limits what one invocation may hold or spend:
+//   concurrency          1..100, default 1: handlers one lane runs at once (and claims per statement)
+//   lanes                1..5, default 1: Workers allow 6 connections per invocation; one stays
+//                        free for queue sends and the application
+//   operationTimeoutMs   1..2147483647 (PostgreSQL's statement_timeout is an int of ms), default 30 s
+//   maxPayloadBytes      1..1 MiB (the cap enqueue accepts), default 256 KiB
+//   maxQueueDelayMs      86400000: the longest delay Queues accept on a message (24 h); a job due
+//                        later is not nudged, the sweep finds it
+//   maxKeyChars          1024: the longest dedupeKey, tenantKey or correlationId an enqueue takes
+// A missing or null field takes its default; anything else out of range is an error naming it.
+#include "postbox/families.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+struct Bound {
+  std::string_view name;
+  int64_t min;
+  int64_t max;
+  int64_t fallback;
+};
+
+constexpr Bound kBounds[] = {
+    {"concurrency", 1, 100, 1},
+    {"lanes", 1, 5, 1},
+    {"operationTimeoutMs", 1, 2147483647, 30000},
+    {"maxPayloadBytes", 1, 1048576, 262144},
+};
+constexpr size_t kBoundCount = sizeof(kBounds) / sizeof(kBounds[0]);
+constexpr int64_t kMaxQueueDelayMs = 86400000;
+constexpr int64_t kMaxKeyChars = 1024;
+
+}  // namespace
+
+Status claim_outbox(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t values[kBoundCount];
+  for (size_t i = 0; i < kBoundCount; ++i) values[i] = kBounds[i].fallback;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    for (size_t i = 0; i < kBoundCount; ++i) {
+      if (key != kBounds[i].name) continue;
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, kBounds[i].min, kBounds[i].max);
+      if (!n) return n.take_error();
+      if (n.value()) values[i] = *n.value();
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  out.begin_object();
+  for (size_t i = 0; i < kBoundCount; ++i) out.field(kBounds[i].name, values[i]);
+  out.field("maxQueueDelayMs", kMaxQueueDelayMs);
+  out.field("maxKeyChars", kMaxKeyChars);
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace postbox
