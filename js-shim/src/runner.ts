@@ -7,6 +7,7 @@
 // same session, while the other slots go on.
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
+import type { PumpAnswer } from './core/core.js';
 import type { Admitted } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { LaneSession } from './session.js';
@@ -27,12 +28,8 @@ interface ClaimPlan {
   backlog?: boolean;
 }
 
-interface PumpStep {
-  action: 'claim' | 'settle' | 'wait' | 'done';
-  claim: number;
-  /** On wait: ask again after this long, even if no handler ends. */
-  waitMs: number | null;
-}
+/** The core's next step for the lane; on wait, `waitMs` says when to ask again even if no handler ends. */
+type PumpStep = PumpAnswer;
 
 type Target = { id: string; kind: string };
 
@@ -149,8 +146,7 @@ class LanePump {
 
   /** The core's next step for the lane, from its counts. */
   #pump(mayClaim: boolean): PumpStep {
-    return this.rt.core.call<PumpStep>('claim', {
-      op: 'pump',
+    return this.rt.core.pump({
       concurrency: this.rt.concurrency,
       running: this.#running,
       buffered: this.#buffer.length,
@@ -248,18 +244,18 @@ class LanePump {
   #start(row: ClaimedRow): void {
     // Claims only pick registered kinds, so the job is always there.
     const job = this.rt.registry.get(row.kind)!;
-    const admit = this.rt.core.call<Partial<Admitted> & { start: boolean; reason?: 'claim_late' | 'released' }>('claim', {
-      op: 'admit', now: this.rt.clock.now(), deadlineAt: this.opts.deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
+    const admit = this.rt.core.admit({
+      now: this.rt.clock.now(), deadlineAt: this.opts.deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
       heartbeatMs: job.policy.heartbeatMs ?? null, attempts: row.attempts,
     });
     if (!admit.start) {
-      this.#settleLater({ row, outcome: { type: admit.reason ?? 'claim_late' } });
+      this.#settleLater({ row, outcome: { type: admit.reason } });
       this.#poke();
       return;
     }
     this.#running++;
     const startedAt = performance.now();
-    const { start: _start, reason: _reason, ...admitted } = admit;
+    const { start: _start, ...admitted } = admit;
     void runHandler(this.rt, this.session, job, row, admitted as Admitted).then(async (result) => {
       this.#recentMs.push(performance.now() - startedAt);
       if (this.#recentMs.length > RECENT_RUNS) this.#recentMs.shift();

@@ -11,6 +11,7 @@
 #include "postbox/families.h"
 #include "postbox/json_error.h"
 #include "postbox/json_input.h"
+#include "postbox/numbers.h"
 
 #if defined(__EMSCRIPTEN__)
 #include <emscripten.h>
@@ -168,6 +169,23 @@ PB_EXPORT(pb_free) void pb_free(void* ptr) { std::free(ptr); }
 PB_EXPORT(pb_result_ptr) const char* pb_result_ptr() { return postbox::g_result.data(); }
 
 PB_EXPORT(pb_result_len) int32_t pb_result_len() { return static_cast<int32_t>(postbox::g_result.size()); }
+
+// The numeric entries (numbers.cpp): defined here so the wasm link keeps them.
+PB_EXPORT(pb_numbers_out) double* pb_numbers_out() { return postbox::numbers_out(); }
+
+PB_EXPORT(pb_admit_numbers)
+int32_t pb_admit_numbers(double now, double deadline_at, double lease_expires_at, double timeout_ms, double heartbeat_ms,
+                         double attempts) {
+  return postbox::admit_numbers(now, deadline_at, lease_expires_at, timeout_ms, heartbeat_ms, attempts);
+}
+
+PB_EXPORT(pb_pump_numbers)
+int32_t pb_pump_numbers(double concurrency, double running, double buffered, double settles, double may_claim,
+                        double remaining, double slowest_recent_ms, double oldest_settle_age_ms, double slack_ms,
+                        double statement_ms, double max_batch, double max_jobs, double claimed) {
+  return postbox::pump_numbers(concurrency, running, buffered, settles, may_claim, remaining, slowest_recent_ms,
+                               oldest_settle_age_ms, slack_ms, statement_ms, max_batch, max_jobs, claimed);
+}
 
 PB_EXPORT(pb_policy) int32_t pb_policy(const char* ptr, int32_t len) { return run(postbox::kPolicy, ptr, len); }
 PB_EXPORT(pb_settle) int32_t pb_settle(const char* ptr, int32_t len) { return run(postbox::kSettle, ptr, len); }

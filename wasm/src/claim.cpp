@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "postbox/admit.h"
 #include "postbox/claim_pump.h"
 #include "postbox/small_sort.h"
 
@@ -170,17 +171,6 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
-// The numbers an attempt's lease is judged by: admit and heartbeat read the same fields.
-struct LeaseInput {
-  int64_t now = 0;
-  int64_t deadline_at = 0;       // admit: the invocation's deadline
-  int64_t deadline = 0;          // heartbeat: the attempt's own (admit's `deadline`)
-  int64_t lease_expires_at = 0;
-  int64_t timeout_ms = 0;
-  std::optional<int64_t> heartbeat_ms;
-  std::optional<int64_t> attempts;  // admit: charged attempts before this one
-};
-
 Status read_lease(od::object& root, const Where& where, std::string_view deadline_key, LeaseInput& in) {
   bool seen[4] = {false, false, false, false};
   const std::string_view names[4] = {"now", deadline_key, "leaseExpiresAt", "timeoutMs"};
@@ -214,36 +204,22 @@ Status read_lease(od::object& root, const Where& where, std::string_view deadlin
   return ok_status();
 }
 
-// Start only if the attempt ends before the invocation does, and the lease covers the attempt's
-// first span (the timeout, or the heartbeat window) plus the settle reserve. A claim that took
-// longer than its claim slack to arrive never starts.
 Status claim_admit(od::object& root, const Where& where, JsonWriter& out) {
   LeaseInput in;
   Status status = read_lease(root, where, "deadlineAt", in);
   if (!status) return status;
-  const int64_t span = lease_span_ms(in.timeout_ms, in.heartbeat_ms);
-  const int64_t stop_at = in.lease_expires_at - settle_reserve_ms(span);
-  const bool lease_ok = in.now + span <= stop_at;
+  const AdmitDecision d = decide_admit(in);
   out.begin_object();
-  if (!lease_ok || in.now + in.timeout_ms > in.deadline_at) {
-    out.field_bool("start", false);
-    // Too late for its lease: claim_late (due again shortly). Only the invocation's deadline
-    // is in the way: released (the lane stops before this job's turn; due again at once).
-    out.field("reason", lease_ok ? "released" : "claim_late");
+  out.field_bool("start", d.start);
+  if (!d.start) {
+    out.field("reason", d.reason);
   } else {
-    out.field_bool("start", true);
-    out.field("deadline", in.now + in.timeout_ms);
-    // The handler's timer runs this long in real time, whatever the outbox's clock says.
-    out.field("timerMs", in.timeout_ms);
-    // The number handlers and events show: charged attempts plus this one. A crash is not
-    // charged, so the attempt after a crash shows the crashed one's number again.
-    if (in.attempts) out.field("attempt", *in.attempts + 1);
-    if (in.heartbeat_ms) {
-      // The attempt stops at stopAt unless a beat extends its lease; the first beat is due one
-      // interval in, unless the lease already covers the whole attempt.
-      const bool covered = in.lease_expires_at >= in.now + in.timeout_ms + settle_reserve_ms(span);
-      out.field("stopAt", stop_at);
-      out.field("heartbeatAt", covered ? std::nullopt : std::optional<int64_t>(in.now + *in.heartbeat_ms));
+    out.field("deadline", d.deadline);
+    out.field("timerMs", d.timer_ms);
+    if (d.attempt) out.field("attempt", *d.attempt);
+    if (d.heartbeats) {
+      out.field("stopAt", d.stop_at);
+      out.field("heartbeatAt", d.heartbeat_at);
     }
   }
   out.end_object();
@@ -309,6 +285,38 @@ Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
 
 // outbox_config.cpp
 Status claim_outbox(od::object& root, const Where& where, JsonWriter& out);
+
+// Start only if the attempt ends before the invocation does, and the lease covers the attempt's
+// first span (the timeout, or the heartbeat window) plus the settle reserve. A claim that took
+// longer than its claim slack to arrive never starts.
+AdmitDecision decide_admit(const LeaseInput& in) {
+  const int64_t span = lease_span_ms(in.timeout_ms, in.heartbeat_ms);
+  const int64_t stop_at = in.lease_expires_at - settle_reserve_ms(span);
+  const bool lease_ok = in.now + span <= stop_at;
+  AdmitDecision d;
+  if (!lease_ok || in.now + in.timeout_ms > in.deadline_at) {
+    // Too late for its lease: claim_late (due again shortly). Only the invocation's deadline
+    // is in the way: released (the lane stops before this job's turn; due again at once).
+    d.reason = lease_ok ? "released" : "claim_late";
+    return d;
+  }
+  d.start = true;
+  d.deadline = in.now + in.timeout_ms;
+  // The handler's timer runs this long in real time, whatever the outbox's clock says.
+  d.timer_ms = in.timeout_ms;
+  // The number handlers and events show: charged attempts plus this one. A crash is not
+  // charged, so the attempt after a crash shows the crashed one's number again.
+  if (in.attempts) d.attempt = *in.attempts + 1;
+  if (in.heartbeat_ms) {
+    // The attempt stops at stopAt unless a beat extends its lease; the first beat is due one
+    // interval in, unless the lease already covers the whole attempt.
+    const bool covered = in.lease_expires_at >= in.now + in.timeout_ms + settle_reserve_ms(span);
+    d.heartbeats = true;
+    d.stop_at = stop_at;
+    if (!covered) d.heartbeat_at = in.now + *in.heartbeat_ms;
+  }
+  return d;
+}
 
 Status run_claim(od::document& doc, JsonWriter& out) {
   static constexpr Operation kOps[] = {

@@ -45,7 +45,13 @@ int64_t lookahead_batches(const PumpInput& in) {
   return std::clamp<int64_t>(std::min(want, slack / run_ms), 1, kMaxLookaheadBatches);
 }
 
-PumpStep decide_pump(const PumpInput& in) {
+PumpStep decide_pump(const PumpInput& given) {
+  PumpInput in = given;
+  if (in.max_batch == 0) in.max_batch = kDefaultPumpMaxBatch;
+  if (in.max_jobs) {
+    const int64_t left = *in.max_jobs > in.claimed ? *in.max_jobs - in.claimed : 0;
+    in.remaining = in.remaining ? std::min(*in.remaining, left) : left;
+  }
   const int64_t batches = lookahead_batches(in);
   const int64_t window = in.concurrency * (1 + batches);
   const int64_t room = std::max<int64_t>(0, window - in.running - in.buffered);
@@ -88,10 +94,6 @@ std::string_view pump_action_name(PumpAction action) {
 Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
   PumpInput in;
   bool has_concurrency = false, has_may_claim = false;
-  // A job budget (a reserved sweep's maxJobs) and what the sweep step has claimed so far, on
-  // every lane it drained: the budget is the step's, not each lane's.
-  std::optional<int64_t> max_jobs;
-  int64_t claimed = 0;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "concurrency") {
       Result<int64_t> n = input::read_int(field, where, key, 1, kMaxPumpConcurrency);
@@ -114,8 +116,8 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
     } else if (key == "maxJobs" || key == "claimed") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
       if (!n) return n.take_error();
-      if (key == "maxJobs") max_jobs = n.value();
-      else claimed = n.value().value_or(0);
+      if (key == "maxJobs") in.max_jobs = n.value();
+      else in.claimed = n.value().value_or(0);
     } else if (key == "mayClaim") {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();
@@ -127,11 +129,6 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
   if (!status) return status;
   if (!has_concurrency) return input::missing(where, "concurrency");
   if (!has_may_claim) return input::missing(where, "mayClaim");
-  if (in.max_batch == 0) in.max_batch = kDefaultPumpMaxBatch;
-  if (max_jobs) {
-    const int64_t left = *max_jobs > claimed ? *max_jobs - claimed : 0;
-    in.remaining = in.remaining ? std::min(*in.remaining, left) : left;
-  }
   const PumpStep step = decide_pump(in);
   out.begin_object();
   out.field("action", pump_action_name(step.action));

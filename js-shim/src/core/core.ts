@@ -24,6 +24,13 @@ export interface CoreErrorDoc {
 
 interface CoreExports {
   memory: WebAssembly.Memory;
+  pb_numbers_out?(): number;
+  pb_admit_numbers?(now: number, deadlineAt: number, leaseExpiresAt: number, timeoutMs: number, heartbeatMs: number, attempts: number): number;
+  pb_pump_numbers?(
+    concurrency: number, running: number, buffered: number, settles: number, mayClaim: number, remaining: number,
+    slowestRecentMs: number, oldestSettleAgeMs: number, slackMs: number, statementMs: number, maxBatch: number,
+    maxJobs: number, claimed: number,
+  ): number;
   pb_abi_version(): number;
   pb_alloc(len: number): number;
   pb_free(ptr: number): void;
@@ -85,6 +92,53 @@ export class Core {
     }
   }
 
+  /**
+   * pb_claim `admit` through the core's numeric entry (no JSON either way: the drain asks once
+   * per started job). Input the entry refuses goes to the JSON op, which throws the typed error.
+   */
+  admit(input: AdmitInput): AdmitAnswer {
+    const ex = this.#exports;
+    // `attempts: null` is refused by the JSON op; the numeric entry cannot tell it from absent.
+    if (ex.pb_admit_numbers && ex.pb_numbers_out && input.attempts !== null) {
+      const rc = ex.pb_admit_numbers(input.now, input.deadlineAt, input.leaseExpiresAt, input.timeoutMs, orAbsent(input.heartbeatMs), orAbsent(input.attempts));
+      if (rc === 2) return { start: false, reason: 'released' };
+      if (rc === 3) return { start: false, reason: 'claim_late' };
+      if (rc === 1) {
+        const out = new Float64Array(ex.memory.buffer, ex.pb_numbers_out(), 5);
+        const answer: AdmitAnswer = { start: true, deadline: out[0]!, timerMs: out[1]! };
+        if (out[2] !== ABSENT) answer.attempt = out[2]!;
+        if (out[3] !== ABSENT) {
+          answer.stopAt = out[3]!;
+          answer.heartbeatAt = out[4] === ABSENT ? null : out[4]!;
+        }
+        return answer;
+      }
+    }
+    return this.call<AdmitAnswer>('claim', { op: 'admit', ...input });
+  }
+
+  /**
+   * pb_claim `pump` through the core's numeric entry (the drain asks once per handler that
+   * ends). Input the entry refuses goes to the JSON op, which throws the typed error.
+   */
+  pump(input: PumpInput): PumpAnswer {
+    const ex = this.#exports;
+    // `maxBatch: null` is refused by the JSON op; the numeric entry cannot tell it from absent.
+    if (ex.pb_pump_numbers && ex.pb_numbers_out && input.maxBatch !== null) {
+      const rc = ex.pb_pump_numbers(
+        input.concurrency, input.running, input.buffered, input.settles, input.mayClaim ? 1 : 0, orAbsent(input.remaining),
+        orAbsent(input.slowestRecentMs), orAbsent(input.oldestSettleAgeMs), orAbsent(input.slackMs), orAbsent(input.statementMs),
+        orAbsent(input.maxBatch), orAbsent(input.maxJobs), orAbsent(input.claimed),
+      );
+      const action = PUMP_ACTIONS[rc];
+      if (action) {
+        const out = new Float64Array(ex.memory.buffer, ex.pb_numbers_out(), 2);
+        return { action, claim: out[0]!, waitMs: out[1] === ABSENT ? null : out[1]! };
+      }
+    }
+    return this.call<PumpAnswer>('claim', { op: 'pump', ...input });
+  }
+
   /** Calls one family with a value; returns the result, or throws on an error document. */
   call<T>(family: CoreFamily, input: unknown): T {
     const out = this.callText(family, JSON.stringify(input));
@@ -92,6 +146,50 @@ export class Core {
     return out as T;
   }
 }
+
+/** pb_claim `admit`'s input (docs/ABI.md). */
+export interface AdmitInput {
+  now: number;
+  deadlineAt: number;
+  leaseExpiresAt: number;
+  timeoutMs: number;
+  heartbeatMs: number | null;
+  attempts?: number;
+}
+
+/** pb_claim `admit`'s answer. */
+export type AdmitAnswer =
+  | { start: true; deadline: number; timerMs: number; attempt?: number; stopAt?: number; heartbeatAt?: number | null }
+  | { start: false; reason: 'released' | 'claim_late' };
+
+/** pb_claim `pump`'s input (docs/ABI.md); null where a fact is not known. */
+export interface PumpInput {
+  concurrency: number;
+  running: number;
+  buffered: number;
+  settles: number;
+  mayClaim: boolean;
+  remaining: number | null;
+  slowestRecentMs: number | null;
+  oldestSettleAgeMs: number | null;
+  slackMs: number | null;
+  statementMs: number | null;
+  maxBatch?: number;
+  maxJobs?: number | null;
+  claimed?: number | null;
+}
+
+/** pb_claim `pump`'s answer. */
+export interface PumpAnswer {
+  action: 'claim' | 'settle' | 'wait' | 'done';
+  claim: number;
+  waitMs: number | null;
+}
+
+const PUMP_ACTIONS = [undefined, 'claim', 'settle', 'wait', 'done'] as const;
+/** Absent, for the numeric entries (whose inputs are otherwise never negative). */
+const ABSENT = -1;
+const orAbsent = (v: number | null | undefined): number => v ?? ABSENT;
 
 export function isCoreError(value: unknown): value is CoreErrorDoc {
   return typeof value === 'object' && value !== null && 'error' in value;

@@ -27,4 +27,10 @@ int32_t pb_nudge(const char* ptr, int32_t len);
 int32_t pb_backlog(const char* ptr, int32_t len);
 int32_t pb_operate(const char* ptr, int32_t len);
 int32_t pb_webhook(const char* ptr, int32_t len);
+double* pb_numbers_out();
+int32_t pb_admit_numbers(double now, double deadline_at, double lease_expires_at, double timeout_ms, double heartbeat_ms,
+                         double attempts);
+int32_t pb_pump_numbers(double concurrency, double running, double buffered, double settles, double may_claim,
+                        double remaining, double slowest_recent_ms, double oldest_settle_age_ms, double slack_ms,
+                        double statement_ms, double max_batch, double max_jobs, double claimed);
 }

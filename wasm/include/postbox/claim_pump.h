@@ -25,6 +25,10 @@ struct PumpInput {
   std::optional<int64_t> oldest_settle_age_ms;  // how long the oldest waiting settlement has waited
   std::optional<int64_t> slack_ms;  // the claim plan's smallest claim slack; null: 20 s
   std::optional<int64_t> statement_ms;  // the slowest of the lane's recent statements (real time)
+  // A job budget (a reserved sweep's maxJobs) and what the sweep step has claimed so far, on
+  // every lane it drained: the budget is the step's, not each lane's.
+  std::optional<int64_t> max_jobs;
+  int64_t claimed = 0;
 };
 
 // A finished attempt waits at most this long for others to share its statement, so a slow
