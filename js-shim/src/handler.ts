@@ -26,6 +26,18 @@ export interface HandlerResult {
   abandoned: boolean;
 }
 
+const handlerRuntimes = new WeakMap<OutboxRuntime, HandlerRuntime>();
+
+/** The one HandlerRuntime of an outbox, shared by all its attempts. */
+function handlerRuntimeOf(rt: OutboxRuntime): HandlerRuntime {
+  let hr = handlerRuntimes.get(rt);
+  if (!hr) {
+    hr = { now: () => rt.clock.now(), emit: rt.emit, sql: rt.sql };
+    handlerRuntimes.set(rt, hr);
+  }
+  return hr;
+}
+
 export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: JobDefinition, row: ClaimedRow, admitted: Admitted): Promise<HandlerResult> {
   const deadline = admitted.deadline;
   // Made when a handler first reads ctx.signal: most never do, and a controller per attempt is a
@@ -42,6 +54,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     lost = () => resolve('lost');
   });
   const lease = new AttemptLease(rt, session, job, row, admitted, lost);
+  let db: OutboxDb | undefined;
   const ctx = {
     jobId: row.id,
     kind: row.kind,
@@ -65,12 +78,15 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
       }
       return lease.beat();
     },
-    db: fencedDb(session, fence),
+    // Made on first use, like the signal: many handlers never touch the database.
+    get db(): OutboxDb {
+      return (db ??= fencedDb(session, fence));
+    },
     deps: rt.options.deps,
     tenantKey: row.tenant_key,
     correlationId: row.correlation_id,
     metadata: row.metadata,
-    [HANDLER_RUNTIME]: { now: () => rt.clock.now(), emit: rt.emit, sql: rt.sql } satisfies HandlerRuntime,
+    [HANDLER_RUNTIME]: handlerRuntimeOf(rt),
   };
   // Armed before the handler runs, so a beat it takes at once is never overridden by admit's numbers.
   lease.start();

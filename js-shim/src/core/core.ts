@@ -79,12 +79,14 @@ export class Core {
   /** Calls one family with a JSON text; returns the parsed result or error document. */
   callText(family: CoreFamily, input: string): unknown {
     const ex = this.#exports;
-    const bytes = encoder.encode(input);
-    const ptr = ex.pb_alloc(bytes.length);
-    if (ptr === 0) throw new PostboxError('core_oom', `core could not allocate ${bytes.length} bytes`);
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: encode straight into the core's buffer
+    // (no intermediate copy), then tell the core how many bytes were written.
+    const capacity = input.length * 3;
+    const ptr = ex.pb_alloc(capacity);
+    if (ptr === 0) throw new PostboxError('core_oom', `core could not allocate ${capacity} bytes`);
     try {
-      new Uint8Array(ex.memory.buffer, ptr, bytes.length).set(bytes);
-      (ex[`pb_${family}`] as (p: number, l: number) => number)(ptr, bytes.length);
+      const { written } = encoder.encodeInto(input, new Uint8Array(ex.memory.buffer, ptr, capacity));
+      (ex[`pb_${family}`] as (p: number, l: number) => number)(ptr, written);
       const out = new Uint8Array(ex.memory.buffer, ex.pb_result_ptr(), ex.pb_result_len());
       return JSON.parse(decoder.decode(out));
     } finally {
