@@ -1,7 +1,7 @@
 // Schedules inside workerd against a real PostgreSQL (tests/shim/fixtures/schedules-worker.ts):
 // which occurrences a tick enqueues (the core decides), catch-up after missed ticks and its
 // bound, the first run, a lost connection retried within the tick, a lenient refusal counted
-// as rejected, and a `run` schedule's fan-out in one statement.
+// as rejected, a `run` schedule's fan-out in one statement, and a schedule's own dedupe key.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { z } from 'zod';
@@ -277,6 +277,24 @@ describe('a `run` schedule fans out', () => {
     const again = await tickAt(time, '30 2 * * *');
     assert.deepEqual(again.runs.map((r) => [r.name, r.status, r.created, r.exists]), [['fanout', 'enqueued', 0, 5]]);
     assert.equal((await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE kind = 'test.shard'`))[0].n, 5);
+  });
+});
+
+describe('a schedule with its own dedupe key', () => {
+  test('its job carries the key the schedule gives, and the same tick again enqueues nothing new', async () => {
+    const time = at('2027-01-01T04:45:00.000Z');
+    const { runs } = await tickAt(time, '45 4 1 1 *');
+    // The occurrence keeps its own key (it names the run); only the job's dedupe key is the override.
+    assert.deepEqual(runs.map((r) => [r.name, r.key, r.status, r.created]), [['yearly', 'schedule:yearly:2027-01-01T04:45:00.000Z', 'enqueued', 1]]);
+    const jobs = async () => (await env.sql(`SELECT dedupe_key, payload FROM outbox.job ORDER BY id`)).map((j) => [j.dedupe_key, j.payload.at]);
+    assert.deepEqual(await jobs(), [['yearly-report:2027', '2027-01-01T04:45:00.000Z']]);
+    // The same tick again: recorded, so not run.
+    assert.deepEqual((await tickAt(time, '45 4 1 1 *')).runs, []);
+    // With the record gone, the override's key finds the job already made.
+    await env.sql('DELETE FROM outbox.schedule_run');
+    const again = await tickAt(time, '45 4 1 1 *');
+    assert.deepEqual(again.runs.map((r) => [r.name, r.status, r.created, r.exists]), [['yearly', 'enqueued', 0, 1]]);
+    assert.deepEqual(await jobs(), [['yearly-report:2027', '2027-01-01T04:45:00.000Z']]);
   });
 });
 
