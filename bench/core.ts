@@ -5,8 +5,9 @@
  *
  *   node --import tsx bench/core.ts [--iterations 20000] [--results bench/results/throughput-YYYY-MM-DD.md]
  *
- * Per job the runner makes: one claim `plan` per batch, one claim `admit` per job, and one
- * `settle` call per batch (all decisions of the batch in one call).
+ * Per job the runner makes: one claim `plan` per batch, one claim `admit` per job and about one
+ * `pump` step (both through the core's numeric entries), and one `settle` call per batch (all
+ * decisions of the batch in one call).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -59,7 +60,19 @@ function time(fn: () => void, iterations = ITER): number {
 }
 
 const plan = (c: number) => time(() => core.call('claim', planInput(c)));
-const admit = time(() => core.call('claim', admitInput()));
+const admitJson = time(() => core.call('claim', admitInput()));
+// What the drain calls: the numeric entry (no JSON either way).
+const admit = time(() => {
+  const { op: _op, ...input } = admitInput();
+  core.admit({ ...input, heartbeatMs: null });
+});
+/** A pump step as the drain asks for one after each handler that ends. */
+const pumpInput = () => ({
+  concurrency: 8, running: 7, buffered: 12, settles: 3, mayClaim: true, remaining: null,
+  slowestRecentMs: 3, oldestSettleAgeMs: 1, slackMs: 20_000, statementMs: 4,
+});
+const pumpJson = time(() => core.call('claim', { op: 'pump', ...pumpInput() }));
+const pump = time(() => core.pump(pumpInput()));
 const settle = (b: number) => time(() => core.call('settle', settleInput(b)), Math.max(500, Math.floor(ITER / b)));
 /** The same batch with the policy inside every item (how the runner called it before shared policies). */
 const settleInline = (b: number) => time(() => core.call('settle', settleInput(b, true)), Math.max(500, Math.floor(ITER / b)));
@@ -91,22 +104,25 @@ const perJob = postboxPerJobMs();
 const lines = [
   `# Postbox core decision cost — ${new Date().toISOString()}`,
   '',
-  `Node ${process.version}; median of 5 × ${ITER} calls; each call = JSON.stringify → wasm → JSON.parse, as the runner does.`,
+  `Node ${process.version}; median of 5 × ${ITER} calls; each call as the runner makes it: JSON.stringify → wasm → JSON.parse for the JSON ops, numbers in and out for the numeric entries.`,
   '',
   '| call | µs per call |',
   '|---|---:|',
   `| claim plan (concurrency 1) | ${plan(1).toFixed(2)} |`,
-  `| claim admit (one job) | ${admit.toFixed(2)} |`,
+  `| claim admit (one job), JSON op | ${admitJson.toFixed(2)} |`,
+  `| claim admit (one job), numeric entry: what the drain calls | ${admit.toFixed(2)} |`,
+  `| claim pump (one step), JSON op | ${pumpJson.toFixed(2)} |`,
+  `| claim pump (one step), numeric entry: what the drain calls | ${pump.toFixed(2)} |`,
   `| settle, batch of 1 | ${settle(1).toFixed(2)} |`,
   `| settle, batch of 8 | ${settle(8).toFixed(2)} |`,
   `| settle, batch of 32 | ${settle(32).toFixed(2)} |`,
   `| settle, batch of 32, policy inline in each item | ${settleInline(32).toFixed(2)} |`,
   '',
-  '| concurrency (batch) | core µs per job (plan/batch + admit + settle/batch) | Postbox wall ms per job (throughput run) | core share |',
+  '| concurrency (batch) | core µs per job (plan/batch + admit + pump + settle/batch) | Postbox wall ms per job (throughput run) | core share |',
   '|---:|---:|---:|---:|',
 ];
 for (const c of [1, 8, 32]) {
-  const us = plan(c) / c + admit + settle(c) / c;
+  const us = plan(c) / c + admit + pump + settle(c) / c;
   const ms = perJob.get(c);
   lines.push(`| ${c} | ${us.toFixed(2)} | ${ms === undefined ? 'n/a' : ms.toFixed(3)} | ${ms === undefined ? 'n/a' : `${((us / 1000 / ms) * 100).toFixed(2)} %`} |`);
 }
