@@ -258,6 +258,50 @@ export async function waitForHealth(dev: WranglerDev, timeoutMs = 90_000): Promi
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Polls `fn` every `everyMs` until it returns a value (not undefined, null or false); past
+ * `timeoutMs` throws, with the end of wrangler's output when a stack is given.
+ */
+export async function pollUntil<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  opts: { timeoutMs?: number; everyMs?: number; dev?: () => WranglerDev | undefined } = {},
+): Promise<T> {
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined && value !== null && value !== false) return value as T;
+    if (Date.now() > deadline) {
+      const dev = opts.dev?.();
+      throw new Error(`${what}: not within ${timeoutMs} ms${dev ? `\n--- wrangler ---\n${dev.output().slice(-3000)}` : ''}`);
+    }
+    await sleep(opts.everyMs ?? 250);
+  }
+}
+
+/**
+ * Tears down what a test started once (`stop`), and as a last resort after `hardTimeoutMs`:
+ * never leave wrangler, workerd, postgres or a browser behind, never hang CI. Call `done()` in
+ * the suite's `after`.
+ */
+export function guardTeardown(name: string, hardTimeoutMs: number, stop: () => Promise<void>): { stopAll: () => Promise<void>; done: () => Promise<void> } {
+  let teardown: Promise<void> | undefined;
+  const stopAll = () => (teardown ??= stop());
+  const watchdog = setTimeout(() => {
+    console.error(`${name}: hard timeout (${hardTimeoutMs} ms); tearing down`);
+    void stopAll().finally(() => process.exit(1));
+  }, hardTimeoutMs);
+  watchdog.unref();
+  return {
+    stopAll,
+    done: async () => {
+      await stopAll();
+      clearTimeout(watchdog);
+    },
+  };
+}
+
 export async function postJson(base: string, pathname: string, body: unknown): Promise<{ status: number; body: any }> {
   const res = await fetch(`${base}${pathname}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
   const text = await res.text();

@@ -19,6 +19,8 @@ import {
   startDatabase,
   startWrangler,
   triggerSweep,
+  guardTeardown,
+  pollUntil,
   waitForHealth,
   type Database,
   type WranglerDev,
@@ -33,30 +35,14 @@ const HOSTILE = '<img src=x onerror=alert(document.domain)>';
 let db: Database | undefined;
 let dev: WranglerDev | undefined;
 let browser: Browser | undefined;
-let teardown: Promise<void> | undefined;
-const stopAll = () =>
-  (teardown ??= (async () => {
-    await browser?.close().catch(() => undefined);
-    await dev?.stop();
-    await db?.stop();
-  })());
+const guard = guardTeardown('dashboard browser e2e', HARD_TIMEOUT_MS, async () => {
+  await browser?.close().catch(() => undefined);
+  await dev?.stop();
+  await db?.stop();
+});
 
-// Never leave chromium, wrangler, workerd or postgres behind.
-const watchdog = setTimeout(() => {
-  console.error(`dashboard browser e2e: hard timeout (${HARD_TIMEOUT_MS} ms); tearing down`);
-  void stopAll().finally(() => process.exit(1));
-}, HARD_TIMEOUT_MS);
-watchdog.unref();
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000, everyMs = 500): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined && value !== null && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms\n--- wrangler ---\n${dev?.output().slice(-3000)}`);
-    await sleep(everyMs);
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000, everyMs = 500): Promise<T> =>
+  pollUntil(what, fn, { timeoutMs, everyMs, dev: () => dev });
 
 /** A page that records dialogs, CSP violations and failed page loads. */
 async function openPage(): Promise<{ page: Page; dialogs: string[]; cspErrors: string[] }> {
@@ -135,8 +121,7 @@ describe('dashboard in Chromium, served by the reference Worker under wrangler d
     );
   });
   after(async () => {
-    await stopAll();
-    clearTimeout(watchdog);
+    await guard.done();
   });
 
   test('every page loads within its weight, under the CSP, and is saved as a screenshot', async () => {

@@ -12,6 +12,8 @@ import {
   startDatabase,
   startWrangler,
   triggerSweep,
+  guardTeardown,
+  pollUntil,
   waitForHealth,
   type Database,
   type JobRow,
@@ -24,29 +26,13 @@ const HARD_TIMEOUT_MS = 8 * 60_000;
 
 let db: Database | undefined;
 let dev: WranglerDev | undefined;
-let teardown: Promise<void> | undefined;
-const stopAll = () =>
-  (teardown ??= (async () => {
-    await dev?.stop();
-    await db?.stop();
-  })());
+const guard = guardTeardown('reference-worker e2e', HARD_TIMEOUT_MS, async () => {
+  await dev?.stop();
+  await db?.stop();
+});
 
-// Last resort: never leave wrangler, workerd or postgres behind, never hang CI.
-const watchdog = setTimeout(() => {
-  console.error(`reference-worker e2e: hard timeout (${HARD_TIMEOUT_MS} ms); tearing down`);
-  void stopAll().finally(() => process.exit(1));
-}, HARD_TIMEOUT_MS);
-watchdog.unref();
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000, everyMs = 250): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined && value !== null && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms\n--- wrangler ---\n${dev?.output().slice(-3000)}`);
-    await sleep(everyMs);
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000, everyMs = 250): Promise<T> =>
+  pollUntil(what, fn, { timeoutMs, everyMs, dev: () => dev });
 
 const jobOf = async (userId: string, kind: string) =>
   (await db!.sql<JobRow & { payload: any }>(`SELECT * FROM outbox.job WHERE kind = $1 AND payload->>'userId' = $2`, [kind, userId]))[0];
@@ -65,8 +51,7 @@ describe('reference Worker under wrangler dev', { timeout: HARD_TIMEOUT_MS - 30_
     await waitForHealth(dev);
   });
   after(async () => {
-    await stopAll();
-    clearTimeout(watchdog);
+    await guard.done();
   });
 
   test('GET /health answers with the database reachable', async () => {

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { ensureBuilt, ROOT, sleep } from '../../scripts/reference-stack.ts';
+import { ensureBuilt, guardTeardown, ROOT, sleep } from '../../scripts/reference-stack.ts';
 import { freePort } from '../support/postgres.ts';
 
 const HARD_TIMEOUT_MS = 6 * 60_000;
@@ -21,15 +21,10 @@ interface Dev {
 }
 
 const running = new Set<Dev>();
-const watchdog = setTimeout(() => {
-  console.error('sqlite-examples e2e: hard timeout; tearing down');
-  void Promise.all([...running].map((d) => d.stop())).finally(() => process.exit(1));
-}, HARD_TIMEOUT_MS);
-watchdog.unref();
-after(async () => {
+const guard = guardTeardown('sqlite-examples e2e', HARD_TIMEOUT_MS, async () => {
   await Promise.all([...running].map((d) => d.stop()));
-  clearTimeout(watchdog);
 });
+after(() => guard.done());
 
 /** `wrangler dev --config examples/<name>/wrangler.jsonc`, in its own process group and state dir. */
 async function startExample(name: string): Promise<Dev> {
