@@ -1,5 +1,6 @@
 import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
-import { getCore, isCoreError } from './core/core.js';
+import { getCore } from './core/core.js';
+import { outboxConfig } from './outbox-config.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
@@ -297,34 +298,6 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     },
   };
   return outbox;
-}
-
-interface OutboxConfig {
-  concurrency: number;
-  lanes: number;
-  operationTimeoutMs: number;
-  maxPayloadBytes: number;
-  maxQueueDelayMs: number;
-  maxKeyChars: number;
-}
-
-/** The outbox's numeric options, checked and defaulted by the core; a bad one is `invalid_config`. */
-function outboxConfig(core: ReturnType<typeof getCore>, options: OutboxOptions): OutboxConfig {
-  const numbers: Record<string, unknown> = {
-    concurrency: options.concurrency,
-    lanes: options.lanes,
-    operationTimeoutMs: options.operationTimeoutMs,
-    maxPayloadBytes: options.maxPayloadBytes,
-  };
-  // Anything but an integer (NaN and ±Infinity would become JSON null, the default) goes as
-  // -1, below every bound, so the core's refusal names the field's range.
-  for (const [name, value] of Object.entries(numbers)) if (value !== undefined && !Number.isInteger(value)) numbers[name] = -1;
-  const out = core.callText('claim', JSON.stringify({ op: 'outbox', ...numbers }));
-  if (isCoreError(out)) {
-    const message = out.error.message.replace(/^claim: field '(\w+)' must be an integer in \[(\d+), (\d+)\]$/, '$1 must be an integer in $2..$3');
-    throw new PostboxError('invalid_config', `createOutbox: ${message}`);
-  }
-  return out as OutboxConfig;
 }
 
 function queueFor(queue: OutboxOptions['queue'], lane: string): QueueProducer | undefined {

@@ -14,6 +14,7 @@
  * @module
  */
 import { getCore, isCoreError, type Core } from '../core/core.js';
+import { outboxConfig } from '../outbox-config.js';
 import { PostboxError } from '../errors.js';
 import { AttemptLease, lostError, type Admitted } from '../lease.js';
 import type { OutboxRuntime } from '../runtime.js';
@@ -133,9 +134,11 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const core = getCore();
   const store = options.store;
   const now = options.now ?? Date.now;
-  const concurrency = options.concurrency ?? 8;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100) throw new PostboxError('invalid_config', 'concurrency must be an integer in 1..100');
-  const maxPayloadBytes = options.maxPayloadBytes ?? 262_144;
+  // Bounds and defaults are the core's, as for createOutbox (pb_claim outbox); only this
+  // outbox's own default concurrency (8: a Durable Object's drain is its only consumer) is set here.
+  const { concurrency, maxPayloadBytes, maxQueueDelayMs } = outboxConfig(
+    core, { concurrency: options.concurrency ?? 8, maxPayloadBytes: options.maxPayloadBytes }, 'createSqliteOutbox',
+  );
   const generateId = options.generateId ?? (() => crypto.randomUUID());
   const registry = new Map<string, JobDefinition>();
   for (const job of options.jobs) {
@@ -173,7 +176,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       return { payloadJson, opts };
     }));
     const decisions = callCore<{ results: ({ ok: true; dueAt: number } | { ok: false; issues: { message: string }[] })[] }>(core, 'enqueue', {
-      op: 'batch', now: at, maxPayloadBytes, maxQueueDelayMs: 86_400_000, hasQueue: false,
+      op: 'batch', now: at, maxPayloadBytes, maxQueueDelayMs, hasQueue: false,
       items: prepared.map((p, i) => ({
         delayMs: items[i]!.delayMs ?? 0,
         payloadBytes: p ? new TextEncoder().encode(p.payloadJson).length : 0,
@@ -346,8 +349,8 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const sweepPlan = (at: number) =>
     callCore<{ deadlineAt: number; steps: ({ type: 'recover'; limit: number } | { type: 'drain'; deadlineAt: number } | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number } | { type: string })[] }>(
       core, 'sweep', {
-        op: 'plan', now: at, startedAt: at, invocationBudgetMs: 840_000, recoveryBudgetMs: 120_000, sweepLeaseBudgetMs: 180_000, handoffCooldownMs: 900_000,
-        reserved: [], retention: { succeededMs: options.retention?.succeededMs ?? 604_800_000, deadMs: options.retention?.deadMs ?? 7_776_000_000 }, policies,
+        // Budgets and retention default to the core's (the same as createScheduledHandler's).
+        op: 'plan', now: at, startedAt: at, reserved: [], retention: { ...options.retention }, policies,
       }, 'sweep plan');
 
   async function recoverWith(db: Db, limit: number, report: SqliteRunReport): Promise<void> {
@@ -405,13 +408,16 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     },
     async drain(db, opts = {}) {
       const report = emptyReport();
-      const deadlineAt = now() + 840_000;
+      // The invocation's deadline is the core's (its default budget), as for createOutbox's drains.
+      const { deadlineAt } = callCore<{ deadlineAt: number }>(core, 'claim', { op: 'deadline', startedAt: now(), invocationBudgetMs: null }, 'drain');
       for (const lane of opts.lane === undefined ? lanes : [opts.lane]) await drainLane(db, lane, deadlineAt, report, opts.maxJobs ?? Infinity);
       return report;
     },
     async recover(db) {
       const report = emptyReport();
-      await recoverWith(db, 500, report);
+      // As many as the sweep's own recovery step takes at once.
+      const step = sweepPlan(now()).steps.find((s) => s.type === 'recover' && 'limit' in s) as { limit: number } | undefined;
+      await recoverWith(db, step?.limit ?? 0, report);
       return report;
     },
     async sweep(db) {
