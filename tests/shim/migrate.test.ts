@@ -110,3 +110,45 @@ test('migrate refuses PostgreSQL older than 14 before touching anything', async 
 test(`server is ${process.env.POSTBOX_PG ?? 'embedded'}`, () => {
   assert.match(server.serverVersion, ({ debian15: /^15\./, embedded14: /^14\./, embedded: /^17\./ } as Record<string, RegExp>)[server.flavor]!);
 });
+
+test("deleting jobs deletes their attempts, in a named outbox too, including one a claim committed while the delete waited", async () => {
+  const url = await server.createDatabase(`migrate_${++n}`);
+  const a = new pg.Client({ connectionString: url });
+  const b = new pg.Client({ connectionString: url });
+  await a.connect();
+  await b.connect();
+  try {
+    for (const [name, schema] of [[undefined, 'outbox'], ['billing', '"outbox_billing"']] as const) {
+      await migrate(a, name === undefined ? {} : { name });
+      const job = (id: string) =>
+        a.query(`INSERT INTO ${schema}.job (id, kind, payload, due_at, created_at, updated_at) VALUES ($1, 'k', '{}', now(), now(), now())`, [id]);
+      const attempt = (c: pg.Client, id: string, seq: number) =>
+        c.query(`INSERT INTO ${schema}.attempt (job_id, seq, kind, started_at, lease_expires_at) VALUES ($1, $2, 'k', now(), now())`, [id, seq]);
+      const attemptsOf = async (id: string) => (await a.query(`SELECT count(*)::int AS n FROM ${schema}.attempt WHERE job_id = $1`, [id])).rows[0].n;
+      const [x, y, z] = ['0190a000-0000-7000-8000-000000000001', '0190a000-0000-7000-8000-000000000002', '0190a000-0000-7000-8000-000000000003'];
+      await job(x);
+      await job(y);
+      await job(z);
+      await attempt(a, x, 1);
+      await attempt(a, x, 2);
+      await attempt(a, y, 1);
+      // By hand: only the deleted job's attempts go.
+      await a.query(`DELETE FROM ${schema}.job WHERE id = $1`, [x]);
+      assert.equal(await attemptsOf(x), 0);
+      assert.equal(await attemptsOf(y), 1);
+      // A claim (b) holds z's row and opens an attempt; the delete (a) waits for it, then still takes the attempt.
+      await b.query('BEGIN');
+      await b.query(`UPDATE ${schema}.job SET attempt_seq = 1 WHERE id = $1`, [z]);
+      await attempt(b, z, 1);
+      const deleting = a.query(`DELETE FROM ${schema}.job WHERE id = ANY($1::uuid[])`, [[y, z]]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await b.query('COMMIT');
+      assert.equal((await deleting).rowCount, 2);
+      assert.equal(await attemptsOf(y), 0);
+      assert.equal(await attemptsOf(z), 0);
+    }
+  } finally {
+    await a.end();
+    await b.end();
+  }
+});

@@ -397,12 +397,17 @@ describe('operators', () => {
     assert.equal(invalid.body[0].status, 'not_found');
   });
 
-  test('eraseTenant deletes every job of one tenant and no other', async () => {
+  test('eraseTenant deletes every job of one tenant, with its attempts, and no other', async () => {
+    const ran = await enqueueOne({ key: 'e0', do: 'ok' }, { tenantKey: 'leaving' });
+    await settledJob(ran.id, 'succeeded');
     await enqueueOne({ key: 'e1', do: 'ok' }, { tenantKey: 'leaving', delayMs: 3_600_000 });
     await enqueueOne({ key: 'e2', do: 'ok' }, { tenantKey: 'staying', delayMs: 3_600_000 });
+    const attemptsOf = async (id: string) => (await env.sql('SELECT count(*)::int AS n FROM outbox.attempt WHERE job_id = $1', [id]))[0].n;
+    assert.equal(await attemptsOf(ran.id), 1);
     const res = await env.post('/operate', { action: 'erase', tenantKey: 'leaving' });
-    assert.equal(res.body.deleted, 1);
+    assert.equal(res.body.deleted, 2);
     assert.deepEqual((await env.sql('SELECT tenant_key FROM outbox.job')).map((r) => r.tenant_key), ['staying']);
+    assert.equal(await attemptsOf(ran.id), 0);
   });
 });
 

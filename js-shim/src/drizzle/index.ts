@@ -62,7 +62,8 @@ function buildTables<S extends string>(schemaName: S) {
   const attempt = schema.table(
     'attempt',
     {
-      jobId: uuid('job_id').notNull().references(() => job.id, { onDelete: 'cascade' }),
+      // No foreign key: a trigger on job deletes a job's attempts with it (migration 0005).
+      jobId: uuid('job_id').notNull(),
       seq: integer('seq').notNull(),
       kind: text('kind').notNull(),
       startedAt: tstz('started_at').notNull(),

@@ -41,5 +41,5 @@ UPDATE ${s}.job j
   FROM o WHERE j.id = o.id
 RETURNING j.id, j.kind, j.lane, j.status`;
 
-/** JobEraseTenant: deletes every job (and, by cascade, attempt) of one tenant. */
+/** JobEraseTenant: deletes every job of one tenant (and, by the trigger of migration 0005, their attempts). */
 export const jobEraseTenant = (s: string) => `DELETE FROM ${s}.job WHERE tenant_key = $1`;
