@@ -65,19 +65,38 @@ export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlemen
   for (const [f, d] of items) record(rt, report, f, d, settled?.has(f.row.id) ?? false, settled === null);
 }
 
+/** A success raises no events; one shared, frozen list for all of them. */
+const NO_EVENTS: SettleDecision['events'] = Object.freeze([]) as unknown as SettleDecision['events'];
+
 export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): SettleDecision[] {
+  const decisions: SettleDecision[] = new Array(finished.length);
   // Each kind's policy goes once per call; items name it by index (the core parses it once).
   const policies: CorePolicy[] = [];
   const indexOf = new Map<string, number>();
-  const batch = finished.map((f) => {
+  const batch: object[] = [];
+  const batchAt: number[] = [];
+  for (let i = 0; i < finished.length; i++) {
+    const f = finished[i]!;
+    const job = rt.registry.get(f.row.kind);
+    if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${f.row.kind}`);
+    // A success reads no policy or text: the core's numeric entry decides it without JSON.
+    if (f.outcome.type === 'ok') {
+      const ok = rt.core.settleOk({ now, attempts: f.row.attempts, crashes: f.row.crashes, streak: f.row.streak, maxAttempts: f.row.max_attempts ?? null });
+      if (ok) {
+        decisions[i] = {
+          status: ok.status, dueAt: ok.dueAt, attempts: ok.attempts, crashes: ok.crashes, streakCode: null, streak: ok.streak,
+          errorCode: null, errorMessage: null, finished: ok.finished, charged: ok.charged, attemptOutcome: 'ok', attempt: ok.attempt, events: NO_EVENTS,
+        };
+        continue;
+      }
+    }
     let index = indexOf.get(f.row.kind);
     if (index === undefined) {
-      const job = rt.registry.get(f.row.kind);
-      if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${f.row.kind}`);
       index = policies.push(withOutboxDefaults(rt, job)) - 1;
       indexOf.set(f.row.kind, index);
     }
-    return {
+    batchAt.push(i);
+    batch.push({
       now,
       seed: rt.seed(),
       policy: index,
@@ -86,13 +105,16 @@ export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): Se
         maxAttempts: f.row.max_attempts ?? null, errorCode: f.row.last_error_code, errorMessage: f.row.last_error_message,
       },
       outcome: f.outcome,
-    };
-  });
+    });
+  }
+  if (batch.length === 0) return decisions;
   const out = rt.core.call<{ results: (SettleDecision | { error: { code: string; message: string } })[] }>('settle', { policies, batch });
-  return out.results.map((r, i) => {
+  out.results.forEach((r, k) => {
+    const i = batchAt[k]!;
     if ('error' in r) throw new PostboxError(r.error.code, `settle ${finished[i]!.row.kind}: ${r.error.message}`);
-    return r;
+    decisions[i] = r;
   });
+  return decisions;
 }
 
 function withOutboxDefaults(rt: OutboxRuntime, job: JobDefinition) {

@@ -6,6 +6,7 @@
 #include "abi_call.h"
 #include <doctest/doctest.h>
 #include "postbox/abi.h"
+#include "postbox/numbers.h"
 
 using postbox::test::call;
 using postbox::test::error_code_of;
@@ -119,4 +120,56 @@ TEST_CASE("numbers: pump refuses what the JSON op refuses") {
   CHECK(pb_pump_numbers(1, 0, 0, 0, 1, -3, -1, -1, -1, -1, -1, -1, -1) == 0);     // a negative other than absent
   CHECK(pb_pump_numbers(1, 0, 0, 0, 1, -1, -1, -1, -1, 1.5, -1, -1, -1) == 0);
   CHECK(pb_pump_numbers(1, 0, 0, 0, 1, -1, -1, -1, -1, -1, -1, -1, -1) == 1);     // all absent is fine
+}
+
+namespace {
+
+// The JSON op's answer, rebuilt from a numeric ok settlement.
+std::string settle_ok_as_json() {
+  const double* o = pb_numbers_out();
+  const auto flag = [](double v) { return v == 1 ? std::string("true") : std::string("false"); };
+  return std::string(R"({"results":[{"status":")") + postbox::kJobStatuses[static_cast<int>(o[0])] + R"(","dueAt":)" + maybe(o[1]) +
+         R"(,"attempts":)" + num(o[2]) + R"(,"crashes":)" + num(o[3]) + R"(,"streakCode":null,"streak":)" + num(o[4]) +
+         R"(,"errorCode":null,"errorMessage":null,"finished":)" + flag(o[5]) + R"(,"charged":)" + flag(o[6]) +
+         R"(,"attemptOutcome":"ok","attempt":)" + num(o[7]) + R"(,"events":[]}]})";
+}
+
+}  // namespace
+
+TEST_CASE("numbers: an ok settlement agrees with the JSON op, whatever the job's streak and error text") {
+  int compared = 0;
+  for (double now : {0.0, 1700000000000.0}) {
+    for (double attempts : {0.0, 1.0, 7.0, 1000000.0}) {
+      for (double crashes : {0.0, 4.0}) {
+        for (double streak : {0.0, 3.0}) {
+          for (double max_attempts : {-1.0, 1.0, 1000.0}) {
+            // The text the row carries (a streak, the last error) goes into the JSON op but not the numeric entry: ok clears it.
+            std::string json = R"({"policies":[{"kind":"k","timeoutMs":1000}],"batch":[{"now":)" + num(now) +
+                               R"(,"seed":7,"policy":0,"job":{"status":"running","attempts":)" + num(attempts) + R"(,"crashes":)" +
+                               num(crashes) + R"(,"streak":)" + num(streak) + R"(,"streakCode":"rate_limited","errorCode":"rate_limited","errorMessage":"429")";
+            if (max_attempts != -1) json += R"(,"maxAttempts":)" + num(max_attempts);
+            json += R"(},"outcome":{"type":"ok"}}]})";
+            const std::string expected = call(pb_settle, json).out;
+            REQUIRE(pb_settle_ok_numbers(now, attempts, crashes, streak, max_attempts) == 1);
+            CHECK(settle_ok_as_json() == expected);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared == 96);
+}
+
+TEST_CASE("numbers: an ok settlement refuses what the JSON op refuses") {
+  const double nan = std::nan("");
+  CHECK(pb_settle_ok_numbers(-1, 0, 0, 0, -1) == 0);
+  CHECK(pb_settle_ok_numbers(nan, 0, 0, 0, -1) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 1000001, 0, 0, -1) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 0.5, 0, 0, -1) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 0, -2, 0, -1) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 0, 0, nan, -1) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 0, 0, 0, 0) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 0, 0, 0, 1001) == 0);
+  CHECK(pb_settle_ok_numbers(1000, 0, 0, 0, 1000) == 1);
 }

@@ -1,10 +1,11 @@
-// The core's numeric admit and pump entries, as the drain calls them through Core#admit and
-// Core#pump, answer exactly what the JSON ops answer, on both wasm builds, for random inputs
-// (valid and not): the drain's hot path cannot drift from the documented decisions.
+// The core's numeric admit, pump and ok-settlement entries, as the drain calls them through
+// Core#admit, Core#pump and Core#settleOk, answer exactly what the JSON ops answer, on both wasm
+// builds, for random inputs (valid and not): the drain's hot path cannot drift from the
+// documented decisions.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { Core, type AdmitInput, type PumpInput } from '../../js-shim/dist/core/core.js';
+import { Core, type AdmitInput, type PumpInput, type SettleOkInput } from '../../js-shim/dist/core/core.js';
 
 const builds = {
   wasi: new URL('../../js-shim/core/postbox-core.wasm', import.meta.url),
@@ -81,6 +82,34 @@ for (const [build, url] of Object.entries(builds)) {
       const json = outcome(() => core.call('claim', { op: 'pump', ...input }));
       assert.deepEqual(fast, json, JSON.stringify(input));
       if ('error' in (json as object)) refused++;
+    }
+    assert.ok(refused > 100, `the inputs include refusals (${refused})`);
+  });
+
+  test(`${build}: an ok settlement's numeric entry equals the JSON op on 20,000 random inputs`, () => {
+    const r = random(13);
+    const pick = <T>(xs: T[]): T => xs[Math.floor(r() * xs.length)]!;
+    let refused = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const input: SettleOkInput = {
+        now: pick([0, 1_700_000_000_000, Math.floor(r() * 1e12), 0.5, -1]),
+        attempts: pick([0, 1, 9, 1_000_000, 1_000_001, -1, 2.5]),
+        crashes: pick([0, 2, Math.floor(r() * 100), -3]),
+        streak: pick([0, 4, Math.floor(r() * 100), Number.NaN]),
+        maxAttempts: pick([null, 1, 25, 1000, 0, 1001]),
+      };
+      // The text on the row (last error, streak code) goes to the JSON op only: ok clears it.
+      const streakCode = pick([null, 'rate_limited']);
+      const job = { status: 'running', attempts: input.attempts, crashes: input.crashes, streak: input.streak, streakCode, errorCode: streakCode, errorMessage: streakCode && 'HTTP 429', maxAttempts: input.maxAttempts };
+      const fast = core.settleOk(input);
+      const json = outcome(() => core.call<{ results: unknown[] }>('settle', { policies: [{ kind: 'k', timeoutMs: 1000 }], batch: [{ now: input.now, seed: 3, policy: 0, job, outcome: { type: 'ok' } }] }).results[0]);
+      const refusedByJson = 'error' in (json as object) || 'error' in ((json as { ok: object }).ok ?? {});
+      if (fast === null) {
+        assert.ok(refusedByJson, `the numeric entry refused what the JSON op accepts: ${JSON.stringify(input)}`);
+        refused++;
+        continue;
+      }
+      assert.deepEqual({ ok: { ...fast, streakCode: null, errorCode: null, errorMessage: null, attemptOutcome: 'ok', events: [] } }, json, JSON.stringify(input));
     }
     assert.ok(refused > 100, `the inputs include refusals (${refused})`);
   });

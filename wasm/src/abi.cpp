@@ -187,6 +187,11 @@ int32_t pb_pump_numbers(double concurrency, double running, double buffered, dou
                                oldest_settle_age_ms, slack_ms, statement_ms, max_batch, max_jobs, claimed);
 }
 
+PB_EXPORT(pb_settle_ok_numbers)
+int32_t pb_settle_ok_numbers(double now, double attempts, double crashes, double streak, double max_attempts) {
+  return postbox::settle_ok_numbers(now, attempts, crashes, streak, max_attempts);
+}
+
 PB_EXPORT(pb_policy) int32_t pb_policy(const char* ptr, int32_t len) { return run(postbox::kPolicy, ptr, len); }
 PB_EXPORT(pb_settle) int32_t pb_settle(const char* ptr, int32_t len) { return run(postbox::kSettle, ptr, len); }
 PB_EXPORT(pb_claim) int32_t pb_claim(const char* ptr, int32_t len) { return run(postbox::kClaim, ptr, len); }

@@ -1,20 +1,22 @@
-// Numeric forms of admit and pump, for the drain's hot path: one call per started job and one
-// per handler that ends. They read the same fields with the same bounds as the JSON ops, run
-// the same decide_* functions, and refuse what the JSON op would refuse (the shim then asks the
-// JSON op, which says why), so the two forms never disagree.
+// Numeric forms of admit, pump and an ok settlement, for the drain's hot path: one call per
+// started job, one per handler that ends, one per job that succeeded. They read the same fields
+// with the same bounds as the JSON ops, run the same decision functions, and refuse what the
+// JSON op would refuse (the shim then asks the JSON op, which says why), so the forms never disagree.
 #include "postbox/numbers.h"
 
+#include <iterator>
 #include <optional>
 
 #include "postbox/admit.h"
 #include "postbox/claim_pump.h"
 #include "postbox/json_input.h"
 #include "postbox/policy.h"
+#include "postbox/settle.h"
 
 namespace postbox {
 namespace {
 
-double g_out[5];
+double g_out[8];
 
 // A whole number in [lo, hi] (wasm passes f64). NaN and fractions fail the checks.
 bool whole(double v, int64_t lo, int64_t hi, int64_t& out) {
@@ -92,6 +94,33 @@ int32_t pump_numbers(double concurrency, double running, double buffered, double
     case PumpAction::done: return 4;
   }
   return 4;
+}
+
+int32_t settle_ok_numbers(double now, double attempts, double crashes, double streak, double max_attempts) {
+  // The JSON op's bounds for the same fields (settle.cpp, read_settle and read_job).
+  SettleInput in;
+  in.outcome.type = OutcomeType::ok;
+  if (!whole(now, 0, input::kMaxSafeInteger, in.now) || !whole(attempts, 0, 1000000, in.job.attempts) ||
+      !whole(crashes, 0, 1000000, in.job.crashes) || !whole(streak, 0, 1000000, in.job.streak) ||
+      !maybe_whole(max_attempts, 1, 1000, in.job.max_attempts)) {
+    return 0;
+  }
+  const Settlement s = settle(in);
+  if (s.streak_code || s.error_code || s.error_message || !s.events.empty()) return 0;
+  int32_t status = -1;
+  for (int32_t i = 0; i < static_cast<int32_t>(std::size(kJobStatuses)); ++i) {
+    if (s.status == kJobStatuses[i]) status = i;
+  }
+  if (status < 0) return 0;
+  g_out[0] = status;
+  g_out[1] = or_absent(s.due_at);
+  g_out[2] = static_cast<double>(s.attempts);
+  g_out[3] = static_cast<double>(s.crashes);
+  g_out[4] = static_cast<double>(s.streak);
+  g_out[5] = s.finished ? 1 : 0;
+  g_out[6] = s.charged ? 1 : 0;
+  g_out[7] = static_cast<double>(s.attempt);
+  return 1;
 }
 
 }  // namespace postbox

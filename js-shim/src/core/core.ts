@@ -31,6 +31,7 @@ interface CoreExports {
     slowestRecentMs: number, oldestSettleAgeMs: number, slackMs: number, statementMs: number, maxBatch: number,
     maxJobs: number, claimed: number,
   ): number;
+  pb_settle_ok_numbers?(now: number, attempts: number, crashes: number, streak: number, maxAttempts: number): number;
   pb_abi_version(): number;
   pb_alloc(len: number): number;
   pb_free(ptr: number): void;
@@ -59,6 +60,8 @@ function wasiStubs(): WebAssembly.ModuleImports {
  */
 export class Core {
   readonly #exports: CoreExports;
+  /** A view of the numeric entries' outputs, made again only if the memory's buffer changes. */
+  #outView: Float64Array | null = null;
 
   constructor(module: WebAssembly.Module) {
     const imports: WebAssembly.Imports = {};
@@ -106,7 +109,7 @@ export class Core {
       if (rc === 2) return { start: false, reason: 'released' };
       if (rc === 3) return { start: false, reason: 'claim_late' };
       if (rc === 1) {
-        const out = new Float64Array(ex.memory.buffer, ex.pb_numbers_out(), 5);
+        const out = this.#numbersOut(ex);
         const answer: AdmitAnswer = { start: true, deadline: out[0]!, timerMs: out[1]! };
         if (out[2] !== ABSENT) answer.attempt = out[2]!;
         if (out[3] !== ABSENT) {
@@ -134,11 +137,38 @@ export class Core {
       );
       const action = PUMP_ACTIONS[rc];
       if (action) {
-        const out = new Float64Array(ex.memory.buffer, ex.pb_numbers_out(), 2);
+        const out = this.#numbersOut(ex);
         return { action, claim: out[0]!, waitMs: out[1] === ABSENT ? null : out[1]! };
       }
     }
     return this.call<PumpAnswer>('claim', { op: 'pump', ...input });
+  }
+
+  /**
+   * pb_settle for an `ok` outcome through the core's numeric entry (the drain settles every
+   * succeeded job). Null when the entry is missing or refuses the input: ask the JSON op then,
+   * which decides the same or names the bad field.
+   */
+  settleOk(input: SettleOkInput): SettleOkAnswer | null {
+    const ex = this.#exports;
+    if (!ex.pb_settle_ok_numbers || !ex.pb_numbers_out) return null;
+    const rc = ex.pb_settle_ok_numbers(input.now, input.attempts, input.crashes, input.streak, orAbsent(input.maxAttempts));
+    if (rc !== 1) return null;
+    const out = this.#numbersOut(ex);
+    const status = JOB_STATUSES[out[0]!];
+    if (status === undefined) return null;
+    return {
+      status, dueAt: out[1] === ABSENT ? null : out[1]!, attempts: out[2]!, crashes: out[3]!, streak: out[4]!,
+      finished: out[5] === 1, charged: out[6] === 1, attempt: out[7]!,
+    };
+  }
+
+  #numbersOut(ex: CoreExports): Float64Array {
+    const ptr = ex.pb_numbers_out!();
+    if (this.#outView === null || this.#outView.buffer !== ex.memory.buffer || this.#outView.byteOffset !== ptr) {
+      this.#outView = new Float64Array(ex.memory.buffer, ptr, NUMBERS_OUT);
+    }
+    return this.#outView;
   }
 
   /** Calls one family with a value; returns the result, or throws on an error document. */
@@ -188,6 +218,31 @@ export interface PumpAnswer {
   waitMs: number | null;
 }
 
+/** pb_settle's input for an `ok` outcome: the job's counters (maxAttempts null when it has no budget of its own). */
+export interface SettleOkInput {
+  now: number;
+  attempts: number;
+  crashes: number;
+  streak: number;
+  maxAttempts: number | null;
+}
+
+/** pb_settle's answer for an `ok` outcome, less what is fixed for it (no code, text or events; attempt outcome ok). */
+export interface SettleOkAnswer {
+  status: (typeof JOB_STATUSES)[number];
+  dueAt: number | null;
+  attempts: number;
+  crashes: number;
+  streak: number;
+  finished: boolean;
+  charged: boolean;
+  attempt: number;
+}
+
+/** Job statuses as pb_settle_ok_numbers numbers them (wasm/include/postbox/numbers.h). */
+const JOB_STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'] as const;
+/** How many f64 outputs a numeric entry leaves at most. */
+const NUMBERS_OUT = 8;
 const PUMP_ACTIONS = [undefined, 'claim', 'settle', 'wait', 'done'] as const;
 /** Absent, for the numeric entries (whose inputs are otherwise never negative). */
 const ABSENT = -1;

@@ -33,4 +33,5 @@ int32_t pb_admit_numbers(double now, double deadline_at, double lease_expires_at
 int32_t pb_pump_numbers(double concurrency, double running, double buffered, double settles, double may_claim,
                         double remaining, double slowest_recent_ms, double oldest_settle_age_ms, double slack_ms,
                         double statement_ms, double max_batch, double max_jobs, double claimed);
+int32_t pb_settle_ok_numbers(double now, double attempts, double crashes, double streak, double max_attempts);
 }
