@@ -259,17 +259,43 @@ function claimArgs(c: ClaimInput): unknown[] {
 }
 
 /** The 12 parallel arrays of a settle statement, after `now` (queries/settle.ts). */
-function settleColumns(input: SettleInput): unknown[] {
+function settleColumns(input: SettleInput): string[] {
   const items = input.items;
-  const n = items.length;
-  const cols: unknown[][] = Array.from({ length: 12 }, () => new Array(n));
-  for (let i = 0; i < n; i++) {
-    const w = items[i]!;
-    cols[0]![i] = w.id; cols[1]![i] = w.attemptSeq; cols[2]![i] = w.status; cols[3]![i] = w.dueAt;
-    cols[4]![i] = w.attempts; cols[5]![i] = w.crashes; cols[6]![i] = w.streakCode; cols[7]![i] = w.streak;
-    cols[8]![i] = w.errorCode; cols[9]![i] = w.errorMessage; cols[10]![i] = w.finished; cols[11]![i] = w.outcome;
+  // Array literals written here, not by node-postgres: the drain sends twelve arrays per
+  // settlement batch, and its generic per-element conversion was a tenth of the drain's CPU.
+  return [
+    plainArray(items, (w) => w.id), plainArray(items, (w) => w.attemptSeq), textArray(items, (w) => w.status),
+    plainArray(items, (w) => w.dueAt), plainArray(items, (w) => w.attempts), plainArray(items, (w) => w.crashes),
+    textArray(items, (w) => w.streakCode), plainArray(items, (w) => w.streak), textArray(items, (w) => w.errorCode),
+    textArray(items, (w) => w.errorMessage), plainArray(items, (w) => w.finished), textArray(items, (w) => w.outcome),
+  ];
+}
+
+/**
+ * A PostgreSQL array literal of values that never need quoting: uuids, whole numbers and
+ * booleans (`true`/`false`); null is NULL.
+ */
+export function plainArray<T>(items: readonly T[], pick: (item: T) => string | number | boolean | null): string {
+  let out = '{';
+  for (let i = 0; i < items.length; i++) {
+    const v = pick(items[i]!);
+    if (i > 0) out += ',';
+    out += v === null ? 'NULL' : String(v);
   }
-  return cols;
+  return out + '}';
+}
+
+const NEEDS_ESCAPE = /["\\]/;
+
+/** A PostgreSQL array literal of texts: each quoted, `"` and `\` escaped; null is NULL. */
+export function textArray<T>(items: readonly T[], pick: (item: T) => string | null): string {
+  let out = '{';
+  for (let i = 0; i < items.length; i++) {
+    const v = pick(items[i]!);
+    if (i > 0) out += ',';
+    out += v === null ? 'NULL' : NEEDS_ESCAPE.test(v) ? `"${v.replace(/["\\]/g, '\\$&')}"` : `"${v}"`;
+  }
+  return out + '}';
 }
 
 /** A tenant filter: omitted means any tenant, `null` only jobs without one. */
