@@ -20,7 +20,7 @@
 import os from 'node:os';
 import pg from 'pg';
 import { createOutbox, defineJob, ok, runDrain } from 'postbox';
-import { createPgConnector } from 'postbox/pg';
+import { createPgPoolConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { Logger, makeWorkerUtils, runMigrations, runOnce } from 'graphile-worker';
 import PgBoss from 'pg-boss';
@@ -97,7 +97,12 @@ function postbox(concurrency: number, drains: number): Variant {
           return ok();
         },
       });
-      const outbox = createOutbox({ jobs: [job], connect: createPgConnector(systemUrl), concurrency });
+      // Connected during set-up, like graphile-worker's pool: a drain checks a warm connection
+      // out instead of opening one (and authenticating) inside the timed window.
+      const pool = new pg.Pool({ connectionString: systemUrl, max: drains });
+      pool.on('error', () => undefined);
+      await Promise.all(Array.from({ length: drains }, () => pool.connect())).then((clients) => clients.forEach((c) => c.release()));
+      const outbox = createOutbox({ jobs: [job], connect: createPgPoolConnector(pool), concurrency });
       await withClient(url, async (c) => {
         await migrate(c);
         await c.query('BEGIN');
@@ -116,6 +121,7 @@ function postbox(concurrency: number, drains: number): Variant {
           );
         },
         verify: () => expectCount(url, `SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded'`, s.jobs),
+        close: () => pool.end(),
       };
     },
   };
