@@ -49,11 +49,16 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     controller?.abort(reason);
   };
   const fence: Fence = { closed: false, inflight: 0, txOpen: 0 };
-  let lost: (reason: LostReason) => void = () => undefined;
-  const lostLease = new Promise<'lost'>((resolve) => {
-    lost = () => resolve('lost');
+  // The attempt ends once, by whichever comes first: the handler's result, its timer, or a
+  // lost lease. One promise for the three (not a race of three), since every job makes one.
+  let end!: (how: Finished | 'timeout' | 'lost') => void;
+  const ended = new Promise<Finished | 'timeout' | 'lost'>((resolve) => {
+    end = resolve;
   });
-  const lease = new AttemptLease(rt, session, job, row, admitted, lost);
+  // Made when the attempt has a stop point or beats, or when the handler first calls
+  // ctx.heartbeat(): most jobs are covered by their claim's lease and never need one.
+  let lease: AttemptLease | undefined;
+  const leaseOf = (): AttemptLease => (lease ??= new AttemptLease(rt, session, job, row, admitted, () => end('lost')));
   let db: OutboxDb | undefined;
   const ctx = {
     jobId: row.id,
@@ -71,12 +76,12 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     deadline,
     remainingMs: () => Math.max(0, deadline - rt.clock.now()),
     heartbeat: async (): Promise<number> => {
-      if (lease.lost) throw lostError(lease.lost);
+      if (lease?.lost) throw lostError(lease.lost);
       if (fence.closed) throw new PostboxError('attempt_closed', 'ctx.heartbeat() called after the attempt returned or timed out');
       if (fence.txOpen > 0) {
         throw new PostboxError('heartbeat_in_transaction', 'ctx.heartbeat() called while a ctx.db transaction is open: it would wait for the transaction; call it between transactions');
       }
-      return lease.beat();
+      return leaseOf().beat();
     },
     // Made on first use, like the signal: many handlers never touch the database.
     get db(): OutboxDb {
@@ -89,27 +94,25 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     [HANDLER_RUNTIME]: handlerRuntimeOf(rt),
   };
   // Armed before the handler runs, so a beat it takes at once is never overridden by admit's numbers.
-  lease.start();
-  const work = (async (): Promise<Finished> => {
+  if (admitted.stopAt !== undefined || (job.autoHeartbeat && admitted.heartbeatAt != null)) leaseOf().start();
+  void (async (): Promise<Finished> => {
     const validated = await job.payload['~standard'].validate(row.payload);
     if (validated.issues) {
       return { row, outcome: { type: 'invalid_payload', message: validated.issues.map((i) => i.message).join('; ') } };
     }
     return fromHandlerOutcome(row, await job.handle(validated.value, ctx));
-  })().catch((error: unknown) => classifyThrow(rt, job, row, error));
+  })()
+    .catch((error: unknown) => classifyThrow(rt, job, row, error))
+    .then(end);
   const timerMs = admitted.timerMs;
-
-  let timer: ReturnType<typeof setTimeout> | undefined;
   // The timeout is real time (the platform's), whatever the outbox's clock says.
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), timerMs);
-  });
-  const winner = await Promise.race([work, timeout, lostLease]);
+  const timer = setTimeout(() => end('timeout'), timerMs);
+  const winner = await ended;
   clearTimeout(timer);
-  lease.end();
+  lease?.end();
   fence.closed = true;
   if (winner === 'lost') {
-    abort(lostError(lease.lost ?? 'not_owner'));
+    abort(lostError(lease?.lost ?? 'not_owner'));
     return { finished: null, abandoned: fence.inflight > 0 };
   }
   if (winner === 'timeout') {
