@@ -10,6 +10,7 @@ import { runTransaction, type TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
 import type { AttemptView, JobFilter, JobView } from '../inspect/index.js';
 import { outboxSql, type OutboxSql } from '../queries/index.js';
+import { claimedFromArray } from '../queries/claim.js';
 import { run } from '../queries/statement.js';
 import { ms, ts } from '../queries/time.js';
 import type { JobStatus, LaneDb, Queryable } from '../types.js';
@@ -135,7 +136,7 @@ SELECT id FROM beat`;
     if (settle.now !== claim.now) throw new PostboxError('invalid_input', 'settleThenClaim: the settle and the claim must share one now');
     const statement = claim.targets ? this.sql.settleThenClaimTargets : this.sql.settleThenClaimDue;
     const out = (await run(db, statement, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
-    return { settled: out.settled as string[], claimed: out.claimed as ClaimedJob[] };
+    return { settled: out.settled as string[], claimed: (out.claimed as unknown[][]).map(claimedFromArray) };
   }
 
   async heartbeat(db: LaneDb, input: HeartbeatInput): Promise<string[]> {
