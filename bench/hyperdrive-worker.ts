@@ -22,7 +22,7 @@ interface Env {
 interface Body {
   via: 'binding' | 'direct';
   connector: 'postbox' | 'bare';
-  sql?: 'plain' | 'param';
+  sql?: 'plain' | 'param' | 'large';
   n?: number;
   concurrency?: number;
   handlerMs?: number;
@@ -50,7 +50,12 @@ export default {
       case '/latency': {
         const lane = await connect();
         const db = lane.db as unknown as pg.ClientBase;
-        const run = (i: number) => (body.sql === 'param' ? db.query('SELECT $1::int', [i]) : db.query('SELECT 1'));
+        const run = (i: number) =>
+          body.sql === 'param'
+            ? db.query('SELECT $1::int', [i])
+            : body.sql === 'large'
+              ? db.query("SELECT repeat('x', 40000 + $1::int % 2) AS x", [i])
+              : db.query('SELECT 1');
         try {
           for (let i = 0; i < 20; i++) await run(i);
           const ms: number[] = [];

@@ -27,7 +27,7 @@ import { createOutbox, defineJob, ok } from 'postbox';
 import { migrate } from 'postbox/sql';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../tests/support/postgres.ts';
 import { startWireProxy } from '../tests/support/wire-proxy.ts';
-import { startWorker, type TestWorker } from '../tests/support/worker.ts';
+import { setProxyNoDelay, startWorker, type TestWorker } from '../tests/support/worker.ts';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -49,6 +49,20 @@ type Via = (typeof VIAS)[number];
 type ConnectorKind = (typeof CONNECTORS)[number];
 const connectorLabel = (c: ConnectorKind) => (c === 'postbox' ? 'createPgConnector' : 'bare pg.Client (before)');
 const log = (s: string) => process.stderr.write(s);
+/** The path as the tables name it: the binding with its proxy's Nagle off is a diagnosis, not wrangler dev. */
+const pathLabel = (r: { via: Via; noDelay?: boolean }) => (r.noDelay ? 'binding, proxy with TCP_NODELAY' : r.via);
+/** The variants of each (via, connector): the binding is also measured with its proxy's Nagle off, for createPgConnector. */
+const variantsOf = (via: Via, connector: ConnectorKind): boolean[] => (via === 'binding' && connector === 'postbox' ? [false, true] : [false]);
+
+/** Runs `fn` with the local Hyperdrive proxy's new sockets set to TCP_NODELAY when `on`. */
+async function withNoDelay<T>(on: boolean, fn: () => Promise<T>): Promise<T> {
+  setProxyNoDelay(on);
+  try {
+    return await fn();
+  } finally {
+    setProxyNoDelay(false);
+  }
+}
 
 /** A Worker whose binding and DIRECT_URL both lead to `url`. */
 const workerFor = (url: string) => startWorker({ entry, databaseUrl: url, vars: { DIRECT_URL: url } });
@@ -67,8 +81,8 @@ const quantile = (xs: number[], q: number) => {
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 interface WritesRow { via: Via; connector: ConnectorKind; statements: number; meanChunks: number; maxChunks: number; single: number }
-interface LatencyRow { via: Via; connector: ConnectorKind; sql: string; median: number; mean: number; p90: number }
-interface DrainRow { via: Via; connector: ConnectorKind; concurrency: number; wallS: number; jobsPerS: number; ratio?: number }
+interface LatencyRow { via: Via; connector: ConnectorKind; noDelay?: boolean; sql: string; median: number; mean: number; p90: number }
+interface DrainRow { via: Via; connector: ConnectorKind; noDelay?: boolean; concurrency: number; wallS: number; jobsPerS: number; ratio?: number }
 
 async function measureWrites(server: PgServer): Promise<WritesRow[]> {
   const url = await server.createDatabase('bench_writes');
@@ -98,13 +112,16 @@ async function measureLatency(server: PgServer): Promise<LatencyRow[]> {
   const worker = await workerFor(url);
   const rows: LatencyRow[] = [];
   try {
-    for (const sql of ['plain', 'param'] as const) {
+    const text = { plain: 'SELECT 1', param: 'SELECT $1::int', large: "SELECT repeat('x', 40000) (a 40 KB answer)" };
+    for (const sql of ['plain', 'param', 'large'] as const) {
       for (const via of VIAS) {
         for (const connector of CONNECTORS) {
-          const { ms } = await post<{ ms: number[] }>(worker, '/latency', { via, connector, sql, n: N });
-          const row = { via, connector, sql: sql === 'plain' ? 'SELECT 1' : 'SELECT $1::int', median: quantile(ms, 0.5), mean: mean(ms), p90: quantile(ms, 0.9) };
-          rows.push(row);
-          log(`latency ${via.padEnd(7)} ${connectorLabel(connector).padEnd(24)} ${row.sql.padEnd(15)} median ${row.median.toFixed(3)} ms, mean ${row.mean.toFixed(3)} ms\n`);
+          for (const noDelay of variantsOf(via, connector)) {
+            const { ms } = await withNoDelay(noDelay, () => post<{ ms: number[] }>(worker, '/latency', { via, connector, sql, n: N }));
+            const row = { via, connector, noDelay, sql: text[sql], median: quantile(ms, 0.5), mean: mean(ms), p90: quantile(ms, 0.9) };
+            rows.push(row);
+            log(`latency ${pathLabel(row).padEnd(7)} ${connectorLabel(connector).padEnd(24)} ${row.sql.padEnd(15)} median ${row.median.toFixed(3)} ms, mean ${row.mean.toFixed(3)} ms\n`);
+          }
         }
       }
     }
@@ -125,7 +142,7 @@ async function measureDrains(server: PgServer): Promise<DrainRow[]> {
   let seq = 0;
   for (const concurrency of [1, 8, 32]) {
     for (const connector of CONNECTORS) {
-      for (const via of VIAS) {
+      for (const [via, noDelay] of VIAS.flatMap((v) => variantsOf(v, connector).map((d) => [v, d] as const))) {
         const url = await server.createDatabase(`bench_drain_${++seq}`);
         await withClient(url, async (c) => {
           await migrate(c);
@@ -137,13 +154,13 @@ async function measureDrains(server: PgServer): Promise<DrainRow[]> {
         });
         const worker = await workerFor(url);
         try {
-          log(`drain   ${via.padEnd(7)} ${connectorLabel(connector).padEnd(24)} c=${concurrency} (${JOBS} jobs) `);
+          log(`drain   ${pathLabel({ via, noDelay }).padEnd(7)} ${connectorLabel(connector).padEnd(24)} c=${concurrency} (${JOBS} jobs) `);
           const t0 = performance.now();
-          await post(worker, '/drain', { via, connector, concurrency, handlerMs: HANDLER_MS });
+          await withNoDelay(noDelay, () => post(worker, '/drain', { via, connector, concurrency, handlerMs: HANDLER_MS }));
           const wallS = (performance.now() - t0) / 1000;
           const done = await withClient(url, async (c) => (await c.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded'`)).rows[0].n as number);
           if (done !== JOBS) throw new Error(`expected ${JOBS} succeeded jobs, got ${done}`);
-          rows.push({ via, connector, concurrency, wallS, jobsPerS: JOBS / wallS });
+          rows.push({ via, connector, noDelay, concurrency, wallS, jobsPerS: JOBS / wallS });
           log(`${wallS.toFixed(2)} s, ${(JOBS / wallS).toFixed(0)} jobs/s\n`);
         } finally {
           await worker.dispose();
@@ -168,6 +185,7 @@ function render(pgVersion: string, writes: WritesRow[], latency: LatencyRow[], d
     `- PostgreSQL ${pgVersion} (${FLAVOR}, local TCP, fsync=off), Node ${process.version}, Miniflare (workerd) from the repo's devDependencies`,
     '- binding = the Worker\'s Hyperdrive binding (Miniflare\'s local proxy, as under wrangler dev); direct = a connection string workerd dials itself',
     '- bare pg.Client (before) = a plain `pg.Client`, which is how `createPgConnector` wrote to the Workers socket before it corked it',
+    "- binding, proxy with TCP_NODELAY = the same binding with Nagle's algorithm turned off on the local proxy's sockets (patched in this process; wrangler dev leaves it on): an answer larger than one segment then no longer waits for the Worker side's delayed ACK",
     '',
     `## Writes per statement (\`SELECT $1::int\`, ${N} + 20 warm-up, chunks seen by tests/support/wire-proxy.ts)`,
     '',
@@ -182,13 +200,13 @@ function render(pgVersion: string, writes: WritesRow[], latency: LatencyRow[], d
     '',
     '| statement | path | connector | median | mean | p90 |',
     '|---|---|---|---:|---:|---:|',
-    ...latency.map((r) => `| \`${r.sql}\` | ${r.via} | ${connectorLabel(r.connector)} | ${f(r.median, 3)} | ${f(r.mean, 3)} | ${f(r.p90, 3)} |`),
+    ...latency.map((r) => `| \`${r.sql}\` | ${pathLabel(r)} | ${connectorLabel(r.connector)} | ${f(r.median, 3)} | ${f(r.mean, 3)} | ${f(r.p90, 3)} |`),
     '',
     `## Drain (${JOBS} jobs, ${HANDLER_MS} ms handler, \`runDrain\` in the Worker, one connection; ratio = jobs/s ÷ direct with the same connector)`,
     '',
     '| concurrency | path | connector | wall s | jobs/s | binding ÷ direct |',
     '|---:|---|---|---:|---:|---:|',
-    ...drains.map((r) => `| ${r.concurrency} | ${r.via} | ${connectorLabel(r.connector)} | ${f(r.wallS, 2)} | ${f(r.jobsPerS, 0)} | ${r.via === 'binding' && r.ratio !== undefined ? `${f(r.ratio, 2)}×` : '—'} |`),
+    ...drains.map((r) => `| ${r.concurrency} | ${pathLabel(r)} | ${connectorLabel(r.connector)} | ${f(r.wallS, 2)} | ${f(r.jobsPerS, 0)} | ${r.via === 'binding' && r.ratio !== undefined ? `${f(r.ratio, 2)}×` : '—'} |`),
     '',
   ];
   return lines.join('\n');

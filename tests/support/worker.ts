@@ -42,11 +42,26 @@ function quietProxySockets(): void {
   if (marked.postboxQuiet) return;
   marked.postboxQuiet = true;
   const ignore = () => undefined;
+  const prepare = (socket: net.Socket) => {
+    if (proxyNoDelay) socket.setNoDelay(true);
+    return socket.on('error', ignore);
+  };
   const createServer = net.createServer;
   (net as { createServer: unknown }).createServer = (...args: Parameters<typeof net.createServer>) =>
-    createServer(...args).on('connection', (socket: net.Socket) => socket.on('error', ignore));
+    createServer(...args).on('connection', prepare);
   const connect = net.connect;
-  (net as { connect: unknown }).connect = (...args: unknown[]) => (connect as (...a: unknown[]) => net.Socket)(...args).on('error', ignore);
+  (net as { connect: unknown }).connect = (...args: unknown[]) => prepare((connect as (...a: unknown[]) => net.Socket)(...args));
+}
+
+let proxyNoDelay = false;
+
+/**
+ * For bench/hyperdrive.ts only: sockets the local Hyperdrive proxy opens from now on turn
+ * Nagle's algorithm off (TCP_NODELAY), which Miniflare's proxy leaves on. Shows what its
+ * delayed-ACK waits cost; wrangler dev itself does not do this.
+ */
+export function setProxyNoDelay(on: boolean): void {
+  proxyNoDelay = on;
 }
 quietProxySockets();
 
