@@ -2,9 +2,12 @@ import type { ClaimedJob } from '../store/contract.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
-/** Columns a claimed or recovered job carries back to the shim. */
-const CLAIMED_COLUMNS = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')} AS lease_expires_ms`;
+/** What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order; the last is lease_expires_ms. */
+const CLAIMED_VALUES = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
+  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')}`;
+
+/** The claimed values as columns of a result row. */
+const CLAIMED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms`;
 
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';
@@ -56,8 +59,7 @@ export { CLAIMED_COLUMNS };
  * JSON (queries/drain.ts): without a key per field the answer is about a third the size, which
  * keeps a claim's answer within a segment or two. Same order as {@link claimedFromArray}.
  */
-export const CLAIMED_ARRAY = `json_build_array(id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')})`;
+export const CLAIMED_ARRAY = `json_build_array(${CLAIMED_VALUES})`;
 
 /** One job of {@link CLAIMED_ARRAY} as the row the claim statements return. */
 export function claimedFromArray(a: readonly unknown[]): ClaimedJob {
