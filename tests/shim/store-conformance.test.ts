@@ -13,20 +13,12 @@ import { migrate } from 'postbox/sql';
 import { outboxStoreContract } from 'postbox/testing';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
+import { memoryStoreScenarios } from './fixtures/memory-contract.ts';
 
 const OTHER = 'contract_b';
 
 describe('memory store', () => {
-  let database = new MemoryOutboxDatabase();
-  const scenarios = outboxStoreContract<unknown>({
-    makeStore: (name) => new MemoryOutboxStore({ name, database }),
-    db: () => undefined,
-    reset: async () => {
-      database = new MemoryOutboxDatabase();
-    },
-    otherName: OTHER,
-  });
-  for (const s of scenarios) test(s.name, s.run);
+  for (const s of memoryStoreScenarios({ otherName: OTHER })) test(s.name, s.run);
 
   test('rejects bad input with typed errors', async () => {
     const store = new MemoryOutboxStore();
@@ -41,19 +33,11 @@ describe('memory store', () => {
 
 test('the batched-append scenario runs when the store has appendStatements and a batch runner is given', async () => {
   // A stand-in for a store without interactive transactions: its "statement" is the append itself.
-  let database = new MemoryOutboxDatabase();
   let last: MemoryOutboxStore | undefined;
-  const scenarios = outboxStoreContract<unknown>({
-    makeStore: (name) => {
-      const store = new MemoryOutboxStore({ name, database });
-      (store as { appendStatements?: unknown }).appendStatements = (_db: unknown, input: unknown) => ({ statements: [input], read: (results: unknown[]) => results[0] });
-      return (last = store);
-    },
-    db: () => undefined,
-    reset: async () => {
-      database = new MemoryOutboxDatabase();
-    },
-    runBatch: async (db, statements) => [await last!.append(db, statements[0] as never)],
+  const scenarios = memoryStoreScenarios({ runBatch: async (db, statements) => [await last!.append(db, statements[0] as never)] }, (database, name) => {
+    const store = new MemoryOutboxStore({ name, database });
+    (store as { appendStatements?: unknown }).appendStatements = (_db: unknown, input: unknown) => ({ statements: [input], read: (results: unknown[]) => results[0] });
+    return (last = store);
   });
   const batched = scenarios.find((s) => s.name.startsWith('append as batched statements'));
   assert.ok(batched);
@@ -67,14 +51,7 @@ test('the batched-append scenario runs when the store has appendStatements and a
 describe('the suite fails broken stores', () => {
   // Each mutant breaks one rule; the scenario that checks it must reject.
   const run = async (make: (database: MemoryOutboxDatabase) => (name: string | null) => MemoryOutboxStore, scenario: RegExp) => {
-    let database = new MemoryOutboxDatabase();
-    const s = outboxStoreContract<unknown>({
-      makeStore: (name) => make(database)(name),
-      db: () => undefined,
-      reset: async () => {
-        database = new MemoryOutboxDatabase();
-      },
-    }).find((x) => scenario.test(x.name));
+    const s = memoryStoreScenarios({}, (database, name) => make(database)(name)).find((x) => scenario.test(x.name));
     assert.ok(s, `a scenario matching ${scenario}`);
     await assert.rejects(s.run(), /store contract:/);
   };
