@@ -131,9 +131,22 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
     tenantKey: opts.tenantKey ?? null,
     dedupeKey: opts.dedupeKey ?? null,
     correlationId: opts.correlationId ?? null,
-    metadataJson: opts.metadata === undefined ? null : JSON.stringify(opts.metadata),
+    metadataJson: metadataJson(opts.metadata, api, index),
     maxAttempts: opts.maxAttempts ?? null,
   };
+  // Texts PostgreSQL refuses: the item is refused as a result, before any statement, so neither
+  // the caller's transaction nor the other items of a list share its fate.
+  for (const field of ['dedupeKey', 'tenantKey', 'correlationId'] as const) {
+    const text = p[field];
+    if (text !== null && UNSTORABLE_TEXT.test(text)) {
+      p.refused = { status: 'invalid_payload', issues: [{ message: `${field} ${unstorable(text)}`, path: [field] }] };
+      return p;
+    }
+  }
+  if (p.metadataJson !== null && hasUnstorableEscape(p.metadataJson)) {
+    p.refused = { status: 'invalid_payload', issues: [{ message: `metadata ${UNSTORABLE_JSON}`, path: ['metadata'] }] };
+    return p;
+  }
   const validated = job.payload['~standard'].validate(opts.payload);
   // Validators may answer synchronously: a long list then pays no microtask per item.
   return validated instanceof Promise ? validated.then((v) => serialise(p, v)) : serialise(p, validated);
@@ -155,9 +168,49 @@ function serialise(p: Prepared, validated: StandardSchemaV1.Result<unknown>): Pr
     p.refused = { status: 'invalid_payload', issues: [{ message: 'payload is not JSON-serialisable' }] };
     return p;
   }
+  if (hasUnstorableEscape(json)) {
+    p.refused = { status: 'invalid_payload', issues: [{ message: `payload ${UNSTORABLE_JSON}` }] };
+    return p;
+  }
   p.payloadJson = json;
   p.payloadBytes = utf8Length(json);
   return p;
+}
+
+/** A character PostgreSQL's text and jsonb refuse: U+0000, or half of a surrogate pair. */
+const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function unstorable(text: string): string {
+  return text.includes('\u0000')
+    ? 'holds U+0000, which PostgreSQL cannot store in text'
+    : 'holds half of a UTF-16 surrogate pair, which is not a character and PostgreSQL cannot store';
+}
+
+const UNSTORABLE_JSON = 'holds U+0000 or half of a UTF-16 surrogate pair, which PostgreSQL cannot store in jsonb';
+
+/**
+ * Whether JSON text from JSON.stringify holds an escape jsonb refuses: `\u0000`, or a lone
+ * surrogate's `\udXXX` (JSON.stringify escapes exactly those, and writes real pairs as they are).
+ * An escaped backslash before `u` (`\\u0000`, the six characters) is text, not an escape.
+ */
+function hasUnstorableEscape(json: string): boolean {
+  return json.includes('\\u') && /(?<!\\)(?:\\\\)*\\u(?:0000|[dD][89abAB][0-9a-fA-F]{2}|[dD][c-fC-F][0-9a-fA-F]{2})/.test(json);
+}
+
+/**
+ * Metadata is a plain JSON object; `undefined` and `null` both mean none (SQL NULL), in
+ * `enqueue` and `enqueueMany` alike.
+ */
+function metadataJson(metadata: unknown, api: Api, index: number): string | null {
+  if (metadata === undefined || metadata === null) return null;
+  if (typeof metadata !== 'object' || Array.isArray(metadata)) {
+    throw new PostboxError('invalid_input', `${where(api, index)}: metadata must be a plain object, got ${Array.isArray(metadata) ? 'an array' : typeof metadata}`);
+  }
+  try {
+    return JSON.stringify(metadata);
+  } catch (error) {
+    throw new PostboxError('invalid_input', `${where(api, index)}: metadata is not JSON-serialisable: ${String(error)}`);
+  }
 }
 
 /** One core call for the whole list: each item's delay and payload size. */

@@ -98,7 +98,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   void (async (): Promise<Finished> => {
     const validated = await job.payload['~standard'].validate(row.payload);
     if (validated.issues) {
-      return { row, outcome: { type: 'invalid_payload', message: validated.issues.map((i) => i.message).join('; ') } };
+      return { row, outcome: { type: 'invalid_payload', message: redact(rt, validated.issues.map((i) => i.message).join('; ')) } };
     }
     return fromHandlerOutcome(row, await job.handle(validated.value, ctx));
   })()
@@ -123,7 +123,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
 }
 
 /** The handler's outcome in the core's vocabulary; anything else is `none`, which the core classifies. */
-function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined): Finished {
+export function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined): Finished {
   switch (outcome?.type) {
     case 'ok':
       return outcome.commit ? { row, outcome: { type: 'ok' }, commit: outcome.commit } : { row, outcome: { type: 'ok' } };
@@ -152,7 +152,15 @@ function classifyThrow(rt: OutboxRuntime, job: JobDefinition, row: ClaimedRow, e
   return { ...finished, outcome: { ...finished.outcome, message: redact(rt, errorMessage(error)) } };
 }
 
-export function redact(rt: OutboxRuntime, message: string): string {
+/**
+ * How much of an error's text goes to the core, which keeps 2,000 bytes of it: a megabyte of
+ * message would only weigh on the core's input (2 MiB per call, shared by a batch).
+ */
+const MAX_ERROR_CHARS = 4_000;
+
+/** An error's text as the job row may keep it: cut, then passed through the outbox's `redactError`. */
+export function redact(rt: OutboxRuntime, text: string): string {
+  const message = text.length > MAX_ERROR_CHARS ? text.slice(0, MAX_ERROR_CHARS) : text;
   if (!rt.options.redactError) return message;
   try {
     return rt.options.redactError(message);

@@ -10,8 +10,8 @@ import { runHandler } from './handler.js';
 import type { PumpAnswer } from './core/core.js';
 import type { Admitted } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
-import type { LaneSession } from './session.js';
-import { decide, needsHooks, pair, recordAll, settleAll, settleHooked, settleWrites, type Settlement } from './settle.js';
+import { errorMessage, type LaneSession } from './session.js';
+import { afterFailure, decidePairs, needsHooks, recordAll, settleAll, settleHooked, settleWrites, writeAfterFailure, writeSettled, type Settlement } from './settle.js';
 import type { ClaimInput } from './store/contract.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
@@ -204,21 +204,33 @@ class LanePump {
     if (chunk) claim.targets = chunk;
     let rows: ClaimedRow[];
     const startedAt = performance.now();
+    const items: Settlement[] = carry.length > 0 ? decidePairs(this.rt, now, carry) : [];
     try {
-      if (carry.length > 0) {
-        const items: Settlement[] = pair(carry, decide(this.rt, now, carry));
+      if (items.length > 0) {
         const out = await this.session.exclusive((q) => this.rt.store.settleThenClaim(q, { now, items: settleWrites(items) }, claim));
-        recordAll(this.rt, this.report, items, new Set(out.settled));
+        recordAll(this.rt, this.report, items, { settled: new Set(out.settled), failed: new Set() });
         rows = out.claimed;
       } else {
         rows = await this.session.exclusive((q) => this.rt.store.claim(q, claim));
       }
     } catch (error) {
-      // The statement failed as a whole, so it claimed nothing: write its settlements on a fresh
-      // session, stop claiming, let what runs finish, and release what waits for a slot.
+      // The statement failed as a whole, so it claimed nothing.
+      if (chunk) this.targets!.unshift(...chunk);
+      if (items.length > 0) {
+        this.rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
+        const answer = afterFailure(this.rt, this.session, error, { part: 'write', tries: 1, rows: items.length });
+        if (answer.next === 'split' || answer.next === 'sanitize') {
+          // One settlement's data was refused, not the session: the core has the settlements
+          // written apart from it, and the drain goes on claiming.
+          recordAll(this.rt, this.report, items, await writeAfterFailure(this.rt, this.session, now, items, answer));
+          return;
+        }
+      }
+      // Write its settlements on a fresh session, stop claiming, let what runs finish, and
+      // release what waits for a slot.
       this.#failure = error;
       await this.session.replace();
-      addReport(this.report, await settleAll(this.rt, this.session, carry));
+      if (items.length > 0) recordAll(this.rt, this.report, items, await writeSettled(this.rt, this.session, now, items));
       this.#release();
       return;
     }

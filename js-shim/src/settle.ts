@@ -3,12 +3,11 @@
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
 import { emptyReport, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
-import { PostboxError } from './errors.js';
-import { redact } from './handler.js';
+import { fromHandlerOutcome, redact } from './handler.js';
 import type { OutboxRuntime } from './runtime.js';
 import { errorMessage, type LaneSession } from './session.js';
 import type { SettleWrite } from './store/contract.js';
-import type { CorePolicy, JobDefinition, JobStatus, LaneDb } from './types.js';
+import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, LaneDb } from './types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
 export interface SettleDecision {
@@ -43,9 +42,8 @@ export async function settleAll(rt: OutboxRuntime, session: LaneSession, finishe
   const plain = finished.filter((f) => !needsHooks(rt, f));
   if (plain.length > 0) {
     const now = rt.clock.now();
-    const items = pair(plain, decide(rt, now, plain));
-    const settled = await writeWithRetry(rt, session, (q) => writeSettlements(rt, q, now, items));
-    recordAll(rt, report, items, settled);
+    const items = decidePairs(rt, now, plain);
+    recordAll(rt, report, items, await writeSettled(rt, session, now, items));
   }
   return report;
 }
@@ -54,22 +52,57 @@ export async function settleAll(rt: OutboxRuntime, session: LaneSession, finishe
 export async function settleHooked(rt: OutboxRuntime, session: LaneSession, hooked: Finished[], report: RunReport): Promise<void> {
   if (hooked.length === 0) return;
   const now = rt.clock.now();
-  const decisions = decide(rt, now, hooked);
-  for (let i = 0; i < hooked.length; i++) await settleWithHooks(rt, session, now, hooked[i]!, decisions[i]!, report);
+  for (const [f, d] of decidePairs(rt, now, hooked)) await settleWithHooks(rt, session, now, f, d, report);
 }
 
-export const pair = (finished: Finished[], decisions: SettleDecision[]): Settlement[] => finished.map((f, i) => [f, decisions[i]!]);
-
-/** Records what was written: `settled` holds the ids the database accepted; null when the write failed. */
-export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlement[], settled: ReadonlySet<string> | null): void {
-  for (const [f, d] of items) record(rt, report, f, d, settled?.has(f.row.id) ?? false, settled === null);
+/** What a settlement write came to: the ids the database accepted, and those given up on (the lease decides them). */
+export interface Written {
+  settled: ReadonlySet<string>;
+  failed: ReadonlySet<string>;
 }
+
+const NOTHING: ReadonlySet<string> = new Set();
+
+/** Records what was written. */
+export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlement[], written: Written): void {
+  for (const [f, d] of items) record(rt, report, f, d, written.settled.has(f.row.id), written.failed.has(f.row.id));
+}
+
+/**
+ * The core's decision for each attempt, paired with it. An attempt the core refuses (a state
+ * it cannot settle) is left out, with an event, for its lease to decide: it never takes the
+ * attempts decided with it down too.
+ */
+export function decidePairs(rt: OutboxRuntime, now: number, finished: Finished[]): Settlement[] {
+  let decisions: (SettleDecision | CoreRefusal)[];
+  try {
+    decisions = decide(rt, now, finished);
+  } catch (error) {
+    // The call as a whole was refused (its input too large, say): each attempt on its own.
+    if (finished.length === 1) decisions = [refusal(error)];
+    else decisions = finished.map((f) => decidePairs(rt, now, [f])[0]?.[1] ?? refusal(error));
+  }
+  const items: Settlement[] = [];
+  finished.forEach((f, i) => {
+    const d = decisions[i]!;
+    if ('refused' in d) {
+      rt.emit({ type: 'infra_error', where: `settle ${f.row.kind}`, error: d.refused });
+      rt.emit({ type: 'settle_failed', jobId: f.row.id, kind: f.row.kind, error: 'the core refused the settlement; the lease will expire and the sweep recovers it' });
+    } else items.push([f, d]);
+  });
+  return items;
+}
+
+interface CoreRefusal {
+  refused: string;
+}
+const refusal = (error: unknown): CoreRefusal => ({ refused: errorMessage(error) });
 
 /** A success raises no events; one shared, frozen list for all of them. */
 const NO_EVENTS: SettleDecision['events'] = Object.freeze([]) as unknown as SettleDecision['events'];
 
-export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): SettleDecision[] {
-  const decisions: SettleDecision[] = new Array(finished.length);
+function decide(rt: OutboxRuntime, now: number, finished: Finished[]): (SettleDecision | CoreRefusal)[] {
+  const decisions: (SettleDecision | CoreRefusal)[] = new Array(finished.length);
   // Each kind's policy goes once per call; items name it by index (the core parses it once).
   const policies: CorePolicy[] = [];
   const indexOf = new Map<string, number>();
@@ -78,7 +111,10 @@ export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): Se
   for (let i = 0; i < finished.length; i++) {
     const f = finished[i]!;
     const job = rt.registry.get(f.row.kind);
-    if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${f.row.kind}`);
+    if (!job) {
+      decisions[i] = { refused: `no job registered for kind ${f.row.kind}` };
+      continue;
+    }
     // A success reads no policy or text: the core's numeric entry decides it without JSON.
     if (f.outcome.type === 'ok') {
       const ok = rt.core.settleOk({ now, attempts: f.row.attempts, crashes: f.row.crashes, streak: f.row.streak, maxAttempts: f.row.max_attempts ?? null });
@@ -111,8 +147,7 @@ export function decide(rt: OutboxRuntime, now: number, finished: Finished[]): Se
   const out = rt.core.call<{ results: (SettleDecision | { error: { code: string; message: string } })[] }>('settle', { policies, batch });
   out.results.forEach((r, k) => {
     const i = batchAt[k]!;
-    if ('error' in r) throw new PostboxError(r.error.code, `settle ${finished[i]!.row.kind}: ${r.error.message}`);
-    decisions[i] = r;
+    decisions[i] = 'error' in r ? { refused: `${r.error.code}: ${r.error.message}` } : r;
   });
   return decisions;
 }
@@ -135,45 +170,90 @@ async function writeSettlements(rt: OutboxRuntime, q: LaneDb, now: number, items
 }
 
 /** What the core says to do about a settlement whose write failed (docs/ABI.md, `pb_settle` `failure`). */
-type FailureNext = 'retry' | 'hook_failed' | 'give_up';
+export interface FailureAnswer {
+  next: 'retry' | 'hook_failed' | 'give_up' | 'split' | 'sanitize';
+  /** With `sanitize`: the error text to write instead. */
+  errorMessage?: string;
+}
+
+/** What the shim saw of a failed write. */
+export interface FailureSeen {
+  part: 'write' | 'hook';
+  tries: number;
+  /** How many settlements the failed statement carried. */
+  rows: number;
+  /** Whether the row's error text was already replaced. */
+  sanitized?: boolean;
+}
 
 /** Reports what the shim saw of a failed settle write; the core decides what it means. */
-function afterFailure(rt: OutboxRuntime, session: LaneSession, part: 'write' | 'hook', error: unknown, tries: number): FailureNext {
+export function afterFailure(rt: OutboxRuntime, session: LaneSession, error: unknown, seen: FailureSeen): FailureAnswer {
   const code = (error as { code?: unknown } | null)?.code;
   const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
   // A deadline gave up on the session (and dropped it): infrastructure, like a lost connection.
   const sessionBroken = session.isBroken() || isDeadlineError(error);
-  return rt.core.call<{ next: FailureNext }>('settle', { failure: { part, sessionBroken, sqlState, tries } }).next;
+  return rt.core.call<FailureAnswer>('settle', {
+    failure: { part: seen.part, sessionBroken, sqlState, tries: seen.tries, rows: Math.max(1, seen.rows), sanitized: seen.sanitized ?? false },
+  });
 }
 
-/** Writes settlements; a failed write is tried again on a fresh session while the core says so. Null once it gives up. */
-export async function writeWithRetry(rt: OutboxRuntime, session: LaneSession, write: (q: LaneDb) => Promise<Set<string>>): Promise<Set<string> | null> {
-  for (let tries = 1; ; tries++) {
-    try {
-      return await session.exclusive(write);
-    } catch (error) {
-      rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
-      const next = afterFailure(rt, session, 'write', error, tries);
-      await session.replace();
-      if (next !== 'retry') return null;
-    }
+/**
+ * Writes settlements. As the core decides from the failure: a lost session is tried again on a
+ * fresh one; a statement refused for one row's data is split until that row is alone, and
+ * that row is written again with its error text replaced, so no other row shares its fate.
+ */
+export function writeSettled(rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], sanitized = false): Promise<Written> {
+  if (items.length === 0) return Promise.resolve({ settled: NOTHING, failed: NOTHING });
+  return writeTry(rt, session, now, items, 1, sanitized);
+}
+
+/** Carries out the core's answer to a failed write of `items`; `retry` writes them again. */
+export async function writeAfterFailure(
+  rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], answer: FailureAnswer, tries = 1, sanitized = false,
+): Promise<Written> {
+  if (answer.next === 'split') {
+    const half = Math.ceil(items.length / 2);
+    const [a, b] = [await writeSettled(rt, session, now, items.slice(0, half)), await writeSettled(rt, session, now, items.slice(half))];
+    return { settled: new Set([...a.settled, ...b.settled]), failed: new Set([...a.failed, ...b.failed]) };
+  }
+  if (answer.next === 'sanitize') {
+    const [f, d] = items[0]!;
+    return writeSettled(rt, session, now, [[f, { ...d, errorMessage: answer.errorMessage ?? null }]], true);
+  }
+  await session.replace();
+  if (answer.next !== 'retry') return { settled: NOTHING, failed: new Set(items.map(([f]) => f.row.id)) };
+  return writeTry(rt, session, now, items, tries + 1, sanitized);
+}
+
+async function writeTry(rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], tries: number, sanitized: boolean): Promise<Written> {
+  try {
+    return { settled: await session.exclusive((q) => writeSettlements(rt, q, now, items)), failed: NOTHING };
+  } catch (error) {
+    rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
+    return writeAfterFailure(rt, session, now, items, afterFailure(rt, session, error, { part: 'write', tries, rows: items.length, sanitized }), tries, sanitized);
   }
 }
 
 /**
  * Settles one attempt with its hooks in one transaction. A hook that fails on a live session
- * settles the job as hook_failed; a connection lost anywhere in the transaction (the hook's
- * statements included) is infrastructure: the core has it retried, hooks and all, uncharged.
+ * settles the job as hook_failed (a throw from `ok({ commit })` first goes to the job's
+ * `classify`, as a handler's throw does); a connection lost anywhere in the transaction (the
+ * hook's statements included) is infrastructure: the core has it retried, hooks and all, uncharged.
  */
 async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
+  let sanitized = false;
   for (let tries = 1; ; tries++) {
-    const at: { part: 'write' | 'hook' } = { part: 'write' };
+    const at: { part: 'write' | 'hook'; inCommit: boolean } = { part: 'write', inCommit: false };
     try {
       const settled = await session.transaction(async (tx) => {
         const ids = await writeSettlements(rt, tx, now, [[f, d]]);
         if (!ids.has(f.row.id)) return false;
         at.part = 'hook';
-        if (f.commit && d.status === 'succeeded') await f.commit(tx);
+        if (f.commit && d.status === 'succeeded') {
+          at.inCommit = true;
+          await f.commit(tx);
+          at.inCommit = false;
+        }
         const onTransition = rt.options.onTransition;
         if (onTransition) {
           await onTransition(tx, {
@@ -186,21 +266,46 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
       record(rt, report, f, d, settled, false);
       return;
     } catch (error) {
-      const next = afterFailure(rt, session, at.part, error, tries);
-      if (next === 'hook_failed') {
-        // The hook's throw rolled the transition back; the job retries as hook_failed, without hooks.
-        const failed: Finished = { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error)) } };
-        const [decision] = decide(rt, now, [failed]);
-        const written = await writeWithRetry(rt, session, (q) => writeSettlements(rt, q, now, [[failed, decision!]]));
-        record(rt, report, failed, decision!, written?.has(f.row.id) ?? false, written === null);
+      const answer = afterFailure(rt, session, error, { part: at.part, tries, rows: 1, sanitized });
+      if (answer.next === 'sanitize') {
+        // The transition's own text was refused: the same settlement, hooks and all, with it replaced.
+        d = { ...d, errorMessage: answer.errorMessage ?? null };
+        sanitized = true;
+        continue;
+      }
+      if (answer.next === 'hook_failed') {
+        // The hook's throw rolled the transition back; the job settles as the failure, without hooks.
+        const failed = at.inCommit ? commitFailure(rt, f, error) : { row: f.row, outcome: { type: 'hook_failed', message: redact(rt, errorMessage(error)) } } satisfies Finished;
+        const items = decidePairs(rt, now, [failed]);
+        const written = await writeSettled(rt, session, now, items);
+        for (const [g, e] of items) record(rt, report, g, e, written.settled.has(g.row.id), written.failed.has(g.row.id));
         return;
       }
       rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
       await session.replace();
-      if (next === 'give_up') break;
+      if (answer.next !== 'retry') break;
     }
   }
   record(rt, report, f, d, false, true);
+}
+
+/**
+ * A throw from `ok({ commit })`, classified as a handler's throw is: the job's `classify` may
+ * name the outcome; without one (or when it answers ok, which the rolled-back commit belies)
+ * the attempt is `hook_failed`.
+ */
+function commitFailure(rt: OutboxRuntime, f: Finished, error: unknown): Finished {
+  const job = rt.registry.get(f.row.kind);
+  const message = redact(rt, errorMessage(error));
+  let outcome: HandlerOutcome | undefined;
+  try {
+    outcome = job?.classify?.(error);
+  } catch (classifyError) {
+    rt.emit({ type: 'infra_error', where: `classify(${f.row.kind})`, error: errorMessage(classifyError) });
+  }
+  if (!outcome || outcome.type === 'ok') return { row: f.row, outcome: { type: 'hook_failed', message } };
+  const classified = fromHandlerOutcome(f.row, outcome);
+  return { row: f.row, outcome: { ...classified.outcome, message } };
 }
 
 function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDecision, settled: boolean, failed: boolean): void {
@@ -211,7 +316,7 @@ function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDeci
   }
   if (!settled) {
     report.stale++;
-    rt.emit({ type: 'stale_settle', ...base, attempt: f.row.attempt_seq });
+    rt.emit({ type: 'stale_settle', ...base, attempt: d.attempt });
     return;
   }
   if (f.outcome.type === 'claim_late') {

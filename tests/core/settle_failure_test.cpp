@@ -86,3 +86,44 @@ TEST_CASE("settle failure: a schedule occurrence retries a lost connection, fail
   CHECK(call(pb_settle, R"({"failure":{"part":"schedule","sessionBroken":false,"sqlState":"57P01","tries":3}})").out == R"({"next":"give_up"})");
   CHECK(call(pb_settle, R"({"failure":{"part":"schedule","sessionBroken":false,"sqlState":null,"tries":1}})").out == R"({"next":"fail"})");
 }
+
+namespace {
+
+SettleFailure data_failure(std::string_view state, int32_t rows, bool sanitized) {
+  SettleFailure f = failure(SettlePart::write, false, state, 1);
+  f.rows = rows;
+  f.sanitized = sanitized;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("settle failure: a row the database refuses is split off; its text replaced; the rest settle") {
+  // 22021 (U+0000 in text), 22P05 (an escape jsonb refuses), 23514 (an application's CHECK).
+  for (std::string_view state : {"22021", "22P05", "22P02", "23514"}) {
+    CHECK(decide_settle_failure(data_failure(state, 40, false)) == SettleFailureAction::split);
+    CHECK(decide_settle_failure(data_failure(state, 2, false)) == SettleFailureAction::split);
+    CHECK(decide_settle_failure(data_failure(state, 1, false)) == SettleFailureAction::sanitize);
+    // Refused again with its text replaced: the lease decides, the others stay settled.
+    CHECK(decide_settle_failure(data_failure(state, 1, true)) == SettleFailureAction::give_up);
+  }
+  // Not data: a lock timeout or a lost connection is retried whole, as before.
+  CHECK(decide_settle_failure(data_failure("55P03", 40, false)) == SettleFailureAction::retry_fresh_session);
+  CHECK(decide_settle_failure(data_failure("08006", 40, false)) == SettleFailureAction::retry_fresh_session);
+  SettleFailure broken = data_failure("22021", 40, false);
+  broken.session_broken = true;
+  CHECK(decide_settle_failure(broken) == SettleFailureAction::retry_fresh_session);
+  // A hook's own data error is still the hook's failure.
+  CHECK(decide_settle_failure(failure(SettlePart::hook, false, std::string_view("22021"), 1)) == SettleFailureAction::hook_failed);
+}
+
+TEST_CASE("settle failure: split and sanitize through pb_settle") {
+  using postbox::test::call;
+  CHECK(call(pb_settle, R"({"failure":{"part":"write","sessionBroken":false,"sqlState":"22021","tries":1,"rows":41}})").out ==
+        R"({"next":"split"})");
+  CHECK(call(pb_settle, R"({"failure":{"part":"write","sessionBroken":false,"sqlState":"22021","tries":1,"rows":1}})").out ==
+        R"({"next":"sanitize","errorMessage":"the attempt's error text was refused by the database (SQLSTATE 22021) and replaced by this note"})");
+  CHECK(call(pb_settle, R"({"failure":{"part":"write","sessionBroken":false,"sqlState":"22021","tries":1,"rows":1,"sanitized":true}})").out ==
+        R"({"next":"give_up"})");
+  CHECK(call(pb_settle, R"({"failure":{"part":"write","tries":1,"rows":0}})").rc == 1);
+}

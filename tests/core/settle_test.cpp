@@ -220,8 +220,6 @@ TEST_CASE("settle: invalid inputs") {
        R"({"error":{"code":"invalid_input","message":"settle: field 'job.attempts' must be an integer in [0, 1000000]"}})"},
       {input(pol, R"({"status":"running","attempts":0})", R"({"type":"explode"})"),
        R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.type' must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, hook_failed, invalid_payload, defer"}})"},
-      {input(pol, R"({"status":"running","attempts":0})", R"({"type":"retry","after":1.5})"),
-       R"({"error":{"code":"invalid_input","message":"settle: field 'outcome.after' must be an integer in [0, 315360000000]"}})"},
       {input(R"({"kind":"k"})", R"({"status":"running","attempts":0})", R"({"type":"ok"})"),
        R"({"error":{"code":"invalid_policy","message":"settle: field 'policy.timeoutMs' is required"}})"},
       {R"({"seed":1,"policy":)" + pol + R"(,"job":{"status":"running","attempts":0},"outcome":{"type":"ok"}})",
@@ -316,4 +314,46 @@ TEST_CASE("settle: the attempt number shown is charged attempts plus one; a cras
   CHECK(attempt_of(R"({"status":"running","attempts":2,"crashes":0})", R"({"type":"crash"})") == "3");
   CHECK(attempt_of(R"({"status":"running","attempts":2,"crashes":1})", R"({"type":"crash"})") == "3");
   CHECK(attempt_of(R"({"status":"running","attempts":2})", R"({"type":"claim_late"})") == "3");
+}
+
+TEST_CASE("settle: a malformed handler outcome is the handler's fault (invalid_outcome), never a refusal") {
+  const std::string pol = default_policy();
+  const std::string job = R"({"status":"running","attempts":0})";
+  struct Row {
+    const char* outcome;
+    const char* message;
+  };
+  const Row rows[] = {
+      {R"({"type":"retry","after":1.5})", "handler outcome's after must be a whole number of ms from 0 to 10 years"},
+      {R"({"type":"retry","code":"a\u0000b"})", "handler outcome's code must be a string of 1 to 128 bytes without control characters"},
+      {R"({"type":"fail","code":""})", "handler outcome's code must be a string of 1 to 128 bytes without control characters"},
+      {R"({"type":"fail","code":7})", "handler outcome's code must be a string of 1 to 128 bytes without control characters"},
+      {R"({"type":"cancel","reason":"line\nbreak"})", "handler outcome's reason must be a string of 1 to 128 bytes without control characters"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.outcome);
+    const std::string out = settle(pol, job, row.outcome);
+    CHECK(out.find(R"("status":"retrying")") != std::string::npos);
+    CHECK(out.find(R"("errorCode":"invalid_outcome")") != std::string::npos);
+    CHECK(out.find(std::string(R"("errorMessage":")") + row.message + "\"") != std::string::npos);
+  }
+  // A code of 128 bytes is fine; 129 is not.
+  CHECK(settle(pol, job, R"({"type":"fail","code":")" + std::string(128, 'c') + "\"}").find(R"("status":"dead")") != std::string::npos);
+  CHECK(settle(pol, job, R"({"type":"fail","code":")" + std::string(129, 'c') + "\"}").find(R"("errorCode":"invalid_outcome")") !=
+        std::string::npos);
+}
+
+TEST_CASE("settle: error text is made storable: U+0000 and lone surrogates become U+FFFD") {
+  const std::string pol = default_policy();
+  const std::string job = R"({"status":"running","attempts":0})";
+  CHECK(settle(pol, job, R"({"type":"thrown","message":"bad\u0000byte"})").find("\"errorMessage\":\"bad\xEF\xBF\xBD" "byte\"") !=
+        std::string::npos);
+  CHECK(settle(pol, job, R"({"type":"thrown","message":"lone \ud800 half"})").find("\"errorMessage\":\"lone \xEF\xBF\xBD half\"") !=
+        std::string::npos);
+  // A message of any length is cut, never refused.
+  const std::string huge(1100000, 'm');
+  CHECK(settle(pol, job, R"({"type":"thrown","message":")" + huge + "\"}").find(R"("errorCode":"unexpected")") != std::string::npos);
+  // The row's own text, read back, too.
+  CHECK(settle(pol, R"({"status":"running","attempts":0,"errorMessage":"x\ud800"})", R"({"type":"claim_late"})")
+            .find("\"errorMessage\":\"x\xEF\xBF\xBD\"") != std::string::npos);
 }

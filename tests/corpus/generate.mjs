@@ -267,6 +267,15 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   const failure = (f) => ({ failure: f });
   s('failure hook on live session', failure({ part: 'hook', sessionBroken: false, sqlState: null, tries: 1 }), fields({ next: 'hook_failed' }));
   s('failure hook unique violation', failure({ part: 'hook', sessionBroken: false, sqlState: '23505', tries: 1 }), fields({ next: 'hook_failed' }));
+  // One row's data refused (class 22 or 23) on a live session: split to the row, then replace its text.
+  s('failure data split', failure({ part: 'write', sessionBroken: false, sqlState: '22021', tries: 1, rows: 40 }), fields({ next: 'split' }));
+  s('failure check split', failure({ part: 'write', sessionBroken: false, sqlState: '23514', tries: 1, rows: 2 }), fields({ next: 'split' }));
+  s('failure data one row sanitize', failure({ part: 'write', sessionBroken: false, sqlState: '22P05', tries: 1, rows: 1 }),
+    fields({ next: 'sanitize', errorMessage: "the attempt's error text was refused by the database (SQLSTATE 22P05) and replaced by this note" }));
+  s('failure data sanitized give up', failure({ part: 'write', sessionBroken: false, sqlState: '22021', tries: 1, rows: 1, sanitized: true }), fields({ next: 'give_up' }));
+  s('failure data broken session retry', failure({ part: 'write', sessionBroken: true, sqlState: '22021', tries: 1, rows: 40 }), fields({ next: 'retry' }));
+  s('failure lock timeout retry whole', failure({ part: 'write', sessionBroken: false, sqlState: '55P03', tries: 1, rows: 40 }), fields({ next: 'retry' }));
+  s('failure rows zero', failure({ part: 'write', tries: 1, rows: 0 }), isError('invalid_input', 'rows'));
   s('failure hook backend terminated', failure({ part: 'hook', sessionBroken: false, sqlState: '57P01', tries: 1 }), fields({ next: 'retry' }));
   s('failure hook connection exception', failure({ part: 'hook', sqlState: '08006', tries: 1 }), fields({ next: 'retry' }));
   s('failure hook session broken', failure({ part: 'hook', sessionBroken: true, tries: 1 }), fields({ next: 'retry' }));
@@ -376,6 +385,21 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     (o) => want(Buffer.byteLength(o.errorMessage) <= 2000 && !o.errorMessage.includes('\uFFFD'), 'at most 2000 bytes of whole characters'));
   s('message with escapes', settle({ type: 'fail', code: 'x', message: 'line1\nline2\t"q"\\ \u0001 \u2028' }), fields({ errorMessage: 'line1\nline2\t"q"\\ \u0001 \u2028' }));
   s('message null', settle({ type: 'fail', code: 'x', message: null }), fields({ errorMessage: null }));
+  // A malformed handler outcome is the handler's fault: retry invalid_outcome, never a refusal
+  // that would fail the settlements decided with it.
+  const badOutcome = (field) => fields({ status: 'retrying', errorCode: 'invalid_outcome', errorMessage: `handler outcome's ${field} must be ${field === 'after' ? 'a whole number of ms from 0 to 10 years' : 'a string of 1 to 128 bytes without control characters'}` });
+  s('empty code', settle({ type: 'retry', code: '' }), badOutcome('code'));
+  s('empty reason', settle({ type: 'cancel', reason: '' }), badOutcome('reason'));
+  s('code with U+0000', settle({ type: 'fail', code: 'a\u0000b' }), badOutcome('code'));
+  s('code with a newline', settle({ type: 'retry', code: 'a\nb' }), badOutcome('code'));
+  s('code of 129 bytes', settle({ type: 'fail', code: 'c'.repeat(129) }), badOutcome('code'));
+  s('code not a string', settle({ type: 'fail', code: 7 }), badOutcome('code'));
+  s('after negative', settle({ type: 'retry', code: 'x', after: -5 }), badOutcome('after'));
+  s('after float', settle({ type: 'retry', code: 'x', after: 0.5 }), badOutcome('after'));
+  // Error text is made storable: U+0000 and a lone surrogate become U+FFFD.
+  s('message with U+0000', settle({ type: 'thrown', message: 'bad\u0000byte' }), fields({ errorCode: 'unexpected', errorMessage: 'bad\uFFFDbyte' }));
+  s('message with a lone surrogate', settle({ type: 'thrown', message: 'half \ud800 pair' }), fields({ errorMessage: 'half \uFFFD pair' }));
+  s('message of 1.5 MB is cut, not refused', settle({ type: 'thrown', message: 'm'.repeat(1_500_000) }), (o) => want(o.errorMessage.length === 2000, 'errorMessage of 2000 bytes'));
   // Not running and validation.
   for (const st of ['pending', 'retrying', 'succeeded', 'dead', 'cancelled', 'bogus']) {
     s(`job ${st} is not running`, settle({ type: 'ok' }, { status: st }), isError('invalid_input', 'job is not running'));
@@ -389,8 +413,6 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   v('missing job attempts', { ...settle({ type: 'ok' }), job: { status: 'running' } }, 'attempts');
   v('missing outcome type', settle({ code: 'x' }), 'type');
   v('unknown outcome type', settle({ type: 'explode' }), 'type');
-  v('empty code', settle({ type: 'retry', code: '' }), 'code');
-  v('empty reason', settle({ type: 'cancel', reason: '' }), 'reason');
   v('now float', { ...settle({ type: 'ok' }), now: 1.5 }, 'now');
   v('now negative', { ...settle({ type: 'ok' }), now: -1 }, 'now');
   v('now 2^53', JSON.stringify(settle({ type: 'ok' })).replace(`"now":${NOW}`, `"now":${TWO_53}`), 'now');
@@ -400,8 +422,6 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   v('seed above uint32', { ...settle({ type: 'ok' }), seed: 4294967296 }, 'seed');
   v('attempts negative', settle({ type: 'ok' }, { attempts: -1 }), 'attempts');
   v('attempts float', settle({ type: 'ok' }, { attempts: 1.5 }), 'attempts');
-  v('after negative', settle({ type: 'retry', code: 'x', after: -5 }), 'after');
-  v('after float', settle({ type: 'retry', code: 'x', after: 0.5 }), 'after');
   v('job not an object', { ...settle({ type: 'ok' }), job: 'running' }, 'job');
   v('outcome not an object', { ...settle({ type: 'ok' }), outcome: ['ok'] }, 'outcome');
   s('raw policy is normalised', settle({ type: 'retry', code: 'x' }, { attempts: 19 }, { kind: 'k', timeoutMs: 1000 }), fields({ status: 'dead' }));

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
-import { createOutbox, defineJob, ok, retry, type JobContext, type OutboxEvent, type QueueProducer } from 'postbox';
+import { cancel, createOutbox, defineJob, ok, retry, type JobContext, type OutboxEvent, type QueueProducer } from 'postbox';
 import { createScheduledHandler } from 'postbox/cloudflare';
 import { createPgConnector } from 'postbox/pg';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
@@ -17,10 +17,10 @@ const T0 = Date.parse('2026-11-30T12:00:00.000Z');
 const seen: { kind: string; ctx: Omit<JobContext, 'db' | 'signal' | 'deps' | 'remainingMs'> & { remainingMs: number; aborted: boolean } }[] = [];
 const probe = defineJob({
   kind: 'ev.probe',
-  payload: z.object({ then: z.enum(['ok', 'retry', 'throw']) }),
+  payload: z.object({ then: z.enum(['ok', 'retry', 'throw', 'cancel', 'bounce', 'cancelled_meanwhile']) }),
   timeoutMs: 4_000,
   warnAtStreak: 2,
-  retry: { maxAttempts: 5, backoff: { baseMs: 1_000, maxMs: 1_000 } },
+  retry: { maxAttempts: 5, backoff: { baseMs: 1_000, maxMs: 1_000 }, perCode: { bounced: { streak: 2, onExhaustion: 'cancel' } } },
   classify: (error) => {
     if ((error as Error).message === 'classify me') throw new Error('classify itself broke');
     return undefined;
@@ -35,9 +35,15 @@ const probe = defineJob({
     });
     if (then === 'retry') return retry({ code: 'again' });
     if (then === 'throw') throw new Error('classify me');
+    if (then === 'cancel') return cancel({ reason: 'moot' });
+    if (then === 'bounce') return retry({ code: 'bounced' });
+    // An operator cancels the job while this attempt runs: its settle then finds it gone.
+    if (then === 'cancelled_meanwhile') await operatorOutbox!.cancel({ id: ctx.jobId }, 'operator');
     return ok();
   },
 });
+
+let operatorOutbox: ReturnType<typeof setup>['outbox'] | null = null;
 
 function setup(opts: { events?: (e: OutboxEvent) => void; maxPayloadBytes?: number; queue?: Record<string, QueueProducer> } = {}) {
   const clock = createTestClock(T0);
@@ -52,7 +58,7 @@ function setup(opts: { events?: (e: OutboxEvent) => void; maxPayloadBytes?: numb
   });
   return { clock, events, outbox };
 }
-const enqueue = (outbox: ReturnType<typeof setup>['outbox'], then: 'ok' | 'retry' | 'throw', extra: object = {}) =>
+const enqueue = (outbox: ReturnType<typeof setup>['outbox'], then: 'ok' | 'retry' | 'throw' | 'cancel' | 'bounce' | 'cancelled_meanwhile', extra: object = {}) =>
   outbox.transaction(db.pool, async (_tx, enq) => {
     const r = await enq(probe, { payload: { then }, ...extra });
     assert.equal(r.status, 'created');
@@ -139,4 +145,27 @@ test('recovered and retention: a sweep recovers an expired lease and deletes fin
   const left = (await db.pool.query('SELECT id, status FROM outbox.job ORDER BY id')).rows;
   assert.deepEqual(new Set(left.map((r) => r.id)), new Set([crashed, recent]), 'only the job past retention is gone');
   assert.equal((await db.pool.query(`SELECT outcome FROM outbox.attempt WHERE job_id = $1 AND seq = 1`, [crashed])).rows[0].outcome, 'crash');
+});
+
+test('events: cancelled when a code\'s streak runs out under onExhaustion cancel (not when a handler cancels); stale_settle carries the attempt number job_settled would have', async () => {
+  const { clock, events, outbox } = setup();
+  const moot = await enqueue(outbox, 'cancel');
+  const bounced = await enqueue(outbox, 'bounce');
+  await runUntilIdle(outbox, { clock, db: db.pool });
+  assert.deepEqual(ofType(events, 'cancelled'), [{ type: 'cancelled', jobId: bounced, kind: 'ev.probe', code: 'bounced', reason: 'streak_exhausted' }]);
+  const settled = (id: string) => ofType(events, 'job_settled').filter((e) => e.jobId === id).map((e) => [e.to, e.code, e.attempt]);
+  assert.deepEqual(settled(moot), [['cancelled', 'moot', 1]]);
+  assert.deepEqual(settled(bounced), [['retrying', 'bounced', 1], ['cancelled', 'bounced', 2]]);
+
+  events.length = 0;
+  operatorOutbox = outbox;
+  // Two failed attempts first, so attempt_seq and the attempt number differ: replayed, the third
+  // run is the job's attempt 1 again (a fresh budget) under attempt_seq 3.
+  const stale = await enqueue(outbox, 'cancelled_meanwhile');
+  await db.pool.query(`UPDATE outbox.job SET attempt_seq = 2 WHERE id = $1`, [stale]);
+  await runUntilIdle(outbox, { clock, db: db.pool });
+  const [event] = ofType(events, 'stale_settle');
+  assert.deepEqual(event, { type: 'stale_settle', jobId: stale, kind: 'ev.probe', attempt: 1 });
+  const { rows } = await db.pool.query(`SELECT status, attempt_seq FROM outbox.job WHERE id = $1`, [stale]);
+  assert.deepEqual(rows, [{ status: 'cancelled', attempt_seq: 3 }]);
 });

@@ -228,6 +228,16 @@ describe('atomic completion', () => {
     assert.deepEqual((await sinkFor('ct')).map((r) => r.note), ['commit_throw']);
   });
 
+  test('a throw from commit goes to the job\'s classify, as a handler\'s throw does', async () => {
+    // The fixture's classify fails errors whose code is PERMANENT.
+    const created = await enqueueOne({ key: 'cp', do: 'commit_throw', code: 'PERMANENT' });
+    const job = await settledJob(created.id, 'dead');
+    assert.equal(job.last_error_code, 'permanent');
+    assert.equal(job.last_error_message, 'commit hook failed');
+    assert.equal(job.attempts, 1);
+    assert.deepEqual((await sinkFor('cp')).map((r) => r.note), ['commit_throw']);
+  });
+
   test('onTransition writes in the settle transaction, and its throw rolls the transition back', async () => {
     await env.post('/hook', { mode: 'record' });
     const created = await enqueueOne({ key: 'ot', do: 'ok' });

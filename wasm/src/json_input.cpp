@@ -21,8 +21,10 @@ simdjson::error_code walk_scalar(Scalar& v, od::json_type type) {
       return v.get_number().get(number);
     }
     case od::json_type::string: {
+      // A lone surrogate escape is well-formed JSON that JavaScript writes for a broken string:
+      // the fields that hold free text read it as U+FFFD; fields that need a name refuse it.
       std::string_view text;
-      return v.get_string().get(text);
+      return v.get_string(true).get(text);
     }
     case od::json_type::boolean: {
       bool flag;
@@ -168,6 +170,13 @@ Result<std::optional<std::string_view>> read_nullable_string(od::value& v, const
   Result<std::string_view> text = read_string(v, where, field, max_bytes);
   if (!text) return text.take_error();
   return std::optional<std::string_view>{text.value()};
+}
+
+Result<std::optional<std::string_view>> read_nullable_text(od::value& v, const Where& where, std::string_view field) {
+  if (take_null(v)) return std::optional<std::string_view>{};
+  std::string_view text;
+  if (v.get_string(true).get(text) != simdjson::SUCCESS) return field_error(where, field, "must be a string");
+  return std::optional<std::string_view>{text};
 }
 
 Result<bool> read_bool(od::value& v, const Where& where, std::string_view field) {

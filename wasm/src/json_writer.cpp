@@ -21,7 +21,7 @@ std::string decimal_string(int64_t number) {
   return out;
 }
 
-void append_json_string(std::string& out, std::string_view text) {
+void append_json_string(std::string& out, std::string_view text, bool storable) {
   static const char kHex[] = "0123456789abcdef";
   out.push_back('"');
   for (char c : text) {
@@ -34,6 +34,13 @@ void append_json_string(std::string& out, std::string_view text) {
       case '\t': out += "\\t"; break;
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
+      case '\0':
+        if (storable) {
+          out += "\xEF\xBF\xBD";  // U+FFFD
+          break;
+        }
+        out += "\\u0000";
+        break;
       default:
         if (byte < 0x20) {
           out += "\\u00";
@@ -112,6 +119,17 @@ void JsonWriter::field(std::string_view name, const std::optional<int64_t>& numb
 void JsonWriter::field(std::string_view name, const std::optional<std::string_view>& text) {
   key(name);
   if (text) string(*text); else null();
+}
+
+void JsonWriter::storable_field(std::string_view name, const std::optional<std::string_view>& text) {
+  key(name);
+  if (!text) {
+    null();
+    return;
+  }
+  separate();
+  append_json_string(out_, *text, true);
+  need_comma_ = true;
 }
 
 void JsonWriter::clear() {

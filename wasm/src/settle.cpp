@@ -86,6 +86,23 @@ const Row& row_for(OutcomeType type) {
   return kRows[0];
 }
 
+constexpr std::string_view kBadCode =
+    "handler outcome's code must be a string of 1 to 128 bytes without control characters";
+constexpr std::string_view kBadReason =
+    "handler outcome's reason must be a string of 1 to 128 bytes without control characters";
+constexpr std::string_view kBadAfter = "handler outcome's after must be a whole number of ms from 0 to 10 years";
+
+// A code or reason is stored, compared for streaks and printed in log lines: 1..128 bytes
+// with no control characters (U+0000 among them, which PostgreSQL's text refuses).
+bool is_outcome_code(std::string_view text) {
+  if (text.empty() || text.size() > kMaxKindBytes) return false;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) return false;
+  }
+  return true;
+}
+
 std::optional<std::string_view> message_of(const AttemptOutcome& outcome) {
   if (!outcome.message) return std::nullopt;
   return truncate_utf8(*outcome.message, kMaxMessageBytes);
@@ -219,7 +236,7 @@ Status read_job(od::value& v, const Where& where, JobState& job) {
       if (!s) return s.take_error();
       (key == "streakCode" ? job.streak_code : job.error_code) = s.value();
     } else if (key == "errorMessage") {
-      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, 1u << 20);
+      Result<std::optional<std::string_view>> s = input::read_nullable_text(field, inner, key);
       if (!s) return s.take_error();
       job.error_message = s.value();
       if (job.error_message) job.error_message = truncate_utf8(*job.error_message, kMaxMessageBytes);
@@ -240,6 +257,8 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   // What the handler did when it gave no outcome of its own: returned none, or threw (and no
   // classify claimed the error). Each becomes a retry under a fixed code.
   std::string_view unclassified;
+  // The first malformed field of the handler's outcome, if any.
+  std::string_view problem;
   Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
     if (key == "type") {
       Result<std::string_view> s = input::read_string(field, inner, key, 64);
@@ -256,16 +275,23 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
       }
       has_type = true;
     } else if (key == "code" || key == "reason") {
-      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, kMaxKindBytes);
-      if (!s) return s.take_error();
-      if (s.value() && s.value()->empty()) return field_error(inner, key, "must not be empty");
+      // The handler's own words: a bad one is the handler's fault, settled as invalid_outcome
+      // (below), never a refusal that would fail the jobs settled with it.
+      Result<std::optional<std::string_view>> s = input::read_nullable_text(field, inner, key);
+      if (!s || (s.value() && !is_outcome_code(*s.value()))) {
+        if (problem.empty()) problem = key == "code" ? kBadCode : kBadReason;
+        return ok_status();
+      }
       (key == "code" ? outcome.code : outcome.reason) = s.value();
     } else if (key == "after") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, inner, key, 0, kMaxDelayMs);
-      if (!n) return n.take_error();
+      if (!n) {
+        if (problem.empty()) problem = kBadAfter;
+        return ok_status();
+      }
       outcome.after = n.value();
     } else if (key == "message") {
-      Result<std::optional<std::string_view>> s = input::read_nullable_string(field, inner, key, 1u << 20);
+      Result<std::optional<std::string_view>> s = input::read_nullable_text(field, inner, key);
       if (!s) return s.take_error();
       outcome.message = s.value();
     }
@@ -273,6 +299,13 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   });
   if (!status) return status;
   if (!has_type) return input::missing(inner, "type");
+  if (!problem.empty()) {
+    outcome = AttemptOutcome{};
+    outcome.type = OutcomeType::retry;
+    outcome.code = "invalid_outcome";
+    outcome.message = problem;
+    return ok_status();
+  }
   if (unclassified == "none") {
     outcome.code = "invalid_outcome";
     if (!outcome.message) outcome.message = "handler returned no outcome: return ok(), retry(), fail() or cancel()";
@@ -395,10 +428,10 @@ void write_settlement(JsonWriter& out, const Settlement& s) {
   out.field("dueAt", s.due_at);
   out.field("attempts", s.attempts);
   out.field("crashes", s.crashes);
-  out.field("streakCode", s.streak_code);
+  out.storable_field("streakCode", s.streak_code);
   out.field("streak", s.streak);
-  out.field("errorCode", s.error_code);
-  out.field("errorMessage", s.error_message);
+  out.storable_field("errorCode", s.error_code);
+  out.storable_field("errorMessage", s.error_message);
   out.field_bool("finished", s.finished);
   out.field_bool("charged", s.charged);
   out.field("attemptOutcome", s.attempt_outcome);
@@ -411,11 +444,11 @@ void write_settlement(JsonWriter& out, const Settlement& s) {
     if (e.type == "crash_loop") {
       out.field("crashes", e.count);
     } else if (e.type == "streak_warning") {
-      out.field("code", e.code);
+      out.storable_field("code", e.code);
       out.field("streak", e.count);
     } else {
-      out.field("code", e.code);
-      out.field("reason", e.reason);
+      out.storable_field("code", e.code);
+      out.storable_field("reason", e.reason);
     }
     out.end_object();
   }

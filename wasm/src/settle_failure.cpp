@@ -28,10 +28,35 @@ bool is_connection_state(std::string_view state) {
   return state == "57P01" || state == "57P02" || state == "57P03";
 }
 
+// Class 22 (data exception: U+0000 in text, a bad escape in jsonb) and class 23 (a constraint,
+// such as a CHECK the application added): the server refused a row's data, not the session.
+bool is_data_state(std::string_view state) {
+  if (state.size() != 5) return false;
+  return state.substr(0, 2) == "22" || state.substr(0, 2) == "23";
+}
+
 }  // namespace
+
+std::string sanitized_error_message(std::optional<std::string_view> sql_state) {
+  std::string text = "the attempt's error text was refused by the database";
+  if (sql_state) {
+    text += " (SQLSTATE ";
+    text += *sql_state;
+    text += ")";
+  }
+  text += " and replaced by this note";
+  return text;
+}
 
 SettleFailureAction decide_settle_failure(const SettleFailure& failure) {
   const bool lost = failure.session_broken || (failure.sql_state && is_connection_state(*failure.sql_state));
+  // One row's data must not fail the rows written with it: halve the statement until the row
+  // is alone, then write that row with its error text replaced; if even that is refused, the
+  // lease decides (the sweep recovers it as a crash) while the others stay settled.
+  if (failure.part == SettlePart::write && !lost && failure.sql_state && is_data_state(*failure.sql_state)) {
+    if (failure.rows > 1) return SettleFailureAction::split;
+    return failure.sanitized ? SettleFailureAction::give_up : SettleFailureAction::sanitize;
+  }
   if (failure.part == SettlePart::schedule) {
     if (!lost) return SettleFailureAction::fail;
     return failure.tries < kMaxScheduleTries ? SettleFailureAction::retry_fresh_session : SettleFailureAction::give_up;
@@ -48,6 +73,8 @@ std::string_view settle_failure_action_name(SettleFailureAction action) {
     case SettleFailureAction::hook_failed: return "hook_failed";
     case SettleFailureAction::give_up: return "give_up";
     case SettleFailureAction::fail: return "fail";
+    case SettleFailureAction::split: return "split";
+    case SettleFailureAction::sanitize: return "sanitize";
   }
   return "give_up";
 }
@@ -81,14 +108,24 @@ Status run_settle_failure(od::value& value, const Where& parent, JsonWriter& out
       if (!tries) return tries.take_error();
       failure.tries = static_cast<int32_t>(tries.value());
       has_tries = true;
+    } else if (key == "rows") {
+      Result<int64_t> rows = input::read_int(v, where, "rows", 1, 100000);
+      if (!rows) return rows.take_error();
+      failure.rows = static_cast<int32_t>(rows.value());
+    } else if (key == "sanitized") {
+      Result<bool> sanitized = input::read_bool(v, where, "sanitized");
+      if (!sanitized) return sanitized.take_error();
+      failure.sanitized = sanitized.value();
     }
     return ok_status();
   });
   if (!status) return status;
   if (!has_part) return input::missing(where, "part");
   if (!has_tries) return input::missing(where, "tries");
+  const SettleFailureAction action = decide_settle_failure(failure);
   out.begin_object();
-  out.field("next", settle_failure_action_name(decide_settle_failure(failure)));
+  out.field("next", settle_failure_action_name(action));
+  if (action == SettleFailureAction::sanitize) out.field("errorMessage", sanitized_error_message(failure.sql_state));
   out.end_object();
   return ok_status();
 }

@@ -47,6 +47,9 @@ Result<std::string_view> read_string(od::value& v, const Where& where, std::stri
                                      uint32_t max_bytes);
 Result<std::optional<std::string_view>> read_nullable_string(od::value& v, const Where& where,
                                                              std::string_view field, uint32_t max_bytes);
+// A string of any length from a user's text (an error message, a reason): a lone surrogate
+// escape, which no UTF-8 column can hold, becomes U+FFFD instead of failing the document.
+Result<std::optional<std::string_view>> read_nullable_text(od::value& v, const Where& where, std::string_view field);
 Result<bool> read_bool(od::value& v, const Where& where, std::string_view field);
 Result<od::object> read_object(od::value& v, const Where& where, std::string_view field);
 Result<od::array> read_array(od::value& v, const Where& where, std::string_view field);

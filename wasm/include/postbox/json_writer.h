@@ -31,6 +31,9 @@ class JsonWriter {
   void field_null(std::string_view name) { key(name); null(); }
   void field(std::string_view name, const std::optional<int64_t>& number);
   void field(std::string_view name, const std::optional<std::string_view>& text);
+  // Text a database column will hold: U+0000, which PostgreSQL's text and jsonb refuse,
+  // is written as U+FFFD, so one handler's error text never fails the statement it rides on.
+  void storable_field(std::string_view name, const std::optional<std::string_view>& text);
 
   const std::string& text() const { return out_; }
   std::string take() { return std::move(out_); }
@@ -44,7 +47,7 @@ class JsonWriter {
 
 // Appends `text` as a quoted JSON string: quote, backslash and control characters escaped
 // (\n, \t, ... and \u00XX); other bytes copied as they are (input was UTF-8 validated).
-void append_json_string(std::string& out, std::string_view text);
+void append_json_string(std::string& out, std::string_view text, bool storable = false);
 
 void append_decimal(std::string& out, int64_t number);
 std::string decimal_string(int64_t number);

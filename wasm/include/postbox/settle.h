@@ -87,18 +87,26 @@ constexpr int32_t kMaxScheduleTries = 3;
 
 // `schedule`: a schedule occurrence's transaction, judged by the same connection rule.
 enum class SettlePart { write, hook, schedule };
-enum class SettleFailureAction { retry_fresh_session, hook_failed, give_up, fail };
+// split: the statement's rows were refused for one row's data; write them again in halves.
+// sanitize: the one row left was refused; write it again with its error text replaced.
+enum class SettleFailureAction { retry_fresh_session, hook_failed, give_up, fail, split, sanitize };
 
 struct SettleFailure {
   SettlePart part = SettlePart::write;      // the settle statement, the user's hook, or a schedule occurrence
   bool session_broken = false;              // the connection reported itself closed or errored
   std::optional<std::string_view> sql_state;  // the server's SQLSTATE, when the error carried one
   int32_t tries = 1;                        // tries of this settlement so far, this one included
+  int32_t rows = 1;                         // settlements the failed statement carried
+  bool sanitized = false;                   // the row's error text was already replaced
 };
+
+// The error text a settlement carries instead of one the database refused.
+std::string sanitized_error_message(std::optional<std::string_view> sql_state);
 
 SettleFailureAction decide_settle_failure(const SettleFailure& failure);
 std::string_view settle_failure_action_name(SettleFailureAction action);
-// {"failure":{…}} in pb_settle: writes {"next":"retry"|"hook_failed"|"give_up"|"fail"}.
+// {"failure":{…}} in pb_settle: writes {"next":"retry"|"hook_failed"|"give_up"|"fail"|"split"|"sanitize"},
+// and with "sanitize" the replacement text as "errorMessage".
 Status run_settle_failure(input::od::value& value, const input::Where& parent, JsonWriter& out);
 
 // Cuts text to at most max_bytes without splitting a UTF-8 sequence.
