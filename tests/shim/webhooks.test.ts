@@ -1,12 +1,14 @@
-// Signed webhook delivery inside workerd against a real PostgreSQL, sending to a Node HTTP
-// receiver that checks every signature with node:crypto (never Postbox's code); then
-// verifyWebhook's own checks in Node.
+// Signed webhook delivery inside workerd against a real PostgreSQL, connected as the documented
+// worker role, sending to a Node HTTP receiver that checks every signature with node:crypto
+// (never Postbox's code); then verifyWebhook's own checks in Node.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
 import { migrate } from '../../js-shim/src/sql/index.ts';
@@ -15,6 +17,7 @@ import { freePort, startPostgres, type PgServer } from '../support/postgres.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+const rolesSql = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../examples/roles/roles.sql');
 const NEW_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 const OLD_SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 
@@ -96,11 +99,18 @@ before(async () => {
   client = new pg.Client({ connectionString: url });
   await client.connect();
   await migrate(client);
+  // The Worker connects as the worker role of examples/roles/roles.sql, as documented: every
+  // delivery, breaker write, replay and enable below runs under its grants.
+  await promisify(execFile)('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-v', 'worker=wh_worker', '-v', 'app=wh_app', '-f', rolesSql, url]);
+  await client.query(`ALTER ROLE wh_worker PASSWORD 'secret'`);
+  const workerUrl = new URL(url);
+  workerUrl.username = 'wh_worker';
+  workerUrl.password = 'secret';
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   worker = await startWorker({
     entry: path.join(fixtures, 'webhook-worker.ts'),
-    databaseUrl: url,
+    databaseUrl: workerUrl.toString(),
     vars: { WEBHOOK_SECRET: NEW_SECRET, WEBHOOK_OLD_SECRET: OLD_SECRET },
   });
 });
