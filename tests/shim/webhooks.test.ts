@@ -305,6 +305,50 @@ describe('delivery inside workerd', () => {
     assert.deepEqual(again, { status: 'exists', id: r!.id, kind: 'test.webhook' });
   });
 
+  test('a delivery that could never be sent is refused at enqueue as invalid_payload, naming the field', async () => {
+    const auth = new URL(`${base}/ok`);
+    auth.username = 'user';
+    auth.password = 'secret';
+    const userOnly = new URL(`${base}/ok`);
+    userOnly.username = 'user';
+    const bad: [string, object][] = [
+      ['webhookId', { webhookId: ' evt_1 ' }],
+      ['webhookId', { webhookId: 'evt_1 ' }],
+      ['webhookId', { webhookId: 'evt_a\nb' }],
+      ['webhookId', { webhookId: 'a\r\nX-Injected: 1' }],
+      ['webhookId', { webhookId: 'evt_\u0001' }],
+      ['webhookId', { webhookId: 'evt_\u007f' }],
+      ['webhookId', { webhookId: 'evt_é' }],
+      ['webhookId', { webhookId: 'evt_😀' }],
+      ['eventType', { eventType: 'invoice.paid\n' }],
+      ['eventType', { eventType: 'a\r\nX-Injected: 1' }],
+      ['eventType', { eventType: '\tinvoice.paid' }],
+      ['eventType', { eventType: 'facture.payée' }],
+      ['url', { url: auth.toString() }],
+      ['url', { url: userOnly.toString() }],
+    ];
+    const results = await enqueue(...bad.map(([, d]) => ({ url: `${base}/ok`, endpoint: 'ep-refused-input', eventType: 'x', body: '{}', webhookId: 'evt_ok', ...d })));
+    bad.forEach(([field, d], i) => {
+      const r = results[i] as unknown as { status: string; issues: { message: string; path?: string[] }[] };
+      assert.equal(r.status, 'invalid_payload', JSON.stringify(d));
+      assert.deepEqual(r.issues.map((issue) => issue.path), [[field]], JSON.stringify(d));
+      assert.match(r.issues[0]!.message, new RegExp(`^${field} `));
+    });
+    assert.equal((await sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 0, 'nothing was written');
+    await run();
+    assert.equal(received.length, 0);
+    assert.equal(await endpoint('ep-refused-input'), undefined, 'no breaker was charged');
+
+    // A space inside the id and the type is kept by Headers: sent and verified as signed.
+    const [r] = await enqueue({ url: `${base}/ok`, endpoint: 'ep-spaced', eventType: 'invoice paid', body: '{}', webhookId: 'evt 1' });
+    assert.equal(r!.status, 'created');
+    await run();
+    assert.equal((await job(r!.id)).status, 'succeeded');
+    assert.equal(received[0]!.headers['webhook-id'], 'evt 1');
+    assert.equal(received[0]!.headers['webhook-event-type'], 'invoice paid');
+    assert.equal(received[0]!.verified, true);
+  });
+
   test('the breaker opens after 3 consecutive failures, pauses deliveries uncharged, then half-opens and closes', async () => {
     scripts.set('/down', [{ status: 503 }, { status: 503 }, { status: 503 }]);
     const failing = await enqueue(
