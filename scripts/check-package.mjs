@@ -16,7 +16,7 @@ const promised = {
   './sql': ['OUTBOX_MIGRATIONS', 'migrate'],
   './inspect': ['getJob', 'listJobs', 'countJobs', 'findJobsByCorrelationId', 'countBacklog', 'evaluateBacklog', 'listAttempts', 'aggregateAttemptOutcomes'],
   './testing': ['createTestClock', 'runUntilIdle', 'createOutboxTestDatabase'],
-  './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'outboxScheduleRun', 'verifyOutboxSchema'],
+  './drizzle': ['outboxSchema', 'outboxJob', 'outboxAttempt', 'outboxScheduleRun', 'outboxWebhookEndpoint', 'OUTBOX_DRIZZLE_EXTRAS', 'outboxDrizzleExtras', 'verifyOutboxSchema'],
   './dashboard': ['createDashboard'],
   './d1': ['createD1OutboxStore', 'D1OutboxStore', 'D1Transaction', 'migrateD1', 'sqliteMigrations', 'd1Driver', 'createSqliteOutbox'],
   './durable-object': ['createDurableObjectOutboxStore', 'DurableObjectOutboxStore', 'migrateDurableObject', 'sqliteMigrations', 'durableObjectDriver', 'createSqliteOutbox'],

@@ -30,10 +30,13 @@ GRANT USAGE ON SCHEMA :"schema" TO :"worker", :"app";
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".job, :"schema".attempt TO :"worker";
 -- The cron handler records each schedule's latest occurrence here (catch-up after missed ticks).
 GRANT SELECT, INSERT, UPDATE ON :"schema".schedule_run TO :"worker";
+-- postbox/webhooks: each endpoint's breaker, created by its first delivery, updated after each.
+GRANT SELECT, INSERT, UPDATE ON :"schema".webhook_endpoint TO :"worker";
 -- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
 GRANT SELECT, INSERT ON :"schema".job TO :"app";
 GRANT SELECT ON :"schema".attempt TO :"app";
--- Tables a later migration adds get the same grants without re-running this file.
+-- Every table above is granted by name: default privileges reach only tables created after
+-- this file runs (by the role running it). They give a later migration's tables these grants.
 ALTER DEFAULT PRIVILEGES IN SCHEMA :"schema" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"worker";
 ALTER DEFAULT PRIVILEGES IN SCHEMA :"schema" GRANT SELECT ON TABLES TO :"app";
 

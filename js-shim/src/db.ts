@@ -44,20 +44,32 @@ export async function runTransaction<T>(db: TransactionalDb, fn: (q: Queryable, 
   if (isPool(db)) {
     const client = await db.connect();
     // A connection lost mid-transaction also emits 'error' on the client, which the pool only
-    // listens for while it is idle: unheard, Node would crash. The failed query reports it.
+    // listens for while it is idle: unheard, Node would crash. Heard, it marks the client broken.
     const events = client as { on?(event: 'error', fn: () => void): unknown; off?(event: 'error', fn: () => void): unknown };
-    const ignore = () => undefined;
-    events.on?.('error', ignore);
+    let broken = false;
+    const onError = () => {
+      broken = true;
+    };
+    events.on?.('error', onError);
+    let result: T;
     try {
-      const result = await withBeginCommit(client, () => fn(client, client));
-      events.off?.('error', ignore);
-      client.release();
-      return result;
+      result = await withBeginCommit(client, () => fn(client, client), () => {
+        broken = true;
+      });
     } catch (error) {
-      // Discarded by the pool: the listener stays, since the dying socket may still report.
-      client.release(error instanceof Error ? error : new Error(String(error)));
+      // The callback's error (or a refusal) says nothing about the connection: it goes back to
+      // the pool unless it broke (an 'error' event, or a ROLLBACK that could not be sent).
+      // A discarded client keeps the listener, since its dying socket may still report.
+      if (broken) client.release(error instanceof Error ? error : new Error(String(error)));
+      else {
+        events.off?.('error', onError);
+        client.release();
+      }
       throw error;
     }
+    events.off?.('error', onError);
+    client.release();
+    return result;
   }
   if (isKysely(db)) {
     return db.transaction().execute((trx) => fn(kyselyQueryable(trx), trx));
@@ -71,14 +83,18 @@ export async function runTransaction<T>(db: TransactionalDb, fn: (q: Queryable, 
   throw new PostboxError('invalid_db', 'expected a node-postgres Pool/Client, a drizzle database or a Kysely instance');
 }
 
-async function withBeginCommit<T>(client: Queryable, fn: () => Promise<T>): Promise<T> {
-  await client.query('BEGIN');
+/**
+ * BEGIN, `fn`, COMMIT; on any error ROLLBACK and rethrow the error. `onRollbackFailed` hears a
+ * ROLLBACK that could not be sent or was refused: the session is then in no known state.
+ */
+async function withBeginCommit<T>(client: Queryable, fn: () => Promise<T>, onRollbackFailed: () => void = () => undefined): Promise<T> {
   try {
+    await client.query('BEGIN');
     const result = await fn();
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    await client.query('ROLLBACK').catch(onRollbackFailed);
     throw error;
   }
 }

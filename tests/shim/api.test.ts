@@ -133,6 +133,41 @@ describe('outbox.transaction accepts the handles Workers users hold', () => {
     assert.equal((await pool.query('SELECT count(*)::int AS n FROM public.note')).rows[0].n, 0);
   });
 
+  test('a pg Pool keeps a healthy connection after a callback error or a strict refusal, and destroys a broken one', async () => {
+    // One connection: whichever backend serves the next transaction shows what happened to it.
+    const single = new pg.Pool({ connectionString: url, max: 1 });
+    single.on('error', () => undefined);
+    const pid = async (tx: { query(text: string): Promise<{ rows: any[] }> }) => (await tx.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+    try {
+      const first = await outbox().transaction(single, (tx) => pid(tx));
+      let seen = 0;
+      await assert.rejects(outbox().transaction(single, async (tx) => {
+        seen = await pid(tx);
+        throw new Error('the application failed');
+      }), /the application failed/);
+      assert.equal(seen, first);
+      const strict = createOutbox({ jobs: [note], connect: createPgConnector(url), strictEnqueue: true });
+      await assert.rejects(strict.transaction(single, async (_tx, enqueue) => {
+        await enqueue(note, { payload: { body: 42 as unknown as string } });
+      }), EnqueueRefusedError);
+      // A statement the server refused aborts the transaction, not the session.
+      await assert.rejects(outbox().transaction(single, (tx) => tx.query('SELECT 1/0')), /division by zero/);
+      assert.equal(await outbox().transaction(single, (tx) => pid(tx)), first, 'the same backend served every transaction');
+      assert.equal(single.totalCount, 1);
+
+      // Its backend killed under it: the connection is destroyed, the next one is new.
+      await assert.rejects(outbox().transaction(single, async (tx) => {
+        await pool.query('SELECT pg_terminate_backend($1)', [first]);
+        await tx.query('SELECT 1');
+      }));
+      const next = await outbox().transaction(single, (tx) => pid(tx));
+      assert.notEqual(next, first);
+      assert.equal((await pool.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1', [first])).rows[0].n, 0);
+    } finally {
+      await single.end();
+    }
+  });
+
   test('a generateId that does not give UUIDs is a typed error before anything is written', async () => {
     const bad = (generateId: () => string) => createOutbox({ jobs: [note], connect: createPgConnector(url), generateId });
     await assert.rejects(

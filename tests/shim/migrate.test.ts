@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { migrate, OUTBOX_MIGRATIONS, UnsupportedServerError } from '../../js-shim/src/sql/index.ts';
-import { splitStatements } from '../../scripts/gen-sql.mjs';
+import { routines, splitStatements } from '../../scripts/gen-sql.mjs';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 
 let server: PgServer;
@@ -42,6 +42,18 @@ test('splitStatements ignores semicolons in comments, strings and dollar quotes'
   ]);
   assert.deepEqual(splitStatements("select E'\\';'; select \"a;b\", $1::int"), ["select E'\\';'", 'select "a;b", $1::int']);
   assert.deepEqual(splitStatements('-- only a comment;\n'), []);
+});
+
+test('routines follows the functions and triggers drizzle-kit cannot generate, and refuses what it cannot follow', () => {
+  const migrations = [
+    { statements: ['CREATE TABLE outbox.t (id int)', '-- why\nCREATE FUNCTION outbox.f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$',
+      'CREATE TRIGGER t_a AFTER DELETE ON outbox.t FOR EACH STATEMENT EXECUTE FUNCTION outbox.f()'] },
+    { statements: ['DROP TRIGGER t_a ON outbox.t', 'CREATE OR REPLACE TRIGGER t_b AFTER INSERT ON outbox.t FOR EACH ROW EXECUTE FUNCTION outbox.f()'] },
+  ];
+  assert.deepEqual(routines(migrations), { statements: [[0, 1], [0, 2], [1, 0], [1, 1]], functions: ['f'], triggers: [{ name: 't_b', table: 't' }] });
+  for (const unknown of ['ALTER TRIGGER t_b ON outbox.t RENAME TO t_c', 'ALTER TABLE outbox.t DISABLE TRIGGER t_b', 'CREATE PROCEDURE outbox.p() LANGUAGE sql AS $$ $$']) {
+    assert.throws(() => routines([{ statements: [unknown] }]), /teach routineChange/, unknown);
+  }
 });
 
 test('migrate applies every migration once, then nothing', async () => {

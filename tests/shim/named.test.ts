@@ -387,7 +387,7 @@ describe('Node', () => {
     }
     // An outbox never migrated: every table is missing.
     const missing = await verifyOutboxSchema(client, { name: 'nowhere' });
-    assert.deepEqual(missing.map((d) => d.type), ['missing_table', 'missing_table', 'missing_table']);
+    assert.deepEqual(missing.map((d) => d.type), ['missing_table', 'missing_table', 'missing_table', 'missing_table', 'missing_function']);
   });
 
   test('the command line: --name on migrate, list, show, status, actions, erase-tenant and verify-schema', { skip: !existsSync(BIN) && 'build the shim first' }, async () => {

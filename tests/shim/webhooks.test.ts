@@ -1,12 +1,14 @@
-// Signed webhook delivery inside workerd against a real PostgreSQL, sending to a Node HTTP
-// receiver that checks every signature with node:crypto (never Postbox's code); then
-// verifyWebhook's own checks in Node.
+// Signed webhook delivery inside workerd against a real PostgreSQL, connected as the documented
+// worker role, sending to a Node HTTP receiver that checks every signature with node:crypto
+// (never Postbox's code); then verifyWebhook's own checks in Node.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import pg from 'pg';
 import { migrate } from '../../js-shim/src/sql/index.ts';
@@ -15,6 +17,7 @@ import { freePort, startPostgres, type PgServer } from '../support/postgres.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+const rolesSql = path.join(path.dirname(fileURLToPath(import.meta.url)), '../../examples/roles/roles.sql');
 const NEW_SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 const OLD_SECRET = `whsec_${randomBytes(24).toString('base64')}`;
 
@@ -96,11 +99,18 @@ before(async () => {
   client = new pg.Client({ connectionString: url });
   await client.connect();
   await migrate(client);
+  // The Worker connects as the worker role of examples/roles/roles.sql, as documented: every
+  // delivery, breaker write, replay and enable below runs under its grants.
+  await promisify(execFile)('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-v', 'worker=wh_worker', '-v', 'app=wh_app', '-f', rolesSql, url]);
+  await client.query(`ALTER ROLE wh_worker PASSWORD 'secret'`);
+  const workerUrl = new URL(url);
+  workerUrl.username = 'wh_worker';
+  workerUrl.password = 'secret';
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   worker = await startWorker({
     entry: path.join(fixtures, 'webhook-worker.ts'),
-    databaseUrl: url,
+    databaseUrl: workerUrl.toString(),
     vars: { WEBHOOK_SECRET: NEW_SECRET, WEBHOOK_OLD_SECRET: OLD_SECRET },
   });
 });
@@ -293,6 +303,50 @@ describe('delivery inside workerd', () => {
     // The same event enqueued again for this endpoint is the same delivery.
     const [again] = await enqueue({ url: `${base}/once-bad`, endpoint: 'ep-replay', eventType: 'x', body: '{"r":1}', webhookId: 'evt_42' });
     assert.deepEqual(again, { status: 'exists', id: r!.id, kind: 'test.webhook' });
+  });
+
+  test('a delivery that could never be sent is refused at enqueue as invalid_payload, naming the field', async () => {
+    const auth = new URL(`${base}/ok`);
+    auth.username = 'user';
+    auth.password = 'secret';
+    const userOnly = new URL(`${base}/ok`);
+    userOnly.username = 'user';
+    const bad: [string, object][] = [
+      ['webhookId', { webhookId: ' evt_1 ' }],
+      ['webhookId', { webhookId: 'evt_1 ' }],
+      ['webhookId', { webhookId: 'evt_a\nb' }],
+      ['webhookId', { webhookId: 'a\r\nX-Injected: 1' }],
+      ['webhookId', { webhookId: 'evt_\u0001' }],
+      ['webhookId', { webhookId: 'evt_\u007f' }],
+      ['webhookId', { webhookId: 'evt_é' }],
+      ['webhookId', { webhookId: 'evt_😀' }],
+      ['eventType', { eventType: 'invoice.paid\n' }],
+      ['eventType', { eventType: 'a\r\nX-Injected: 1' }],
+      ['eventType', { eventType: '\tinvoice.paid' }],
+      ['eventType', { eventType: 'facture.payée' }],
+      ['url', { url: auth.toString() }],
+      ['url', { url: userOnly.toString() }],
+    ];
+    const results = await enqueue(...bad.map(([, d]) => ({ url: `${base}/ok`, endpoint: 'ep-refused-input', eventType: 'x', body: '{}', webhookId: 'evt_ok', ...d })));
+    bad.forEach(([field, d], i) => {
+      const r = results[i] as unknown as { status: string; issues: { message: string; path?: string[] }[] };
+      assert.equal(r.status, 'invalid_payload', JSON.stringify(d));
+      assert.deepEqual(r.issues.map((issue) => issue.path), [[field]], JSON.stringify(d));
+      assert.match(r.issues[0]!.message, new RegExp(`^${field} `));
+    });
+    assert.equal((await sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 0, 'nothing was written');
+    await run();
+    assert.equal(received.length, 0);
+    assert.equal(await endpoint('ep-refused-input'), undefined, 'no breaker was charged');
+
+    // A space inside the id and the type is kept by Headers: sent and verified as signed.
+    const [r] = await enqueue({ url: `${base}/ok`, endpoint: 'ep-spaced', eventType: 'invoice paid', body: '{}', webhookId: 'evt 1' });
+    assert.equal(r!.status, 'created');
+    await run();
+    assert.equal((await job(r!.id)).status, 'succeeded');
+    assert.equal(received[0]!.headers['webhook-id'], 'evt 1');
+    assert.equal(received[0]!.headers['webhook-event-type'], 'invoice paid');
+    assert.equal(received[0]!.verified, true);
   });
 
   test('the breaker opens after 3 consecutive failures, pauses deliveries uncharged, then half-opens and closes', async () => {

@@ -73,6 +73,11 @@ function describeDrift(d: Awaited<ReturnType<typeof import('../drizzle/index.js'
       return [d.type, `${schema}.${d.table}`, d.index];
     case 'missing_constraint':
       return [d.type, `${schema}.${d.table}`, d.constraint];
+    case 'missing_function':
+      return [d.type, `${schema}.${d.function}`, ''];
+    case 'missing_trigger':
+    case 'disabled_trigger':
+      return [d.type, `${schema}.${d.table}`, d.trigger];
   }
 }
 

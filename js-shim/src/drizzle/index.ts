@@ -1,13 +1,16 @@
 /**
  * Drizzle tables for Postbox's schema, and a drift check. The tables mirror
  * `migrations/` (the source of truth; a test keeps the two equal), so drizzle-kit users can
- * re-export them from their schema and generate migrations as usual.
+ * re-export them from their schema and generate migrations as usual, then add
+ * {@link OUTBOX_DRIZZLE_EXTRAS} (the trigger drizzle-kit cannot generate) in a custom migration.
  * @module
  */
 import { sql } from 'drizzle-orm';
 import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { runTransaction, type TransactionalDb } from '../db.js';
+import { OUTBOX_ROUTINE_STATEMENTS, OUTBOX_ROUTINES } from '../generated/migrations.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
+import { outboxMigrations } from '../sql/index.js';
 
 const tstz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -81,7 +84,27 @@ function buildTables<S extends string>(schemaName: S) {
     lastAt: tstz('last_at').notNull(),
     updatedAt: tstz('updated_at').notNull(),
   });
-  return { schema, job, attempt, scheduleRun };
+
+  const webhookEndpoint = schema.table(
+    'webhook_endpoint',
+    {
+      id: text('id').primaryKey(),
+      state: text('state').notNull().default('closed'),
+      failures: integer('failures').notNull().default(0),
+      openedAt: tstz('opened_at'),
+      failingSince: tstz('failing_since'),
+      disabledReason: text('disabled_reason'),
+      version: bigint('version', { mode: 'number' }).notNull().default(0),
+      createdAt: tstz('created_at').notNull(),
+      updatedAt: tstz('updated_at').notNull(),
+    },
+    (t) => [
+      check('webhook_endpoint_state_check', sql`${t.state} IN ('closed', 'open', 'half_open', 'disabled')`),
+      check('webhook_endpoint_failures_check', sql`${t.failures} >= 0`),
+      check('webhook_endpoint_disabled_has_reason', sql`(${t.state} = 'disabled') = (${t.disabledReason} IS NOT NULL)`),
+    ],
+  );
+  return { schema, job, attempt, scheduleRun, webhookEndpoint };
 }
 
 /** The drizzle tables of one outbox, as {@link outboxTables} returns them. */
@@ -97,12 +120,49 @@ export const outboxJob = defaults.job;
 export const outboxAttempt = defaults.attempt;
 /** `outbox.schedule_run`: per schedule, the latest occurrence a tick dealt with (catch-up starts after it). */
 export const outboxScheduleRun = defaults.scheduleRun;
+/** `outbox.webhook_endpoint`: each webhook endpoint's breaker state (`postbox/webhooks`). */
+export const outboxWebhookEndpoint = defaults.webhookEndpoint;
+
+/** What {@link outboxDrizzleExtras} returns. */
+export interface OutboxDrizzleExtras {
+  /**
+   * The statements joined by `;` and drizzle's `--> statement-breakpoint` (an SQL comment), so
+   * the text is both a drizzle-kit custom migration file and plain SQL for psql.
+   */
+  readonly sql: string;
+  /** One statement per entry, without the semicolon. */
+  readonly statements: readonly string[];
+}
+
+const extrasByName = new Map<string | null, OutboxDrizzleExtras>();
+
+/**
+ * What drizzle-kit cannot generate from the drizzle tables: the functions and triggers of
+ * `migrations/`, taken from the migration files themselves. Today the trigger that deletes a
+ * job's attempts with the job (retention, `eraseTenant`, a DELETE by hand): without it, those
+ * attempts and their error messages stay behind. Put `sql` in a custom migration
+ * (`drizzle-kit generate --custom`) after the one that creates the tables. For a named outbox,
+ * its schema's. Throws `PostboxError('invalid_config')` for an invalid name.
+ */
+export function outboxDrizzleExtras(name?: string | null): OutboxDrizzleExtras {
+  const checked = checkOutboxName(name, 'outboxDrizzleExtras: name');
+  const hit = extrasByName.get(checked);
+  if (hit) return hit;
+  const migrations = outboxMigrations(checked);
+  const statements = OUTBOX_ROUTINE_STATEMENTS.map(([m, i]) => migrations[m]!.statements[i]!);
+  const extras = Object.freeze({ sql: `${statements.join(';\n--> statement-breakpoint\n')};\n`, statements: Object.freeze(statements) });
+  extrasByName.set(checked, extras);
+  return extras;
+}
+
+/** {@link outboxDrizzleExtras} of the default outbox: the SQL drizzle-kit users add to their migrations. */
+export const OUTBOX_DRIZZLE_EXTRAS: string = outboxDrizzleExtras().sql;
 
 const named = new Map<string, OutboxTables>();
 
 /**
  * The drizzle tables of a named outbox (`createOutbox({ name })`), in its schema
- * `outbox_<name>`: `{ schema, job, attempt, scheduleRun }`, the same columns, indexes and
+ * `outbox_<name>`: `{ schema, job, attempt, scheduleRun, webhookEndpoint }`, the same columns, indexes and
  * checks as the default tables. Without a name, the default outbox's. Built once per name;
  * throws `PostboxError('invalid_config')` for an invalid name.
  *
@@ -121,7 +181,7 @@ export function outboxTables(name?: string | null): OutboxTables {
 }
 
 /** Every Postbox table, in the order drift is reported. */
-const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun];
+const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun, t.webhookEndpoint];
 
 /** One difference between the database and the schema Postbox expects. */
 export type SchemaDrift =
@@ -131,7 +191,10 @@ export type SchemaDrift =
   | { type: 'changed_column'; table: string; column: string; expected: string; actual: string }
   | { type: 'missing_index'; table: string; index: string }
   | { type: 'invalid_index'; table: string; index: string }
-  | { type: 'missing_constraint'; table: string; constraint: string };
+  | { type: 'missing_constraint'; table: string; constraint: string }
+  | { type: 'missing_function'; function: string }
+  | { type: 'missing_trigger'; table: string; trigger: string }
+  | { type: 'disabled_trigger'; table: string; trigger: string };
 
 /** What each column must be, as `information_schema` spells it, from the drizzle tables. */
 export function expectedColumns(name?: string | null) {
@@ -148,9 +211,10 @@ export interface VerifyOutboxSchemaOptions {
 }
 
 /**
- * Compares the live `outbox` schema (or a named outbox's) with the tables above: columns (type,
- * nullability), indexes (present and valid: a failed `CREATE INDEX CONCURRENTLY` leaves an
- * invalid one), constraints, and the server version. `[]` when they match; run it in CI or at deploy.
+ * Compares the live `outbox` schema (or a named outbox's) with the tables above: tables, columns
+ * (type, nullability), indexes (present and valid: a failed `CREATE INDEX CONCURRENTLY` leaves an
+ * invalid one), constraints, the functions and triggers of {@link outboxDrizzleExtras} (present,
+ * triggers enabled), and the server version. `[]` when they match; run it in CI or at deploy.
  */
 export async function verifyOutboxSchema(db: TransactionalDb, opts: VerifyOutboxSchemaOptions = {}): Promise<SchemaDrift[]> {
   const name = checkOutboxName(opts?.name, 'verifyOutboxSchema: name');
@@ -205,6 +269,26 @@ export async function verifyOutboxSchema(db: TransactionalDb, opts: VerifyOutbox
       for (const name of config.checks.map((c) => c.name)) {
         if (!constraintNames.has(name)) drift.push({ type: 'missing_constraint', table: config.name, constraint: name });
       }
+    }
+    // drizzle-kit creates neither: a schema made from the tables alone lacks them.
+    const { rows: functions } = await q.query(
+      `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`,
+      [schema],
+    );
+    const functionNames = new Set(functions.map((f: any) => f.proname));
+    for (const fn of OUTBOX_ROUTINES.functions) {
+      if (!functionNames.has(fn)) drift.push({ type: 'missing_function', function: fn });
+    }
+    const { rows: triggers } = await q.query(
+      `SELECT c.relname AS table_name, t.tgname, t.tgenabled FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal`,
+      [schema],
+    );
+    for (const trigger of OUTBOX_ROUTINES.triggers) {
+      if (!tables.has(trigger.table)) continue;
+      const found = triggers.find((t: any) => t.tgname === trigger.name && t.table_name === trigger.table);
+      if (!found) drift.push({ type: 'missing_trigger', table: trigger.table, trigger: trigger.name });
+      else if (found.tgenabled === 'D') drift.push({ type: 'disabled_trigger', table: trigger.table, trigger: trigger.name });
     }
     return drift;
   });

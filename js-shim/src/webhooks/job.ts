@@ -90,6 +90,17 @@ type DeliveryOutcome = { type: 'ok' | 'retry' | 'fail'; code: string | null; aft
 
 const isText = (v: unknown, max: number): v is string => typeof v === 'string' && v.length > 0 && v.length <= max;
 
+/**
+ * A header value that arrives as signed: printable ASCII, no space at either end. `Headers`
+ * trims surrounding whitespace (the receiver would verify another id than the one signed) and
+ * refuses line breaks, control characters and code points above U+00FF; above U+007E the
+ * receiver's decoding is a guess. Such a delivery could never succeed, so enqueue refuses it.
+ */
+const isHeaderText = (v: string): boolean => /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(v);
+
+const HEADER_TEXT = (field: string) =>
+  `${field} must be printable ASCII with no space at either end (it is sent as a header): no line break, control character or non-ASCII`;
+
 /** The payload's Standard Schema: checked at enqueue and before each attempt. */
 const payloadSchema: StandardSchemaV1<WebhookPayload, WebhookPayload> = {
   '~standard': {
@@ -101,7 +112,9 @@ const payloadSchema: StandardSchemaV1<WebhookPayload, WebhookPayload> = {
       if (typeof p !== 'object' || p === null) return { issues: [{ message: 'a webhook payload must be an object' }] };
       if (!isText(p.endpoint, 256)) issues.push({ message: 'endpoint must be 1-256 characters', path: ['endpoint'] });
       if (!isText(p.eventType, 256)) issues.push({ message: 'eventType must be 1-256 characters', path: ['eventType'] });
+      else if (!isHeaderText(p.eventType)) issues.push({ message: HEADER_TEXT('eventType'), path: ['eventType'] });
       if (!isText(p.webhookId, 256)) issues.push({ message: 'webhookId must be 1-256 characters', path: ['webhookId'] });
+      else if (!isHeaderText(p.webhookId)) issues.push({ message: HEADER_TEXT('webhookId'), path: ['webhookId'] });
       if (typeof p.body !== 'string') issues.push({ message: 'body must be a string (the exact bytes to send)', path: ['body'] });
       let url: URL | null = null;
       try {
@@ -110,6 +123,8 @@ const payloadSchema: StandardSchemaV1<WebhookPayload, WebhookPayload> = {
         url = null;
       }
       if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:')) issues.push({ message: 'url must be an http(s) URL', path: ['url'] });
+      // fetch refuses a URL holding credentials: every attempt would fail.
+      else if (url.username !== '' || url.password !== '') issues.push({ message: 'url must not hold a user name or password', path: ['url'] });
       return issues.length > 0 ? { issues } : { value: p as WebhookPayload };
     },
   },
