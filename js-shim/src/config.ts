@@ -31,7 +31,12 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   connect: Connector;
   /** Passed to handlers as `ctx.deps`. */
   deps?: Deps;
-  /** One Queue, or one per lane (`{ default: env.Q, bulk: env.BULK_Q }`). Without it, jobs run on the cron sweep only. */
+  /**
+   * One Queue for every lane (each message names its lane; consume it with
+   * `createQueueHandler(outboxFor)`), or one per lane (`{ default: env.Q, bulk: env.BULK_Q }`,
+   * each consumed with `createQueueHandler(outboxFor, { lane })`; a lane missing from the map is
+   * not nudged). Without it, jobs run on the cron sweep only.
+   */
   queue?: QueueProducer | Record<string, QueueProducer>;
   /** Handlers one lane runs at once (one claim statement claims this many). Default 1. */
   concurrency?: number;
@@ -61,10 +66,12 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
    */
   recordNudges?: boolean;
   /**
-   * Bound, in ms, on the SQL of one operator action (`cancel`, `replay`, `retryNow` and their
-   * `Many` forms, `eraseTenant`): its statements run under this `statement_timeout` and
-   * `lock_timeout`, so an action blocked by a lock rejects with `PostboxError('timeout')` and
-   * changes nothing. Default 30 000; an integer in 1..2147483647.
+   * Bound, in ms, on one operator action (`cancel`, `replay`, `retryNow` and their `Many`
+   * forms, `eraseTenant`) as a whole: opening its connection, its SQL (which also runs under
+   * this `statement_timeout` and `lock_timeout`) and closing. Past it the action rejects with
+   * `PostboxError('timeout')`, changes nothing, and its connection is destroyed (a connect
+   * under way is aborted when the connector honours its `signal`). Default 60 000; an
+   * integer in 1..2147483647.
    */
   operationTimeoutMs?: number;
   /** For tests: see `createTestClock` in `./testing`. */

@@ -2,6 +2,7 @@ import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
 import { getCore } from './core/core.js';
 import { outboxConfig } from './outbox-config.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
+import { boundedTransaction } from './bounded.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
 import { uuidv7 } from './ids.js';
@@ -178,27 +179,12 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   };
 
   /**
-   * Runs an operator action's SQL in one transaction bounded by `operationTimeoutMs`: a lock
-   * held elsewhere makes it fail (and roll back) instead of waiting without end.
+   * Runs an operator action in one transaction on its own connection, all of it (connecting,
+   * the SQL, closing) bounded by `operationTimeoutMs`: a lock held elsewhere or a server that
+   * does not answer makes it fail (rolled back, its connection destroyed) instead of waiting.
    */
-  const operatorTransaction = async <T>(what: string, fn: (q: LaneDb) => Promise<T>): Promise<T> => {
-    try {
-      return await withSession((session) =>
-        session.transaction(async (q) => {
-          const bound = String(operationTimeoutMs);
-          await q.query(`SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true)`, [bound]);
-          return fn(q);
-        }),
-      );
-    } catch (error) {
-      const code = (error as { code?: unknown } | null)?.code;
-      // 57014: statement_timeout cancelled it; 55P03: lock_timeout gave up on a lock.
-      if (code === '57014' || code === '55P03') {
-        throw new PostboxError('timeout', `${what}: not done within operationTimeoutMs (${operationTimeoutMs} ms): ${errorMessage(error)}`, { cause: error });
-      }
-      throw error;
-    }
-  };
+  const operatorTransaction = <T>(what: string, fn: (q: LaneDb) => Promise<T>): Promise<T> =>
+    boundedTransaction(options.connect, operationTimeoutMs, what, fn);
 
   const operate = async (action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) => {
     const anyTenant = !scope || !('tenantKey' in scope);
@@ -300,9 +286,10 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   return outbox;
 }
 
+/** One Queue serves every lane (its messages name the lane); a map gives each lane its own. */
 function queueFor(queue: OutboxOptions['queue'], lane: string): QueueProducer | undefined {
   if (!queue) return undefined;
-  if (typeof (queue as QueueProducer).sendBatch === 'function') return lane === 'default' ? (queue as QueueProducer) : undefined;
+  if (typeof (queue as QueueProducer).sendBatch === 'function') return queue as QueueProducer;
   return (queue as Record<string, QueueProducer>)[lane];
 }
 

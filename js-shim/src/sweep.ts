@@ -1,5 +1,6 @@
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
+import type { CorePolicy, JobDefinition } from './types.js';
 import { errorMessage, type LaneSession } from './session.js';
 import { isDeadlineError, type Deadline } from './deadline.js';
 import { sendDrains, sendNudges } from './nudge.js';
@@ -18,7 +19,13 @@ export interface SweepOptions {
   /** Recovery's share, so a crash backlog cannot starve fresh work. Default 120 s. */
   recoveryBudgetMs?: number;
   reserved?: readonly ReservedSweep[];
-  retention?: { succeededRetentionMs?: number; deadRetentionMs?: number };
+  /**
+   * Retention: finished jobs older than these are deleted, in batches of `batchSize` (default
+   * 1,000, at most 10,000; one statement each), batch after batch while a batch comes back
+   * full, for at most `budgetMs` from the first batch (default 60,000) and never past the
+   * invocation's budget.
+   */
+  retention?: { succeededRetentionMs?: number; deadRetentionMs?: number; batchSize?: number; budgetMs?: number };
   /**
    * A job handed to its lane's queue is not handed off again for this long (read from its
    * `nudge_sent_at`), so a long job waiting for its consumer is not re-nudged on every sweep.
@@ -32,12 +39,13 @@ type SweepStep =
   | { type: 'reserved'; name: string; kinds: string[]; maxJobs: number; deadlineAt: number }
   | { type: 'drain'; kinds: string[]; deadlineAt: number }
   | { type: 'handoff'; nudgedBefore: number; limit: number; lanes: { lane: string; kinds: string[] }[] }
-  | { type: 'unregistered'; dueBefore: number }
-  | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number };
+  | { type: 'unregistered'; dueBefore: number; recoverLimit: number; policy: CorePolicy }
+  | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number; budgetMs: number; deadlineAt: number };
 
 /** What a sweep did. */
 export interface SweepReport extends RunReport {
   handedOff: number;
+  /** Finished jobs retention deleted, over all its batches. */
   deleted: number;
   /** Pending jobs, due for a while, of kinds this deploy does not register, per kind (`unknown_kind` events). */
   unregistered: { kind: string; count: number }[];
@@ -67,6 +75,8 @@ export function planSweep(rt: OutboxRuntime, startedAt: number, opts: SweepOptio
     retention: {
       ...(opts.retention?.succeededRetentionMs === undefined ? {} : { succeededMs: opts.retention.succeededRetentionMs }),
       ...(opts.retention?.deadRetentionMs === undefined ? {} : { deadMs: opts.retention.deadRetentionMs }),
+      ...(opts.retention?.batchSize === undefined ? {} : { batchSize: opts.retention.batchSize }),
+      ...(opts.retention?.budgetMs === undefined ? {} : { budgetMs: opts.retention.budgetMs }),
     },
     policies: rt.policies,
   });
@@ -122,6 +132,7 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
       break;
     case 'unregistered': {
       const kinds = rt.policies.map((p) => p.kind);
+      addReport(report, await recoverUnregistered(rt, session, kinds, step));
       const rows = await session.exclusive((q) => rt.store.countUnregistered(q, { dueBefore: step.dueBefore, kinds }));
       for (const { kind, count } of rows) {
         report.unregistered.push({ kind, count });
@@ -130,9 +141,26 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
       break;
     }
     case 'retention': {
-      const deleted = await session.exclusive((q) => rt.store.deleteFinished(q, { succeededBefore: step.succeededBefore, deadBefore: step.deadBefore, limit: step.limit }));
-      report.deleted += deleted;
-      if (deleted) rt.emit({ type: 'retention', deleted });
+      // Batch after batch for as long as the core says: while they come back full, within
+      // the step's budget (from its first batch) and the invocation's.
+      const startedAt = rt.clock.now();
+      let deleted = 0;
+      let batches = 0;
+      try {
+        for (;;) {
+          const batch = await session.exclusive((q) => rt.store.deleteFinished(q, { succeededBefore: step.succeededBefore, deadBefore: step.deadBefore, limit: step.limit }));
+          deleted += batch;
+          batches++;
+          const { again } = rt.core.call<{ again: boolean }>('sweep', {
+            op: 'retention', now: rt.clock.now(), startedAt, deadlineAt: step.deadlineAt, budgetMs: step.budgetMs, limit: step.limit, deleted: batch,
+          });
+          if (!again) break;
+        }
+      } finally {
+        // What the batches before a failure deleted stays deleted: count it either way.
+        report.deleted += deleted;
+        if (deleted) rt.emit({ type: 'retention', deleted, batches });
+      }
       break;
     }
   }
@@ -149,6 +177,23 @@ async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): 
   if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
   const report = await settleAll(rt, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
   return { ...report, found: rows.length };
+}
+
+/**
+ * Expired leases of kinds this deploy does not register (a kind removed, or a newer deploy's
+ * job run by an older one): no handler here can settle them, and recovery proper lists only
+ * registered kinds. They are settled as crashes by the core under the default policy the plan
+ * carries, so the job leaves `running` (to retrying, reported with the pending ones; dead as
+ * `crash_loop` only after the default `maxCrashes`) and its attempt is closed.
+ */
+async function recoverUnregistered(rt: OutboxRuntime, session: LaneSession, kinds: string[], step: Extract<SweepStep, { type: 'unregistered' }>): Promise<RunReport> {
+  const rows: ClaimedRow[] = await session.exclusive((q) => rt.store.listExpiredLeases(q, { now: rt.clock.now(), kinds, limit: step.recoverLimit, unregistered: true }));
+  if (rows.length === 0) return emptyReport();
+  rt.emit({ type: 'recovered', jobs: rows.length });
+  // Settlement looks each kind's policy up in the registry: these kinds get the default one.
+  const registry = new Map(rt.registry);
+  for (const kind of new Set(rows.map((r) => r.kind))) registry.set(kind, { kind, policy: { ...step.policy, kind } } as unknown as JobDefinition);
+  return settleAll({ ...rt, registry }, session, rows.map((row) => ({ row, outcome: { type: 'crash' as const } })));
 }
 
 /**

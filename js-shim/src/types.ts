@@ -186,8 +186,12 @@ export interface LaneConnection {
   isBroken?(): boolean;
 }
 
-/** Opens one lane connection. */
-export type Connector = () => Promise<LaneConnection>;
+/**
+ * Opens one lane connection. `signal`, when given, aborts a connect still under way (the
+ * operator actions' `operationTimeoutMs`): reject, and leave no socket open. A connector that
+ * ignores it is still safe: a connection that arrives too late is destroyed.
+ */
+export type Connector = (options?: { signal?: AbortSignal }) => Promise<LaneConnection>;
 
 /** A clock: epoch ms. Tests pass `createTestClock()`. */
 export interface Clock {
@@ -225,7 +229,7 @@ export type OutboxEvent =
   | { type: 'schedule_missed'; schedule: string; since: string | null; from: string | null; severity: 'warn' }
   | { type: 'dlq_message'; queue: string; messageId: string; body: unknown }
   | { type: 'recovered'; jobs: number }
-  | { type: 'retention'; deleted: number }
+  | { type: 'retention'; deleted: number; batches: number }
   | { type: 'handoff'; lane: string; jobs: number }
   /**
    * `count` pending jobs of `kind`, due for over 5 minutes, that this deploy does not register:

@@ -145,7 +145,7 @@ TEST_CASE("claim admit: the attempt number and the handler's timer") {
 
 TEST_CASE("claim outbox: option bounds and defaults") {
   CHECK(call(pb_claim, R"({"op":"outbox"})").out ==
-        R"({"concurrency":1,"lanes":1,"operationTimeoutMs":30000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
+        R"({"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":null})").out ==
         R"({"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":101})").out ==

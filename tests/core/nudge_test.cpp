@@ -73,20 +73,25 @@ TEST_CASE("nudge decode: hostile messages are reported one by one") {
 TEST_CASE("nudge decode: a message for another lane is wrong_lane") {
   CHECK(decode(R"({"v":1,"t":"drain","lane":"bulk"})") ==
         R"({"messages":[{"ok":false,"code":"wrong_lane","message":"message for lane 'bulk' arrived on lane 'default'"}]})");
+  // Without a lane, the consumer serves every lane: each message names its own.
+  CHECK(call(pb_nudge, R"({"op":"decode","messages":[{"v":1,"t":"drain","lane":"bulk"},{"v":1,"t":"drain","lane":"default"}]})").out ==
+        R"({"messages":[{"ok":true,"t":"drain","lane":"bulk"},{"ok":true,"t":"drain","lane":"default"}]})");
+  CHECK(call(pb_nudge, R"({"op":"decode","lane":"","messages":[]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_nudge, R"({"op":"decode","lane":null,"messages":[]})").out.find("invalid_input") != std::string::npos);
   // The lane may come after the messages in the document.
   CHECK(call(pb_nudge, R"({"messages":[{"v":1,"t":"drain","lane":"bulk"}],"op":"decode","lane":"bulk"})").out ==
         R"({"messages":[{"ok":true,"t":"drain","lane":"bulk"}]})");
 }
 
-TEST_CASE("nudge decode: at most 100 messages, and lane and messages are required") {
+TEST_CASE("nudge decode: at most 100 messages, messages are required, lane is optional") {
   std::string many;
   for (int i = 0; i < 100; ++i) many += (i ? "," : "") + std::string("1");
   CHECK(call(pb_nudge, R"({"op":"decode","lane":"default","messages":[)" + many + "]}").rc == 0);
   auto over = call(pb_nudge, R"({"op":"decode","lane":"default","messages":[)" + many + ",1]}");
   CHECK(over.rc == 1);
   CHECK(over.out == R"({"error":{"code":"invalid_input","message":"nudge: field 'messages' must have at most 100 items"}})");
-  CHECK(call(pb_nudge, R"({"op":"decode","messages":[]})").out ==
-        R"({"error":{"code":"invalid_input","message":"nudge: field 'lane' is required"}})");
+  // Without a lane: every lane's messages are taken.
+  CHECK(call(pb_nudge, R"({"op":"decode","messages":[]})").out == R"({"messages":[]})");
   CHECK(call(pb_nudge, R"({"op":"decode","lane":"default"})").out ==
         R"({"error":{"code":"invalid_input","message":"nudge: field 'messages' is required"}})");
   CHECK(call(pb_nudge, R"({"op":"peek"})").out == R"({"error":{"code":"unknown_op","message":"nudge: unknown op 'peek'"}})");

@@ -6,6 +6,9 @@
 
 using postbox::test::call;
 
+// The unregistered step's default policy: defaults only, the longest timeout.
+#define UNREGISTERED_POLICY R"(,"recoverLimit":500,"policy":{"kind":"unregistered","lane":"default","timeoutMs":600000,"leaseMs":630000,"maxAttempts":20,"baseMs":30000,"maxMs":3600000,"maxCrashes":3,"warnAtStreak":null,"perCode":{"invalid_payload":{"streak":3,"maxAttempts":null,"maxDelayMs":null,"onExhaustion":"dead"},"timeout":{"streak":5,"maxAttempts":null,"maxDelayMs":null,"onExhaustion":"dead"}}})"
+
 TEST_CASE("sweep plan: recover, reserved, drain, handoff, retention") {
   const std::string in =
       R"({"op":"plan","now":1700000010000,"startedAt":1700000000000,"invocationBudgetMs":840000,"recoveryBudgetMs":120000,)"
@@ -21,8 +24,8 @@ TEST_CASE("sweep plan: recover, reserved, drain, handoff, retention") {
         R"({"type":"reserved","name":"mail","kinds":["email.welcome"],"maxJobs":50,"deadlineAt":1700000055000},)"
         R"({"type":"drain","kinds":["audit.log","email.welcome"],"deadlineAt":1700000840000},)"
         R"({"type":"handoff","nudgedBefore":1699999110000,"limit":100,"lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
-        R"({"type":"unregistered","dueBefore":1699999710000},)"
-        R"({"type":"retention","succeededBefore":1699395210000,"deadBefore":1692224010000,"limit":1000}]})");
+        R"({"type":"unregistered","dueBefore":1699999710000)" UNREGISTERED_POLICY R"(},)"
+        R"({"type":"retention","succeededBefore":1699395210000,"deadBefore":1692224010000,"limit":1000,"budgetMs":60000,"deadlineAt":1700000840000}]})");
 }
 
 TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
@@ -34,10 +37,11 @@ TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
         R"({"deadlineAt":1000,"schedulesUntil":0,"steps":[{"type":"recover","deadlineAt":1000,"limit":500},)"
         R"({"type":"reserved","name":"r","kinds":["k"],"maxJobs":1,"deadlineAt":1000},)"
         R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},)"
-        R"({"type":"unregistered","dueBefore":0},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+        R"({"type":"unregistered","dueBefore":0)" UNREGISTERED_POLICY R"(},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000,"budgetMs":60000,"deadlineAt":1000}]})");
   CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":[]})").out ==
         R"({"deadlineAt":840000,"schedulesUntil":720000,"steps":[{"type":"recover","deadlineAt":120000,"limit":500},{"type":"drain","kinds":[],"deadlineAt":840000},)"
-        R"({"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},{"type":"unregistered","dueBefore":0},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000}]})");
+        R"({"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},{"type":"unregistered","dueBefore":0)" UNREGISTERED_POLICY R"(},)"
+        R"({"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000,"budgetMs":60000,"deadlineAt":840000}]})");
 }
 
 TEST_CASE("sweep plan: the hand-off cooldown") {
@@ -81,7 +85,41 @@ TEST_CASE("sweep plan: hand-off limit and the unregistered-kind report") {
   // 100 hand-offs per lane per sweep; unregistered kinds are reported once due for 5 minutes.
   const std::string out = call(pb_sweep, R"({"op":"plan","now":1000000,"startedAt":1000000,"policies":[]})").out;
   CHECK(out.find(R"("limit":100,"lanes":[])") != std::string::npos);
-  CHECK(out.find(R"({"type":"unregistered","dueBefore":700000})") != std::string::npos);
-  CHECK(call(pb_sweep, R"({"op":"plan","now":299999,"startedAt":0,"policies":[]})").out.find(R"({"type":"unregistered","dueBefore":0})") !=
+  CHECK(out.find(R"({"type":"unregistered","dueBefore":700000,"recoverLimit":500,)") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"plan","now":299999,"startedAt":0,"policies":[]})").out.find(R"({"type":"unregistered","dueBefore":0,"recoverLimit":500,)") !=
         std::string::npos);
+}
+
+TEST_CASE("sweep plan: retention batches and budget; unregistered kinds get the default policy") {
+  const std::string base = R"({"op":"plan","now":1000,"startedAt":0,"invocationBudgetMs":5000,"policies":[],"retention":)";
+  const std::string set = call(pb_sweep, base + R"({"batchSize":250,"budgetMs":2000}})").out;
+  CHECK(set.find(R"({"type":"retention","succeededBefore":0,"deadBefore":0,"limit":250,"budgetMs":2000,"deadlineAt":5000})") != std::string::npos);
+  // The default policy is pb_policy's answer for a definition with the longest timeout.
+  CHECK(set.find(R"("policy":)" + call(pb_policy, R"({"kind":"unregistered","timeoutMs":600000})").out + "}") != std::string::npos);
+  CHECK(call(pb_sweep, base + R"({"batchSize":0}})").out == R"({"error":{"code":"invalid_input","message":"sweep: field 'retention.batchSize' must be an integer in [1, 10000]"}})");
+  CHECK(call(pb_sweep, base + R"({"batchSize":10001}})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, base + R"({"budgetMs":900001}})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, base + R"({"budgetMs":0}})").out.find(R"("limit":1000,"budgetMs":0,)") != std::string::npos);
+}
+
+TEST_CASE("sweep retention: another batch while the last was full and the budget lasts") {
+  auto again = [](const std::string& fields) {
+    return call(pb_sweep, R"({"op":"retention","startedAt":1000,"budgetMs":500,"deadlineAt":10000,"limit":100,)" + fields + "}").out;
+  };
+  const std::string yes = R"({"again":true})", no = R"({"again":false})";
+  CHECK(again(R"("now":1000,"deleted":100)") == yes);
+  CHECK(again(R"("now":1499,"deleted":100)") == yes);
+  // A short batch: nothing (of this cutoff) is left.
+  CHECK(again(R"("now":1000,"deleted":99)") == no);
+  CHECK(again(R"("now":1000,"deleted":0)") == no);
+  // The step's budget, from its first batch, is spent.
+  CHECK(again(R"("now":1500,"deleted":100)") == no);
+  // The invocation's deadline caps the budget.
+  CHECK(call(pb_sweep, R"({"op":"retention","startedAt":1000,"budgetMs":500,"deadlineAt":1200,"limit":100,"now":1200,"deleted":100})").out == no);
+  CHECK(call(pb_sweep, R"({"op":"retention","startedAt":1000,"budgetMs":500,"deadlineAt":1200,"limit":100,"now":1199,"deleted":100})").out == yes);
+  // Every field is required and bounded.
+  CHECK(call(pb_sweep, R"({"op":"retention","startedAt":1000,"budgetMs":500,"deadlineAt":1200,"limit":100,"now":1199})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'deleted' is required"}})");
+  CHECK(again(R"("now":1000,"deleted":-1)").find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"retention","startedAt":0,"budgetMs":0,"deadlineAt":0,"limit":0,"now":0,"deleted":0})").out.find("invalid_input") != std::string::npos);
 }

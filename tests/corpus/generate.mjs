@@ -540,10 +540,10 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan backlog never for a target', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: true, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a' } }), fields({ backlog: false }));
   c('plan lastClaimFull not a bool', plan({ lastClaimFull: 1 }), isError('invalid_input', 'lastClaimFull'));
   // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
-  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":30000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
+  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox maxima', { op: 'outbox', concurrency: 100, lanes: 5, operationTimeoutMs: 2147483647, maxPayloadBytes: 1048576 },
     exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
-  c('outbox nulls take defaults', { op: 'outbox', concurrency: null, lanes: null, operationTimeoutMs: null, maxPayloadBytes: null }, fields({ concurrency: 1, lanes: 1, operationTimeoutMs: 30000, maxPayloadBytes: 262144 }));
+  c('outbox nulls take defaults', { op: 'outbox', concurrency: null, lanes: null, operationTimeoutMs: null, maxPayloadBytes: null }, fields({ concurrency: 1, lanes: 1, operationTimeoutMs: 60000, maxPayloadBytes: 262144 }));
   c('outbox concurrency 101', { op: 'outbox', concurrency: 101 }, isError('invalid_input', 'concurrency'));
   c('outbox concurrency 0', { op: 'outbox', concurrency: 0 }, isError('invalid_input', 'concurrency'));
   c('outbox lanes 6', { op: 'outbox', lanes: 6 }, isError('invalid_input', 'lanes'));
@@ -705,6 +705,30 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   w('plan recovery late in the invocation', plan({ startedAt: NOW - 800000 }), (o) => want(step(o, 'recover').deadlineAt === NOW + 40000, 'recovery capped by the deadline'));
   w('plan unregistered at epoch', plan({ now: 1000, startedAt: 1000 }), (o) => want(step(o, 'unregistered').dueBefore === 0, 'cutoff not below 0'));
   w('op missing', {}, isError('invalid_input', 'op'));
+  w('plan retention batch and budget defaults', plan({}), (o) => {
+    const r = step(o, 'retention');
+    want(r.limit === 1000 && r.budgetMs === 60000 && r.deadlineAt === NOW + 840000, 'batches of 1000 for 60 s, within the invocation');
+  });
+  w('plan retention batch and budget set', plan({ retention: { batchSize: 250, budgetMs: 5000 } }), (o) => want(step(o, 'retention').limit === 250 && step(o, 'retention').budgetMs === 5000, 'set'));
+  w('plan retention batch zero', plan({ retention: { batchSize: 0 } }), isError('invalid_input', 'batchSize'));
+  w('plan retention batch over 10000', plan({ retention: { batchSize: 10001 } }), isError('invalid_input', 'batchSize'));
+  w('plan retention budget over 15 min', plan({ retention: { budgetMs: 900001 } }), isError('invalid_input', 'budgetMs'));
+  w('plan unregistered default policy', plan({}), (o) => {
+    const u = step(o, 'unregistered');
+    want(u.recoverLimit === 500 && u.policy.maxCrashes === 3 && u.policy.maxAttempts === 20 && u.policy.timeoutMs === 600000, 'default policy, longest timeout');
+  });
+  const ret = (o) => ({ op: 'retention', now: NOW, startedAt: NOW, deadlineAt: NOW + 840000, budgetMs: 60000, limit: 1000, deleted: 1000, ...o });
+  const again = (v) => (o) => want(o.again === v, `again ${v}`);
+  w('retention full batch within budget', ret({}), again(true));
+  w('retention short batch', ret({ deleted: 999 }), again(false));
+  w('retention nothing deleted', ret({ deleted: 0 }), again(false));
+  w('retention budget spent', ret({ now: NOW + 60000 }), again(false));
+  w('retention budget 1ms left', ret({ now: NOW + 59999 }), again(true));
+  w('retention deadline caps budget', ret({ now: NOW + 10000, deadlineAt: NOW + 10000 }), again(false));
+  w('retention zero budget', ret({ budgetMs: 0 }), again(false));
+  w('retention missing deleted', (({ deleted, ...r }) => r)(ret({})), isError('invalid_input', 'deleted'));
+  w('retention limit zero', ret({ limit: 0 }), isError('invalid_input', 'limit'));
+  w('retention negative deleted', ret({ deleted: -1 }), isError('invalid_input', 'deleted'));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -828,6 +852,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   dec('decode uuid non-hex', [{ v: 1, t: 'job', id: ID.replace('0b', 'zz'), kind: 'a', lane: 'default' }], badMsg());
   dec('decode uuid too long', [{ v: 1, t: 'job', id: ID + '0', kind: 'a', lane: 'default' }], badMsg());
   dec('decode wrong lane', [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'bulk' }], badMsg('wrong_lane'));
+  n('decode any lane', { op: 'decode', messages: [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'bulk' }, { v: 1, t: 'drain', lane: 'default' }] },
+    (o) => want(o.messages.length === 2 && o.messages.every((m) => m.ok) && o.messages[0].lane === 'bulk', 'without a lane every lane is taken'));
+  n('decode empty lane', { op: 'decode', lane: '', messages: [] }, isError('invalid_input', 'lane'));
   dec('decode drain wrong lane', [{ v: 1, t: 'drain', lane: 'bulk' }], badMsg('wrong_lane'));
   dec('decode on bulk lane', [{ v: 1, t: 'drain', lane: 'bulk' }], okMsg({ lane: 'bulk' }), 'bulk');
   dec('decode v 2', [{ v: 2, t: 'job', id: ID, kind: 'a', lane: 'default' }], badMsg());
@@ -856,7 +883,7 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   dec('decode 101 messages', Array.from({ length: 101 }, () => ({ v: 1, t: 'drain', lane: 'default' })), (o) => want(o.error?.code === 'invalid_input', 'invalid_input'));
   dec('decode empty', [], exactText('{"messages":[]}'));
   n('decode bad lane', { op: 'decode', lane: 'a b', messages: [] }, isError('invalid_input', 'lane'));
-  n('decode without lane field', { op: 'decode', messages: [] }, isError('invalid_input', 'lane'));
+  n('decode without lane field', { op: 'decode', messages: [] }, exactText('{"messages":[]}'));
   n('decode missing messages', { op: 'decode', lane: 'default' }, isError('invalid_input', 'messages'));
   n('decode messages not array', { op: 'decode', lane: 'default', messages: {} }, (o) => want(o.error, 'an error'));
   n('op unknown', { op: 'send' }, isError('unknown_op'));

@@ -140,7 +140,7 @@ test('recovered and retention: a sweep recovers an expired lease and deletes fin
   await db.pool.query(`UPDATE outbox.job SET status = 'succeeded', finished_at = $2 WHERE id = $1`, [recent, new Date(T0 - 3_600_000)]);
   const report = await sweep({ cron: '*/5 * * * *', scheduledTime: clock.now() }, {});
   assert.deepEqual(ofType(events, 'recovered'), [{ type: 'recovered', jobs: 1 }]);
-  assert.deepEqual(ofType(events, 'retention'), [{ type: 'retention', deleted: 1 }]);
+  assert.deepEqual(ofType(events, 'retention'), [{ type: 'retention', deleted: 1, batches: 1 }]);
   assert.equal(report.deleted, 1);
   const left = (await db.pool.query('SELECT id, status FROM outbox.job ORDER BY id')).rows;
   assert.deepEqual(new Set(left.map((r) => r.id)), new Set([crashed, recent]), 'only the job past retention is gone');

@@ -1,10 +1,10 @@
-// Two createOutbox options, inside workerd against real PostgreSQL: `recordNudges` (nudge_sent_at
-// written after a nudge goes out) and `operationTimeoutMs` (an operator action blocked by a lock
-// fails with a typed error instead of hanging).
+// createOutbox's nudging options, inside workerd against real PostgreSQL: `recordNudges`
+// (nudge_sent_at written after a nudge goes out), `operationTimeoutMs` (an operator action
+// blocked by a lock fails with a typed error instead of hanging) and one `queue` for every lane.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pg from 'pg';
-import { useOutboxEnv } from './outbox-env.ts';
+import { until, useOutboxEnv } from './outbox-env.ts';
 
 const env = useOutboxEnv();
 const HOUR = 3_600_000;
@@ -114,5 +114,47 @@ describe('operationTimeoutMs', () => {
       await holder.end();
     }
     assert.ok(await env.job(id), 'nothing erased');
+  });
+});
+
+describe('one Queue for every lane', () => {
+  test('with a single producer, every lane is nudged on it, and its consumer drains the lane each message names', async () => {
+    await env.post('/single-queue', { on: true });
+    const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'first', do: 'ok' } }, { kind: 'test.bulk', payload: { key: 'second' } }] });
+    const [first, second] = res.body.map((r: { id: string }) => r.id);
+    // Both lanes' nudges went to the one queue, each message naming its lane.
+    const sent = await env.sent();
+    assert.deepEqual(sent.map((s) => s.queue), ['postbox', 'postbox']);
+    assert.deepEqual(sent.flatMap((s) => s.messages.map((m) => m.body.lane)).sort(), ['bulk', 'default']);
+    await until(async () => (await env.job(first)).status === 'succeeded');
+    await until(async () => (await env.job(second)).status === 'succeeded');
+    assert.deepEqual((await env.sql(`SELECT note FROM public.sink WHERE key = 'second'`)).map((r) => r.note), ['bulk']);
+    const events = await env.events();
+    assert.ok(!events.some((e) => e.type === 'nudge_skipped' || e.type === 'invalid_message'), JSON.stringify(events));
+  });
+
+  test('a long-lease job of the second lane, handed off by the sweep to the one queue, runs', async () => {
+    await env.post('/single-queue', { on: true });
+    // Due later than Queues can delay a message: no nudge at enqueue, only the sweep's hand-off.
+    const id = (await env.post('/enqueue', { jobs: [{ kind: 'test.bulk', payload: { key: 'long' }, delayMs: 25 * HOUR }] })).body[0].id;
+    assert.deepEqual(await env.sent(), []);
+    await env.sql(`UPDATE outbox.job SET due_at = now() - interval '1 minute' WHERE id = $1`, [id]);
+    const report = (await env.post('/sweep', {})).body;
+    assert.equal(report.handedOff, 1);
+    assert.equal(report.claimed, 0, 'the sweep does not run a long-lease job itself');
+    const sent = await env.sent();
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0].queue, 'postbox');
+    assert.equal(sent[0].messages[0].body.lane, 'bulk');
+    await until(async () => (await env.job(id)).status === 'succeeded');
+    assert.deepEqual((await env.events()).filter((e) => e.type === 'handoff'), [{ type: 'handoff', lane: 'bulk', jobs: 1 }]);
+  });
+
+  test('one Queue per lane still works: each lane on its own queue', async () => {
+    const res = await env.post('/enqueue', { jobs: [{ payload: { key: 'd', do: 'ok' } }, { kind: 'test.bulk', payload: { key: 'b' } }] });
+    const [d, b] = res.body.map((r: { id: string }) => r.id);
+    assert.deepEqual((await env.sent()).map((s) => s.queue).sort(), ['postbox', 'postbox-bulk']);
+    await until(async () => (await env.job(d)).status === 'succeeded');
+    await until(async () => (await env.job(b)).status === 'succeeded');
   });
 });

@@ -65,6 +65,7 @@ export async function startOutboxEnv(opts: { databaseUrl?: string; vars?: Record
       await post('/version', { timestamp: null });
       await post('/break', { statement: null });
       await post('/queue-down', { down: false });
+      await post('/single-queue', { on: false });
       await post('/options', {});
       await worker.fetch('/nudge-writes');
       await worker.fetch('/events');

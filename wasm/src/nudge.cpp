@@ -161,6 +161,7 @@ Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// `lane` empty: the consumer serves every lane (one queue for all), so any lane is taken.
 void decode_one(od::value& body, const Where& where, std::string_view lane, JsonWriter& out) {
   out.begin_object();
   od::object obj;
@@ -173,7 +174,7 @@ void decode_one(od::value& body, const Where& where, std::string_view lane, Json
     out.field_bool("ok", false);
     out.field("code", error_code_name(status.error().code));
     out.field("message", status.error().message);
-  } else if (n.lane != lane) {
+  } else if (!lane.empty() && n.lane != lane) {
     out.field_bool("ok", false);
     out.field("code", "wrong_lane");
     out.field("message", "message for lane " + input::quoted(n.lane) + " arrived on lane " + input::quoted(lane));
@@ -186,9 +187,14 @@ void decode_one(od::value& body, const Where& where, std::string_view lane, Json
 
 Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
   // The lane must be known before the messages; it may come after them in the document.
-  Result<std::string_view> lane = read_string_anywhere(root, where, "lane", kMaxLaneBytes);
+  // Without one, the consumer serves every lane: each message names its own.
+  od::value probe;
+  const bool has_lane = root.find_field_unordered("lane").get(probe) != simdjson::NO_SUCH_FIELD;
+  bool empty = false;
+  if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  Result<std::string_view> lane = has_lane ? read_string_anywhere(root, where, "lane", kMaxLaneBytes) : Result<std::string_view>(std::string_view());
   if (!lane) return lane.take_error();
-  if (!is_lane(lane.value())) return field_error(where, "lane", "must be 1-64 bytes of [A-Za-z0-9._:-]");
+  if (has_lane && !is_lane(lane.value())) return field_error(where, "lane", "must be 1-64 bytes of [A-Za-z0-9._:-]");
 
   out.begin_object();
   out.key("messages");

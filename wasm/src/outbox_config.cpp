@@ -3,7 +3,8 @@
 //   concurrency          1..100, default 1: handlers one lane runs at once (and claims per statement)
 //   lanes                1..5, default 1: Workers allow 6 connections per invocation; one stays
 //                        free for queue sends and the application
-//   operationTimeoutMs   1..2147483647 (PostgreSQL's statement_timeout is an int of ms), default 30 s
+//   operationTimeoutMs   1..2147483647 (PostgreSQL's statement_timeout is an int of ms), default 60 s:
+//                        one operator action's connect, SQL and close together
 //   maxPayloadBytes      1..1 MiB (the cap enqueue accepts), default 256 KiB
 //   maxQueueDelayMs      86400000: the longest delay Queues accept on a message (24 h); a job due
 //                        later is not nudged, the sweep finds it
@@ -28,7 +29,7 @@ struct Bound {
 constexpr Bound kBounds[] = {
     {"concurrency", 1, 100, 1},
     {"lanes", 1, 5, 1},
-    {"operationTimeoutMs", 1, 2147483647, 30000},
+    {"operationTimeoutMs", 1, 2147483647, 60000},
     {"maxPayloadBytes", 1, 1048576, 262144},
 };
 constexpr size_t kBoundCount = sizeof(kBounds) / sizeof(kBounds[0]);

@@ -250,6 +250,15 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
   return policy;
 }
 
+Policy default_policy(std::string_view kind) {
+  Policy policy;
+  policy.kind = std::string(kind);
+  policy.timeout_ms = kMaxTimeoutMs;
+  policy.lease_ms = policy.span_ms() + settle_margin_ms(policy.span_ms());
+  policy.per_code = default_rules();  // already in byte order: invalid_payload, timeout
+  return policy;
+}
+
 Status read_policies(od::value& v, const Where& where, std::vector<Policy>& policies) {
   Result<od::array> arr = input::read_array(v, where, "policies");
   if (!arr) return arr.take_error();

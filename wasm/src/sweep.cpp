@@ -1,6 +1,6 @@
 // pb_sweep: how one cron invocation spends its time. Recovery of expired leases comes first
 // (bounded by its own budget), then each reserved sweep, then a drain of everything due, then
-// retention. A kind whose lease is longer than the sweep may hold one is never run here: it is
+// kinds this deploy does not register, then retention in batches within its own budget. A kind whose lease is longer than the sweep may hold one is never run here: it is
 // handed to its lane's queue consumer instead, which has a whole invocation for it.
 #include <algorithm>
 
@@ -19,7 +19,12 @@ namespace {
 
 constexpr uint32_t kMaxReserved = 32;
 constexpr int64_t kRecoverLimit = 500;
-constexpr int64_t kRetentionLimit = 1000;
+// Retention deletes in batches of this many jobs (one statement each) by default: a batch holds
+// its row locks for one statement only, so a long retention never blocks claims for long.
+constexpr int64_t kRetentionBatch = 1000;
+constexpr int64_t kMaxRetentionBatch = 10000;
+// How long retention may go on batching, from its first batch (capped by the invocation).
+constexpr int64_t kRetentionBudgetMs = 60000;
 // Jobs handed off per lane per sweep: one listing, at most one nudge message per 100 ids.
 constexpr int64_t kHandoffLimit = 100;
 // A pending job of a kind this deploy does not register is reported once it has been due this
@@ -46,6 +51,8 @@ struct SweepInput {
   std::vector<Reserved> reserved;
   int64_t succeeded_ms = 604800000;  // 7 days
   int64_t dead_ms = 7776000000;      // 90 days
+  int64_t retention_batch = kRetentionBatch;
+  int64_t retention_budget_ms = kRetentionBudgetMs;
   std::vector<Policy> policies;
 };
 
@@ -93,6 +100,13 @@ Status read_retention(od::value& v, const Where& where, SweepInput& in) {
   if (!obj) return obj.take_error();
   const Where inner = where.nested("retention");
   return input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "batchSize" || key == "budgetMs") {
+      const bool batch = key == "batchSize";
+      Result<int64_t> n = batch ? input::read_int(field, inner, key, 1, kMaxRetentionBatch) : input::read_int(field, inner, key, 0, kMaxInvocationBudgetMs);
+      if (!n) return n.take_error();
+      (batch ? in.retention_batch : in.retention_budget_ms) = n.value();
+      return ok_status();
+    }
     if (key != "succeededMs" && key != "deadMs") return ok_status();
     Result<int64_t> n = input::read_int(field, inner, key);
     if (!n) return n.take_error();
@@ -248,13 +262,21 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_object();
   out.field("type", "unregistered");
   out.field("dueBefore", std::max<int64_t>(0, in.now - kUnregisteredGraceMs));
+  // Their expired leases are settled as crashes under the default policy (the kind's own is
+  // unknown here): the job goes back to retrying, is reported with the pending ones, and a
+  // deploy that registers the kind runs it. Never left running.
+  out.field("recoverLimit", kRecoverLimit);
+  out.key("policy");
+  write_policy(out, default_policy("unregistered"));
   out.end_object();
 
   out.begin_object();
   out.field("type", "retention");
   out.field("succeededBefore", std::max<int64_t>(0, in.now - in.succeeded_ms));
   out.field("deadBefore", std::max<int64_t>(0, in.now - in.dead_ms));
-  out.field("limit", kRetentionLimit);
+  out.field("limit", in.retention_batch);
+  out.field("budgetMs", in.retention_budget_ms);
+  out.field("deadlineAt", deadline_at);
   out.end_object();
 
   out.end_array();
@@ -262,10 +284,44 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// Whether retention runs another batch: the last one was full (more may be left) and its budget,
+// counted from the step's first batch and capped by the invocation's deadline, is not spent.
+Status sweep_retention(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t now = 0, started_at = 0, deadline_at = 0, budget_ms = 0, limit = 0, deleted = 0;
+  struct Field {
+    std::string_view name;
+    int64_t* target;
+    int64_t min;
+    int64_t max;
+    bool seen;
+  } fields[] = {{"now", &now, 0, input::kMaxSafeInteger, false},          {"startedAt", &started_at, 0, input::kMaxSafeInteger, false},
+                {"deadlineAt", &deadline_at, 0, input::kMaxSafeInteger, false}, {"budgetMs", &budget_ms, 0, kMaxInvocationBudgetMs, false},
+                {"limit", &limit, 1, kMaxRetentionBatch, false},           {"deleted", &deleted, 0, input::kMaxSafeInteger, false}};
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    for (Field& f : fields) {
+      if (key != f.name) continue;
+      Result<int64_t> n = input::read_int(field, where, key, f.min, f.max);
+      if (!n) return n.take_error();
+      *f.target = n.value();
+      f.seen = true;
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  for (const Field& f : fields) {
+    if (!f.seen) return input::missing(where, f.name);
+  }
+  const int64_t until = std::min(started_at + budget_ms, deadline_at);
+  out.begin_object();
+  out.field_bool("again", deleted >= limit && now < until);
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace
 
 Status run_sweep(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"plan", sweep_plan}};
+  static constexpr Operation kOps[] = {{"plan", sweep_plan}, {"retention", sweep_retention}};
   return dispatch_op(doc, out, "sweep", kOps);
 }
 

@@ -28,36 +28,41 @@ type Decoded =
  * a bounded drain of the lane. Malformed, hostile or oversized messages are acked and reported
  * as `invalid_message` events: the job rows, not the messages, are the truth.
  *
+ * Every message names its lane. Without `lane`, the consumer serves every lane (one Queue for
+ * the whole outbox): it drains the lane each message names, lane after lane. With `lane` (one
+ * Queue per lane), it drains that lane only and refuses a message for another as `wrong_lane`.
+ *
  * @example
  * ```ts
  * export default { queue: createQueueHandler(outboxFor) };
  * ```
  */
 export function createQueueHandler<Env>(outboxFor: OutboxFactory<Env>, options: { lane?: string; invocationBudgetMs?: number } = {}) {
-  const lane = options.lane ?? 'default';
+  const only = options.lane;
   return async (batch: QueueBatch, env: Env, ctx?: ExecutionContext): Promise<RunReport> => {
     const engine = outboxFor(env, ctx)[RUN];
     const rt = engine.runtime;
     const { deadlineAt } = rt.core.call<{ deadlineAt: number }>('claim', {
       op: 'deadline', startedAt: rt.clock.now(), invocationBudgetMs: options.invocationBudgetMs ?? null,
     });
-    // A job named twice (two nudges, or a retried message) is claimed once.
-    const targets = new Map<string, { id: string; kind: string }>();
-    let drain = false;
+    // Per lane; a job named twice (two nudges, or a retried message) is claimed once.
+    const targets = new Map<string, Map<string, { id: string; kind: string }>>();
+    const drains = new Set<string>();
     for (const message of batch.messages) {
-      const d = decode(rt, lane, message.body);
+      const d = decode(rt, only, message.body);
       if (!d.ok) {
         rt.emit({ type: 'invalid_message', queue: batch.queue, messageId: message.id, code: d.code, message: d.message } satisfies OutboxEvent);
       } else if (d.t === 'drain') {
-        drain = true;
+        drains.add(d.lane);
       } else {
-        for (const id of d.t === 'job' ? [d.id] : d.ids) targets.set(id, { id, kind: d.kind });
+        const lane = targets.get(d.lane) ?? targets.set(d.lane, new Map()).get(d.lane)!;
+        for (const id of d.t === 'job' ? [d.id] : d.ids) lane.set(id, { id, kind: d.kind });
       }
     }
     const report = emptyReport();
     try {
-      if (targets.size > 0) addReport(report, await engine.drain({ lane, deadlineAt, targets: [...targets.values()] }));
-      if (drain) addReport(report, await engine.drain({ lane, deadlineAt }));
+      for (const [lane, named] of targets) addReport(report, await engine.drain({ lane, deadlineAt, targets: [...named.values()] }));
+      for (const lane of drains) addReport(report, await engine.drain({ lane, deadlineAt }));
       batch.ackAll();
     } catch (error) {
       // Infrastructure failed (e.g. the database is down): let the queue redeliver; the sweep is the backstop.
@@ -76,14 +81,16 @@ export function createQueueHandler<Env>(outboxFor: OutboxFactory<Env>, options: 
  * Decodes one message on its own: a body that is not JSON, or too large for the core, is
  * reported like any other bad message without failing the rest of the batch.
  */
-function decode(rt: OutboxEngine['runtime'], lane: string, body: unknown): Decoded {
+function decode(rt: OutboxEngine['runtime'], lane: string | undefined, body: unknown): Decoded {
   let text: string | undefined;
   try {
     text = JSON.stringify(body);
   } catch (error) {
     return { ok: false, code: 'invalid_message', message: `nudge: body is not JSON: ${errorMessage(error)}` };
   }
-  const out = rt.core.callText('nudge', `{"op":"decode","lane":${JSON.stringify(lane)},"messages":[${text ?? 'null'}]}`);
+  // Without a lane the core takes a message for any lane (docs/ABI.md, pb_nudge decode).
+  const scope = lane === undefined ? '' : `"lane":${JSON.stringify(lane)},`;
+  const out = rt.core.callText('nudge', `{"op":"decode",${scope}"messages":[${text ?? 'null'}]}`);
   if (isCoreError(out)) return { ok: false, code: out.error.code, message: out.error.message };
   return (out as { messages: Decoded[] }).messages[0]!;
 }

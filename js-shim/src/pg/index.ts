@@ -29,7 +29,7 @@ export interface PgConnectorOptions {
  * ```
  */
 export function createPgConnector(connectionString: string, options: PgConnectorOptions = {}): Connector {
-  return async () => {
+  return async (opts) => {
     const client = new pg.Client({
       connectionString,
       connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
@@ -47,12 +47,22 @@ export function createPgConnector(connectionString: string, options: PgConnector
     client.on('end', () => {
       broken = true;
     });
+    // An abort tears the half-open socket down, as node-postgres's own connect timeout does.
+    const onAbort = () => {
+      const connection = (client as unknown as { connection: { _ending: boolean; stream: { destroy(error?: Error): void } } }).connection;
+      connection._ending = true;
+      connection.stream.destroy(new Error('connect aborted'));
+    };
+    opts?.signal?.addEventListener('abort', onAbort, { once: true });
     try {
+      if (opts?.signal?.aborted) throw new Error('connect aborted');
       await client.connect();
     } catch (error) {
       ended = true;
       await client.end().catch(() => undefined);
       throw error;
+    } finally {
+      opts?.signal?.removeEventListener('abort', onAbort);
     }
     const close = async () => {
       if (ended) return;

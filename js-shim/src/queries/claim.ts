@@ -100,6 +100,19 @@ SELECT ${CLAIMED_COLUMNS} FROM ${s}.job
 });
 
 /**
+ * JobListExpiredUnregistered: running jobs of kinds this deploy does not register ($2) whose
+ * lease ended before $1. No job definition here will ever settle them but the sweep's.
+ */
+export const jobListExpiredUnregistered = (s: string): Statement => ({
+  name: 'postbox_list_expired_unregistered',
+  text: `
+SELECT ${CLAIMED_COLUMNS} FROM ${s}.job
+ WHERE status = 'running' AND lease_expires_at < ${ts('$1')} AND kind <> ALL($2::text[])
+ ORDER BY lease_expires_at
+ LIMIT $3`,
+});
+
+/**
  * JobNextDue: when the earliest job a claim of this lane could take falls due (epoch ms, NULL
  * when none waits). The claim's own predicate without its `due_at <= now`. $1 lane, $2
  * kinds[], $3 version cutoff (NULL: no deploy versions). The test kit skips its clock there.

@@ -6,7 +6,7 @@
  * @module
  */
 import { checkOutboxName, outboxSchemaName, schemaIdent } from '../name.js';
-import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobNextDue } from './claim.js';
+import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobListExpiredUnregistered, jobNextDue } from './claim.js';
 import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
@@ -28,6 +28,7 @@ export interface OutboxSql {
   readonly claimDue: Statement;
   readonly claimTargets: Statement;
   readonly listExpiredLeases: Statement;
+  readonly listExpiredUnregistered: Statement;
   readonly nextDue: Statement;
   readonly settleThenClaimDue: Statement;
   readonly settleThenClaimTargets: Statement;
@@ -79,6 +80,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     claimDue: n(jobClaimDue(s)),
     claimTargets: n(jobClaimTargets(s)),
     listExpiredLeases: n(jobListExpiredLeases(s)),
+    listExpiredUnregistered: n(jobListExpiredUnregistered(s)),
     nextDue: n(jobNextDue(s)),
     settleThenClaimDue: n(jobSettleThenClaimDue(s)),
     settleThenClaimTargets: n(jobSettleThenClaimTargets(s)),

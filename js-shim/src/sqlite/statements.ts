@@ -47,6 +47,8 @@ export interface SqliteSql {
   readonly heartbeatJobs: string;
   /** `?1` now, `?2` kinds (JSON array), `?3` limit. */
   readonly listExpiredLeases: string;
+  /** `?1` now, `?2` registered kinds (JSON array), `?3` limit: the other kinds' expired leases. */
+  readonly listExpiredUnregistered: string;
   /** `?1` lane, `?2` kinds, `?3` version cutoff. */
   readonly nextDue: string;
   /** `?1` ids (JSON array), `?2` 1 for any tenant, `?3` tenant key. */
@@ -206,6 +208,11 @@ RETURNING ${job}.id AS id`,
     listExpiredLeases: `
 SELECT ${claimedColumns('')} FROM ${job}
  WHERE status = 'running' AND lease_expires_at < ?1 AND kind IN (SELECT value FROM json_each(?2))
+ ORDER BY lease_expires_at
+ LIMIT ?3`,
+    listExpiredUnregistered: `
+SELECT ${claimedColumns('')} FROM ${job}
+ WHERE status = 'running' AND lease_expires_at < ?1 AND kind NOT IN (SELECT value FROM json_each(?2))
  ORDER BY lease_expires_at
  LIMIT ?3`,
     nextDue: `

@@ -179,8 +179,9 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   }
 
   async listExpiredLeases(db: Db, query: ExpiredLeaseQuery): Promise<ClaimedJob[]> {
-    if (query.kinds.length === 0 || query.limit <= 0) return [];
-    return toClaimed(await this.#one(db, this.sql.listExpiredLeases, [query.now, JSON.stringify(query.kinds), query.limit]), false);
+    if (query.limit <= 0 || (query.kinds.length === 0 && !query.unregistered)) return [];
+    const statement = query.unregistered ? this.sql.listExpiredUnregistered : this.sql.listExpiredLeases;
+    return toClaimed(await this.#one(db, statement, [query.now, JSON.stringify(query.kinds), query.limit]), false);
   }
 
   async nextDue(db: Db, query: NextDueQuery): Promise<number | null> {

@@ -179,6 +179,8 @@ export interface ExpiredLeaseQuery {
   now: number;
   kinds: readonly string[];
   limit: number;
+  /** List the expired leases of every kind NOT in `kinds` (the registered ones) instead. */
+  unregistered?: boolean;
 }
 
 /** The claim's own predicate without its `due <= now`: when the next claimable job falls due. */

@@ -232,7 +232,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
 
   async listExpiredLeases(_db: unknown, query: ExpiredLeaseQuery): Promise<ClaimedJob[]> {
     return this.#rows()
-      .filter((r) => r.status === 'running' && r.leaseExpiresAt !== null && r.leaseExpiresAt < query.now && query.kinds.includes(r.kind))
+      .filter((r) => r.status === 'running' && r.leaseExpiresAt !== null && r.leaseExpiresAt < query.now && query.kinds.includes(r.kind) !== (query.unregistered === true))
       .sort((a, b) => a.leaseExpiresAt! - b.leaseExpiresAt!)
       .slice(0, query.limit)
       .map(claimed);

@@ -152,7 +152,8 @@ SELECT id FROM beat`;
   }
 
   async listExpiredLeases(db: LaneDb, query: ExpiredLeaseQuery): Promise<ClaimedJob[]> {
-    return (await run(db, this.sql.listExpiredLeases, [query.now, query.kinds, query.limit])).rows as ClaimedJob[];
+    const statement = query.unregistered ? this.sql.listExpiredUnregistered : this.sql.listExpiredLeases;
+    return (await run(db, statement, [query.now, query.kinds, query.limit])).rows as ClaimedJob[];
   }
 
   async nextDue(db: Queryable, query: NextDueQuery): Promise<number | null> {

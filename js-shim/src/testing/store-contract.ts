@@ -299,6 +299,9 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       d.now = Number(job.lease_expires_ms) + 1;
       const expired = await d.store.listExpiredLeases(d.db, { now: d.now, kinds: [KIND], limit: 10 });
       eq(expired.map((j) => [j.id, j.attempt_seq]), [[id, 1]], 'the expired lease is listed with its attempt');
+      eq((await d.store.listExpiredLeases(d.db, { now: d.now, kinds: [KIND], limit: 10, unregistered: true })).length, 0, 'not among the unregistered kinds\' leases');
+      eq((await d.store.listExpiredLeases(d.db, { now: d.now, kinds: ['other.kind'], limit: 10, unregistered: true })).map((j) => j.id), [id], 'a deploy without its kind lists it as unregistered');
+      eq((await d.store.listExpiredLeases(d.db, { now: d.now, kinds: [], limit: 10, unregistered: true })).map((j) => j.id), [id], 'as does one with no kinds at all');
       const recovered = await d.settle(expired[0]!, { type: 'crash' });
       eq(recovered.settled, true, 'recovery settles it as a crash');
       eq([(await d.job(id)).status, (await d.job(id)).crashes], [recovered.write.status, 1], 'as the core decided');

@@ -87,4 +87,8 @@ Status read_policies(input::od::value& v, const input::Where& where, std::vector
 
 void write_policy(JsonWriter& out, const Policy& policy);
 
+// The policy a kind gets from defaults alone (the longest timeout, default retry rules): what
+// the sweep settles an expired attempt of a kind no job registers with.
+Policy default_policy(std::string_view kind);
+
 }  // namespace postbox
