@@ -1,16 +1,46 @@
 import type { EnqueueRefusal } from './types.js';
+import type { WebhookRejection } from './webhooks/verify.js';
+
+/** The codes of the core's error documents (docs/ABI.md), passed on as they are. */
+export type CoreErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_policy' | 'invalid_cron' | 'invalid_message' | 'unknown_op' | 'too_large';
 
 /**
- * The one error class Postbox throws. `code` is stable and machine-readable:
- * `invalid_job`, `invalid_schedule`, `unknown_kind`, `core_error` codes from the core
- * (`invalid_input`, `invalid_policy`, `invalid_cron`, …), `connection_failed`, `timeout`.
+ * Every `code` a {@link PostboxError} carries. The type is the list: the constructor refuses
+ * (at compile time) a literal code missing from it, so the list cannot fall behind the code.
  */
-export class PostboxError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+export type PostboxErrorCode =
+  | CoreErrorCode
+  /** Options, job or schedule definitions, names: wrong before anything runs. */
+  | 'invalid_config' | 'invalid_job' | 'invalid_schedule' | 'invalid_secret' | 'invalid_db' | 'invalid_id' | 'duplicate_id' | 'missing_dependency' | 'unknown_kind'
+  /** An operator action or a tenant scope the job refuses. */
+  | 'invalid_state' | 'wrong_tenant'
+  /** The database: unreachable, too old, too slow, or a statement that failed. */
+  | 'connection_failed' | 'unsupported_server' | 'timeout' | 'deadline_exceeded' | 'store_error' | 'enqueue_failed' | 'transaction_conflict'
+  /** `ctx.db` and heartbeats used after their attempt, transaction or session ended, or a lease lost. */
+  | 'attempt_closed' | 'transaction_closed' | 'session_closed' | 'heartbeat_failed' | 'heartbeat_in_transaction' | 'lease_lost' | 'not_idle'
+  /** The core itself: a build that does not match, out of memory, a trap. */
+  | 'core_mismatch' | 'core_oom' | 'core_trap'
+  /** A webhook endpoint's state could not be read or kept. */
+  | 'webhook_endpoint'
+  /** `EnqueueRefusedError` (`strictEnqueue`): the refusal's status. */
+  | EnqueueRefusal['status']
+  /** `WebhookVerificationError`: why a delivery was rejected. */
+  | WebhookRejection;
+
+/** A literal code must be a {@link PostboxErrorCode}; a `string` (from a core error document) passes. */
+type Checked<C extends string> = string extends C ? C : C extends PostboxErrorCode ? C : PostboxErrorCode;
+
+/**
+ * The one error class Postbox throws. `code` is stable and machine-readable: one of
+ * {@link PostboxErrorCode}.
+ */
+export class PostboxError<C extends string = PostboxErrorCode> extends Error {
+  readonly code: PostboxErrorCode;
+  constructor(code: Checked<C>, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'PostboxError';
-    this.code = code;
+    // A code that is not a literal came from a core error document: one of CoreErrorCode.
+    this.code = code as PostboxErrorCode;
   }
 }
 

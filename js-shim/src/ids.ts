@@ -17,3 +17,8 @@ const generator = new V7Generator({
 
 /** The default job id: a uuidv7, time-ordered (index locality), so a list's ids follow its order. */
 export const uuidv7 = (): string => generator.generate().toString();
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A job id as PostgreSQL's `uuid` reads it (any version). */
+export const isUuid = (value: unknown): value is string => typeof value === 'string' && UUID.test(value);

@@ -5,13 +5,24 @@
  * `retryNowMany`, one statement per page.
  * @module
  */
+import { getCore } from './core/core.js';
 import type { TransactionalDb } from './db.js';
 import { PostboxError } from './errors.js';
 import { listJobs, type JobFilter } from './inspect/index.js';
 import type { OperateResult, Outbox, TenantScope } from './outbox.js';
+import type { JobStatus } from './types.js';
 
 /** An operator action by filter. */
 export type OperatorAction = 'cancel' | 'replay' | 'retryNow';
+
+/**
+ * The operator actions a job of `status` accepts, in the order cancel, replay, retryNow: the
+ * core's own table (pb_operate `actions`), the same one its per-job decision applies, so a
+ * dashboard or command line offers exactly what would not be refused.
+ */
+export function allowedActions(status: JobStatus): OperatorAction[] {
+  return getCore().call<{ actions: OperatorAction[] }>('operate', { op: 'actions', job: { status } }).actions;
+}
 
 /** Options of `operateMatching`. */
 export interface OperateMatchingOptions {

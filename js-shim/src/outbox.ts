@@ -5,7 +5,7 @@ import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { boundedTransaction } from './bounded.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
 import { PostboxError } from './errors.js';
-import { uuidv7 } from './ids.js';
+import { isUuid, uuidv7 } from './ids.js';
 import { checkOutboxName } from './name.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
 import { outboxSql } from './queries/index.js';
@@ -65,8 +65,12 @@ export interface Outbox<R = EnqueueResult> {
   /** Makes a pending or retrying job due now, and nudges it. */
   retryNow(id: string, scope?: TenantScope): Promise<OperateResult>;
   retryNowMany(ids: readonly string[], scope?: TenantScope): Promise<OperateResult[]>;
-  /** Deletes every job (and attempt) of one tenant. Returns how many jobs. */
-  eraseTenant(tenantKey: string): Promise<number>;
+  /**
+   * Deletes every job (and attempt) of one tenant. Returns how many jobs. With `ids`, deletes
+   * only those of them that are the tenant's, in one statement: a job committed after the ids
+   * were read (say, while an operator was asked to confirm a count) is left alone.
+   */
+  eraseTenant(tenantKey: string, opts?: { ids?: readonly string[] }): Promise<number>;
   /** This outbox's name (`createOutbox({ name })`); `null` for the default outbox. */
   readonly name: string | null;
   /** Its schema: `outbox`, or `outbox_<name>` for a named outbox. */
@@ -260,9 +264,13 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     replayMany: (ids, scope) => operate('replay', ids, scope, null),
     retryNow: async (id, scope) => (await operate('retryNow', [id], scope, null))[0]!,
     retryNowMany: (ids, scope) => operate('retryNow', ids, scope, null),
-    async eraseTenant(tenantKey) {
+    async eraseTenant(tenantKey, opts) {
       if (typeof tenantKey !== 'string' || tenantKey.length === 0) throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a non-empty string');
-      return operatorTransaction('eraseTenant', async (q) => store.eraseTenant(q, tenantKey));
+      const ids = opts?.ids;
+      if (ids !== undefined && (!Array.isArray(ids) || !ids.every(isUuid))) {
+        throw new PostboxError('invalid_input', 'eraseTenant: ids must be an array of job ids (UUIDs)');
+      }
+      return operatorTransaction('eraseTenant', async (q) => (ids === undefined ? store.eraseTenant(q, tenantKey) : store.eraseTenantIds(q, tenantKey, ids)));
     },
     [RUN]: {
       runtime,

@@ -114,3 +114,35 @@ TEST_CASE("operate: invalid inputs") {
   CHECK(call(pb_operate, R"({"action":"cancel","now":1,"job":{}})").out ==
         R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' is required"}})");
 }
+
+TEST_CASE("operate: the actions each status allows are exactly those the decision accepts") {
+  const char* statuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled"};
+  const char* actions[] = {"cancel", "replay", "retryNow"};
+  for (const char* status : statuses) {
+    CAPTURE(status);
+    // The list, built from the decisions themselves.
+    std::string expected = R"({"actions":[)";
+    bool first = true;
+    for (const char* action : actions) {
+      const std::string in = std::string(R"({"action":")") + action + R"(","now":1,"job":{"status":")" + status + R"("}})";
+      if (call(pb_operate, in).out.find(R"("ok":true)") == std::string::npos) continue;
+      expected += std::string(first ? "" : ",") + "\"" + action + "\"";
+      first = false;
+    }
+    expected += "]}";
+    CHECK(call(pb_operate, std::string(R"({"op":"actions","job":{"status":")") + status + R"("}})").out == expected);
+  }
+  CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"dead"}})").out == R"({"actions":["replay"]})");
+  CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"succeeded"}})").out == R"({"actions":[]})");
+  CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"pending"}})").out == R"({"actions":["cancel","retryNow"]})");
+  CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"running"}})").out == R"({"actions":["cancel"]})");
+  // The decision's first form keeps working with an explicit op.
+  CHECK(call(pb_operate, R"({"op":"decide","action":"replay","now":5,"job":{"status":"dead"}})").out ==
+        R"({"ok":true,"status":"pending","dueAt":5,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})");
+  CHECK(call(pb_operate, R"({"op":"actions","job":{}})").out ==
+        R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' is required"}})");
+  CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"gone"}})").out ==
+        R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' must be one of pending, running, retrying, succeeded, dead, cancelled"}})");
+  CHECK(call(pb_operate, R"({"op":"purge","job":{"status":"dead"}})").out ==
+        R"({"error":{"code":"unknown_op","message":"operate: unknown op 'purge'"}})");
+}

@@ -1258,6 +1258,16 @@ function bruteDue(expr, at, lastAt) {
   o('job extra fields ignored', { action: 'replay', now: NOW, job: { status: 'dead', attempts: 20, crashes: 3 } }, fields({ ok: true, reset: true }));
   o('now negative', { action: 'replay', now: -1, job: { status: 'dead' } }, isError('invalid_input', 'now'));
   o('action not a string', { action: 1, now: NOW, job: { status: 'dead' } }, (r) => want(r.error, 'an error'));
+  // op "actions": what each status allows, the same table as the decisions above.
+  for (const status of STATUSES) {
+    const allowed = Object.entries(table).filter(([, row]) => row.from.includes(status)).map(([action]) => action);
+    o(`actions ${status}`, { op: 'actions', job: { status } }, exactText(JSON.stringify({ actions: allowed })));
+  }
+  o('actions unknown status', { op: 'actions', job: { status: 'sleeping' } }, isError('invalid_input', 'status'));
+  o('actions missing status', { op: 'actions', job: {} }, isError('invalid_input', 'status'));
+  o('actions missing job', { op: 'actions' }, isError('invalid_input', 'status'));
+  o('decide explicit op', { op: 'decide', action: 'replay', now: NOW, job: { status: 'dead' } }, fields({ ok: true, reset: true }));
+  o('unknown op', { op: 'purge', job: { status: 'dead' } }, (r) => want(r.error?.code === 'unknown_op', 'unknown_op'));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -167,6 +167,10 @@ describe('dashboard in Chromium, served by the reference Worker under wrangler d
     await visit(page, `${base}/jobs?status=dead`, 'dashboard-dead-before-replay.png');
     await page.locator(`a[href="/dashboard/jobs/${deadWelcome}"]`).click();
     await page.waitForURL(`**/dashboard/jobs/${deadWelcome}`);
+    // A dead job offers only what the core allows for it: Replay (no Cancel, no Retry now).
+    assert.deepEqual(await page.locator('form.actions button').allTextContents(), ['Replay']);
+    // Its times say they are UTC, as the filters do.
+    assert.match((await page.locator('dl.meta').textContent())!, /created\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
     await page.getByRole('button', { name: 'Replay', exact: true }).click();
     await page.waitForURL(/done=replay/);
     assert.match((await page.locator('.notice').textContent())!, /Replay: 1 job\(s\) changed/);
@@ -182,6 +186,8 @@ describe('dashboard in Chromium, served by the reference Worker under wrangler d
     );
     await page.reload();
     assert.equal(await page.locator('dd .status-succeeded').textContent(), 'succeeded');
+    // A succeeded job has no action the core would accept: no buttons at all.
+    assert.equal(await page.locator('form.actions button').count(), 0);
     assert.equal(await page.locator('#attempts tbody tr').count(), 4);
     assert.equal(await page.locator('#attempts tbody tr').last().locator('td').nth(1).textContent(), 'ok');
     await page.screenshot({ path: path.join(ARTIFACTS, 'dashboard-job-after-replay.png'), fullPage: true });

@@ -47,9 +47,10 @@ interface Run {
 
 /**
  * Runs the built CLI. `DATABASE_URL` is the test database unless `env` says otherwise;
- * `tty` runs it under `script` so that it has a terminal to ask on, answering with `input`.
+ * `tty` runs it under `script` so that it has a terminal to ask on, answering with `input`;
+ * with `beforeAnswer`, the answer waits until the question is shown and `beforeAnswer` is done.
  */
-function cli(args: string[], opts: { env?: Record<string, string | undefined>; input?: string; tty?: boolean } = {}): Promise<Run> {
+function cli(args: string[], opts: { env?: Record<string, string | undefined>; input?: string; tty?: boolean; beforeAnswer?: () => Promise<void> } = {}): Promise<Run> {
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url, ...opts.env };
   for (const [k, v] of Object.entries(env)) if (v === undefined) delete env[k];
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
@@ -58,9 +59,16 @@ function cli(args: string[], opts: { env?: Record<string, string | undefined>; i
     : spawn(process.execPath, [BIN, ...args], { env, cwd: root });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (c) => (stdout += c));
+  let asked = false;
+  child.stdout.on('data', (c) => {
+    stdout += c;
+    if (opts.beforeAnswer && !asked && stdout.includes('[y/N]')) {
+      asked = true;
+      opts.beforeAnswer().then(() => child.stdin.end(opts.input ?? ''), (error) => child.emit('error', error));
+    }
+  });
   child.stderr.on('data', (c) => (stderr += c));
-  child.stdin.end(opts.input ?? '');
+  if (!opts.beforeAnswer) child.stdin.end(opts.input ?? '');
   return new Promise((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
@@ -473,6 +481,34 @@ describe('operator actions', () => {
     assert.deepEqual((await rowsOf(`SELECT id FROM outbox.job ORDER BY created_at`)).map((r) => r.id), globex);
     assert.equal((await rowsOf(`SELECT count(*)::int AS n FROM outbox.attempt WHERE job_id = ANY($1::uuid[])`, [acme]))[0].n, 0);
     assert.equal((await rowsOf(`SELECT count(*)::int AS n FROM outbox.attempt`))[0].n, 2);
+  });
+});
+
+describe('erase-tenant on a terminal', () => {
+  test('after a "y" it erases the jobs it counted: a job of the tenant committed before the answer survives', async () => {
+    const counted = await seed(3, { tenantKey: 'acme' });
+    const globex = await seed(1, { tenantKey: 'globex' });
+    let late: string[] = [];
+    const run = await cli(['erase-tenant', 'acme'], {
+      tty: true,
+      input: 'y\n',
+      beforeAnswer: async () => {
+        late = await seed(1, { tenantKey: 'acme' });
+      },
+    });
+    expectExit(run, 0);
+    assert.match(run.stdout, /erase 3 jobs of tenant "acme" and their attempts\? This cannot be undone\. \[y\/N\]/);
+    assert.match(run.stdout, /erased 3 jobs of tenant "acme"/);
+    assert.equal(late.length, 1);
+    const left = (await rowsOf(`SELECT id FROM outbox.job ORDER BY created_at`)).map((r) => r.id);
+    assert.deepEqual(new Set(left), new Set([...globex, ...late]));
+    assert.ok(counted.every((id) => !left.includes(id)));
+    // Nothing of the tenant's left to count: nothing is asked.
+    await pool.query(`DELETE FROM outbox.job WHERE tenant_key = 'acme'`);
+    const none = await cli(['erase-tenant', 'acme'], { tty: true, input: 'y\n' });
+    expectExit(none, 0);
+    assert.match(none.stdout, /no jobs of tenant "acme": nothing to do/);
+    assert.doesNotMatch(none.stdout, /\[y\/N\]/);
   });
 });
 

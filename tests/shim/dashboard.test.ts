@@ -1,8 +1,12 @@
 // The dashboard's fetch handler in Node against a real PostgreSQL: authorization, read-only
 // mode, CSRF, escaping of hostile data, filters and cursor paging, actions on a selection and
-// on a filter, tenant scope, and the overview's backlog, charts and health warnings.
+// on a filter, tenant scope, and the overview's backlog, charts and health warnings. Inside
+// workerd (tests/shim/fixtures/dashboard-worker.ts): bad addresses, the actions a job page
+// offers per status, and its times in UTC.
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok } from 'postbox';
@@ -10,6 +14,7 @@ import { createDashboard, type DashboardAccess } from 'postbox/dashboard';
 import { listAttempts } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { useMigratedDb } from '../support/migrated-db.ts';
+import { startWorker, type TestWorker } from '../support/worker.ts';
 
 const db = useMigratedDb('dashboard', { max: 3, resetEachTest: true });
 
@@ -370,5 +375,80 @@ describe('overview', () => {
     assert.equal(res.status, 200);
     assert.equal(listedIds((await res.text()).replaceAll('href="/jobs/', 'href="/dash/jobs/')).length, 1);
     assert.equal((await db.pool.query('SELECT 1 AS one')).rows[0].one, 1);
+  });
+});
+
+describe('inside workerd', () => {
+  let worker: TestWorker;
+  before(async () => {
+    worker = await startWorker({ entry: path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/dashboard-worker.ts'), databaseUrl: db.url });
+  });
+  after(async () => {
+    await worker?.dispose();
+  });
+  const offered = (body: string) => [...body.matchAll(/name="op" value="(\w+):selected"/g)].map((m) => m[1]!);
+
+  test('a malformed percent-escape in a job address is a 400, not a 500', async () => {
+    for (const bad of ['/dash/jobs/%E0%A4%A', '/dash/jobs/%', '/dash/jobs/%ZZ']) {
+      const res = await worker.fetch(bad);
+      const body = await res.text();
+      assert.equal(res.status, 400, `${bad}: ${body}`);
+      assert.match(body, /Malformed percent-escape/);
+    }
+    // A well-formed escape still decodes (to a non-id: not found).
+    assert.equal((await worker.fetch('/dash/jobs/%41')).status, 404);
+  });
+
+  test('a job page offers exactly the actions the core allows for its status', async () => {
+    // The core's table (docs/ABI.md, pb_operate): what each status accepts.
+    const expected: Record<string, string[]> = {
+      pending: ['cancel', 'retryNow'],
+      running: ['cancel'],
+      retrying: ['cancel', 'retryNow'],
+      succeeded: [],
+      dead: ['replay'],
+      cancelled: ['replay'],
+    };
+    const ids = await seed(note, Object.keys(expected).map((status) => ({ payload: { text: status } })));
+    for (const [i, status] of Object.keys(expected).entries()) {
+      await db.pool.query(
+        `UPDATE outbox.job SET status = $2, lease_expires_at = CASE WHEN $2 = 'running' THEN now() + interval '1 minute' END,
+                finished_at = CASE WHEN $2 IN ('succeeded', 'dead', 'cancelled') THEN now() END WHERE id = $1`,
+        [ids[i], status],
+      );
+    }
+    for (const [i, status] of Object.keys(expected).entries()) {
+      const res = await worker.fetch(`/dash/jobs/${ids[i]}`);
+      const body = await res.text();
+      assert.equal(res.status, 200, body);
+      assert.match(body, new RegExp(`<dd><span class="status-${status}">${status}</span></dd>`));
+      assert.deepEqual(offered(body), expected[status], status);
+      // No actions, no form (and so no CSRF field) on a job nothing applies to.
+      if (expected[status]!.length === 0) assert.doesNotMatch(body, /action="\/dash\/actions"/);
+    }
+    // Each action the dead job's page leaves out is one the outbox refuses for it.
+    const deadId = ids[Object.keys(expected).indexOf('dead')]!;
+    const o = outbox();
+    assert.deepEqual((await o.cancelMany([deadId])).map((r) => r.status), ['invalid_state']);
+    assert.deepEqual((await o.retryNowMany([deadId])).map((r) => r.status), ['invalid_state']);
+  });
+
+  test('the job page shows its times in UTC and says so', async () => {
+    const [id] = await seed(note, [{ payload: { text: 't' } }]);
+    await db.pool.query(`UPDATE outbox.job SET status = 'dead', created_at = '2026-03-01T10:00:00Z', due_at = '2026-03-01T10:00:05Z', finished_at = '2026-03-01T10:01:00.5Z' WHERE id = $1`, [id]);
+    await db.pool.query(
+      `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code)
+       VALUES ($1, 1, 'dash.note', '2026-03-01T10:00:06Z', '2026-03-01T10:01:06Z', '2026-03-01T10:00:07Z', 'fail', 'x')`,
+      [id],
+    );
+    const res = await worker.fetch(`/dash/jobs/${id}`);
+    const body = await res.text();
+    assert.equal(res.status, 200, body);
+    assert.match(body, /<dt>created<\/dt><dd>2026-03-01 10:00:00 UTC<\/dd><dt>due<\/dt><dd>2026-03-01 10:00:05 UTC<\/dd><dt>finished<\/dt><dd>2026-03-01 10:01:00 UTC<\/dd>/);
+    assert.match(body, /<td>2026-03-01 10:00:06 UTC<\/td><td>2026-03-01 10:00:07 UTC<\/td>/);
+    // Every time on the page carries its zone.
+    const times = [...body.matchAll(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d( UTC)?/g)];
+    assert.equal(times.length, 5);
+    for (const t of times) assert.equal(t[1], ' UTC', t[0]);
   });
 });

@@ -6,9 +6,10 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok, PostboxError } from 'postbox';
-import { aggregateAttemptOutcomes, countBacklog, countJobs, findJobsByCorrelationId, listJobs } from 'postbox/inspect';
+import { aggregateAttemptOutcomes, countBacklog, countJobs, findJobsByCorrelationId, getJob, listAttempts, listJobs } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
+import { readOnly } from '../../js-shim/src/inspect/read.ts';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 
 let server: PgServer;
@@ -135,4 +136,37 @@ test('every inspection query is bounded by statementTimeoutMs and read-only', as
     locker.release();
   }
   await assert.rejects(listJobs(pool, { statementTimeoutMs: 0 }), (e: unknown) => e instanceof PostboxError && /statementTimeoutMs/.test(e.message));
+
+  // Read-only: each query's transaction is READ ONLY when it commits, and was given no
+  // transaction id (nothing written). Checked on the same connection, just before its COMMIT.
+  const client = await pool.connect();
+  try {
+    const ends: { ro: string; xid: string | null }[] = [];
+    const probe = {
+      async query(text: string, values?: unknown[]) {
+        if (text === 'COMMIT') {
+          ends.push((await client.query(`SELECT current_setting('transaction_read_only') AS ro, pg_current_xact_id_if_assigned()::text AS xid`)).rows[0]);
+        }
+        return client.query(text, values);
+      },
+    };
+    const reads = [
+      () => listJobs(probe),
+      () => countJobs(probe),
+      () => getJob(probe, { id: j[0]! }),
+      () => findJobsByCorrelationId(probe, { correlationId: 'c1' }),
+      () => countBacklog(probe),
+      () => aggregateAttemptOutcomes(probe, { since: at(0), until: at(100) }),
+      () => listAttempts(probe, { jobId: j[0]! }),
+    ];
+    for (const read of reads) await read();
+    assert.deepEqual(ends, reads.map(() => ({ ro: 'on', xid: null })));
+    // A write on the inspection path is refused by the server (25006), whatever it would touch.
+    await assert.rejects(
+      readOnly(probe, {}, (q) => q.query('UPDATE outbox.job SET kind = kind WHERE false')),
+      (e: unknown) => (e as { code?: string }).code === '25006',
+    );
+  } finally {
+    client.release();
+  }
 });

@@ -419,6 +419,19 @@ describe('operators', () => {
     assert.deepEqual((await env.sql('SELECT tenant_key FROM outbox.job')).map((r) => r.tenant_key), ['staying']);
     assert.equal(await attemptsOf(ran.id), 0);
   });
+
+  test('eraseTenant with ids deletes only those of the tenant\'s jobs, in one statement', async () => {
+    const [a, b] = [await enqueueOne({ key: 'i1', do: 'ok' }, { tenantKey: 'leaving', delayMs: 3_600_000 }), await enqueueOne({ key: 'i2', do: 'ok' }, { tenantKey: 'leaving', delayMs: 3_600_000 })];
+    const other = await enqueueOne({ key: 'i3', do: 'ok' }, { tenantKey: 'staying', delayMs: 3_600_000 });
+    // The other tenant's id is named too: it is not the tenant's, so it stays.
+    const res = await env.post('/operate', { action: 'erase', tenantKey: 'leaving', ids: [a.id, other.id, crypto.randomUUID()] });
+    assert.equal(res.body.deleted, 1);
+    assert.deepEqual(new Set((await env.sql('SELECT id FROM outbox.job')).map((r) => r.id)), new Set([b.id, other.id]));
+    assert.equal((await env.post('/operate', { action: 'erase', tenantKey: 'leaving', ids: [] })).body.deleted, 0);
+    const bad = await env.post('/operate', { action: 'erase', tenantKey: 'leaving', ids: ['not-a-uuid'] });
+    assert.equal(bad.body.code, 'invalid_input');
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 2);
+  });
 });
 
 describe('lanes and schedules', () => {

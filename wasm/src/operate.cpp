@@ -1,5 +1,7 @@
 // pb_operate: what an operator's action does to a job. Each action lists the statuses it
 // applies to; any other status is refused with invalid_state rather than silently ignored.
+// The same table answers which actions a status allows (op "actions"), so a dashboard offers
+// exactly what the decision would accept.
 #include "postbox/families.h"
 
 namespace postbox {
@@ -35,16 +37,55 @@ bool is_status(std::string_view s) {
   return false;
 }
 
-}  // namespace
+bool applies(const Action& action, std::string_view status) {
+  bool allowed = false;
+  for (std::string_view from : action.from) allowed = allowed || (!from.empty() && from == status);
+  return allowed;
+}
 
-Status run_operate(od::document& doc, JsonWriter& out) {
-  const Where where{"operate", "", ErrorCode::invalid_input};
-  Result<od::object> root = input::root_object(doc, where);
-  if (!root) return root.take_error();
+// Reads "job":{"status":…}; other job fields are ignored.
+Status read_job_status(od::value& field, const Where& where, std::string_view key, std::string_view& status) {
+  Result<od::object> job = input::read_object(field, where, key);
+  if (!job) return job.take_error();
+  const Where inner = where.nested("job");
+  return input::for_each_field(job.value(), inner, [&](std::string_view jkey, od::value& jfield) -> Status {
+    if (jkey != "status") return ok_status();
+    Result<std::string_view> s = input::read_string(jfield, inner, jkey, 64);
+    if (!s) return s.take_error();
+    if (!is_status(s.value())) {
+      return field_error(inner, jkey, "must be one of pending, running, retrying, succeeded, dead, cancelled");
+    }
+    status = s.value();
+    return ok_status();
+  });
+}
+
+// The actions a job of this status accepts, in the table's order.
+Status operate_actions(od::object& root, const Where& where, JsonWriter& out) {
+  std::string_view status;
+  Status read = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "job") return read_job_status(field, where, key, status);
+    return ok_status();
+  });
+  if (!read) return read;
+  if (status.empty()) return input::missing(where.nested("job"), "status");
+  out.begin_object();
+  out.key("actions");
+  out.begin_array();
+  for (const Action& a : kActions) {
+    if (applies(a, status)) out.string(a.name);
+  }
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
+// One action's decision for one job (the family's first form, without "op").
+Status operate_decide(od::object& root, const Where& where, JsonWriter& out) {
   std::string_view action_name, status;
   int64_t now = 0;
   bool has_now = false;
-  Status read = input::for_each_field(root.value(), where, [&](std::string_view key, od::value& field) -> Status {
+  Status read = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "action") {
       Result<std::string_view> s = input::read_string(field, where, key, 64);
       if (!s) return s.take_error();
@@ -55,19 +96,7 @@ Status run_operate(od::document& doc, JsonWriter& out) {
       now = n.value();
       has_now = true;
     } else if (key == "job") {
-      Result<od::object> job = input::read_object(field, where, key);
-      if (!job) return job.take_error();
-      const Where inner = where.nested("job");
-      return input::for_each_field(job.value(), inner, [&](std::string_view jkey, od::value& jfield) -> Status {
-        if (jkey != "status") return ok_status();
-        Result<std::string_view> s = input::read_string(jfield, inner, jkey, 64);
-        if (!s) return s.take_error();
-        if (!is_status(s.value())) {
-          return field_error(inner, jkey, "must be one of pending, running, retrying, succeeded, dead, cancelled");
-        }
-        status = s.value();
-        return ok_status();
-      });
+      return read_job_status(field, where, key, status);
     }
     return ok_status();
   });
@@ -83,8 +112,7 @@ Status run_operate(od::document& doc, JsonWriter& out) {
   if (!has_now) return input::missing(where, "now");
   if (status.empty()) return input::missing(where.nested("job"), "status");
 
-  bool allowed = false;
-  for (std::string_view from : action->from) allowed = allowed || (!from.empty() && from == status);
+  const bool allowed = applies(*action, status);
   out.begin_object();
   if (!allowed) {
     out.field_bool("ok", false);
@@ -108,6 +136,13 @@ Status run_operate(od::document& doc, JsonWriter& out) {
   }
   out.end_object();
   return ok_status();
+}
+
+}  // namespace
+
+Status run_operate(od::document& doc, JsonWriter& out) {
+  static constexpr Operation kOps[] = {{"decide", operate_decide}, {"actions", operate_actions}};
+  return dispatch_op(doc, out, "operate", kOps, "decide");
 }
 
 }  // namespace postbox

@@ -6,7 +6,9 @@
  * @module
  */
 import { createInterface } from 'node:readline/promises';
+import type { TransactionalDb } from '../db.js';
 import { countJobs, getJob } from '../inspect/index.js';
+import { readOnly } from '../inspect/read.js';
 import { operateMatching, type OperateMatchingReport, type OperatorAction } from '../operate.js';
 import { createOutbox, type OperateResult } from '../outbox.js';
 import { createPgConnector } from '../pg/index.js';
@@ -140,28 +142,43 @@ function finish(report: OperateMatchingReport, flags: ActFlags): number {
 /** `erase-tenant <tenantKey>`: deletes the tenant's jobs and their attempts. */
 export async function eraseTenantCommand(databaseUrl: string, tenantKey: string, flags: { dryRun?: boolean; yes?: boolean; json?: boolean; name?: string }): Promise<number> {
   if (tenantKey.length === 0) throw new UsageError('erase-tenant: the tenant key must not be empty');
-  const count = async () => {
-    const counts = await withClient(databaseUrl, (client) => countJobs(client, { tenantKey, ...outboxOf(flags.name) }));
-    return Object.values(counts).reduce((a, b) => a + b, 0);
-  };
   if (flags.dryRun) {
-    const jobs = await count();
+    const counts = await withClient(databaseUrl, (client) => countJobs(client, { tenantKey, ...outboxOf(flags.name) }));
+    const jobs = Object.values(counts).reduce((a, b) => a + b, 0);
     if (flags.json) printJson({ tenantKey, dryRun: true, jobs });
     else print(`would erase ${plural(jobs)} of tenant ${JSON.stringify(tenantKey)} (dry run: nothing changed)`);
     return EXIT.ok;
   }
-  if (!flags.yes) {
+  const outbox = operatorOutbox(databaseUrl, flags.name);
+  let erased: number;
+  if (flags.yes) {
+    erased = await outbox.eraseTenant(tenantKey);
+  } else {
     requireTerminal('erase-tenant deletes jobs for good');
-    const jobs = await count();
-    if (!(await confirm(`erase ${plural(jobs)} of tenant ${JSON.stringify(tenantKey)} and their attempts? This cannot be undone.`))) {
+    // The ids counted are the ids erased: a job of the tenant committed while the question
+    // waits for an answer was not in the count, so it is not erased.
+    const ids = await withClient(databaseUrl, (client) => tenantJobIds(client, tenantKey, flags.name));
+    if (ids.length === 0) {
+      print(`no jobs of tenant ${JSON.stringify(tenantKey)}: nothing to do`);
+      return EXIT.ok;
+    }
+    if (!(await confirm(`erase ${plural(ids.length)} of tenant ${JSON.stringify(tenantKey)} and their attempts? This cannot be undone.`))) {
       note('aborted: nothing changed');
       return EXIT.failed;
     }
+    erased = await outbox.eraseTenant(tenantKey, { ids });
   }
-  const erased = await operatorOutbox(databaseUrl, flags.name).eraseTenant(tenantKey);
   if (flags.json) printJson({ tenantKey, dryRun: false, erased });
   else print(`erased ${plural(erased)} of tenant ${JSON.stringify(tenantKey)}`);
   return EXIT.ok;
+}
+
+/** Every job id of the tenant (ids only: payloads stay in the database), in one read-only query. */
+async function tenantJobIds(client: TransactionalDb, tenantKey: string, name: string | undefined): Promise<string[]> {
+  return readOnly(client, outboxOf(name), async (q, schema) => {
+    const { rows } = await q.query(`SELECT id FROM ${schema}.job WHERE tenant_key = $1`, [tenantKey]);
+    return (rows as { id: string }[]).map((r) => r.id);
+  });
 }
 
 const plural = (n: number) => `${n} job${n === 1 ? '' : 's'}`;

@@ -31,7 +31,7 @@ import {
   type JobView,
 } from '../inspect/index.js';
 import { readOnly } from '../inspect/read.js';
-import { operateMatching, type OperatorAction } from '../operate.js';
+import { allowedActions, operateMatching, type OperatorAction } from '../operate.js';
 import { checkOutboxName } from '../name.js';
 import { RUN, type OperateResult, type Outbox, type TenantScope } from '../outbox.js';
 import type { JobStatus, LaneConnection } from '../types.js';
@@ -272,8 +272,17 @@ function route<Env>(r: Req<Env>, rest: string, s: Settings): Promise<Response> {
   if (rest === '/') return overviewPage(r, s);
   if (rest === '/jobs' || rest === '/jobs/') return jobsPage(r, s);
   const m = /^\/jobs\/([^/]+)$/.exec(rest);
-  if (m) return jobPage(r, s, decodeURIComponent(m[1]!));
+  if (m) return jobPage(r, s, decodePathSegment(m[1]!));
   return Promise.resolve(page(r, 404, 'Not found', html`<h1>Not found</h1><p>No dashboard page at this address.</p>`));
+}
+
+/** A path segment as text; a malformed percent-escape is the client's error (400), not ours. */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(400, 'Malformed percent-escape in the address');
+  }
 }
 
 // ---- responses ---------------------------------------------------------------------------------
@@ -345,7 +354,8 @@ function notice(url: URL): Html | null {
 
 // ---- formatting --------------------------------------------------------------------------------
 
-const when = (d: Date | null) => (d ? d.toISOString().replace('T', ' ').slice(0, 19) : '');
+/** Times are shown in UTC, as the filters read them, and say so. */
+const when = (d: Date | null) => (d ? `${d.toISOString().replace('T', ' ').slice(0, 19)} UTC` : '');
 const short = (n: number) => (Number.isInteger(n) ? String(n) : n.toFixed(1));
 const duration = (ms: number | null) =>
   ms === null ? '' : ms < 1000 ? `${ms} ms` : ms < 120_000 ? `${short(Math.round(ms / 100) / 10)} s` : ms < 7_200_000 ? `${short(Math.round(ms / 6_000) / 10)} min` : `${short(Math.round(ms / 360_000) / 10)} h`;
@@ -532,8 +542,10 @@ async function jobPage<Env>(r: Req<Env>, s: Settings, id: string): Promise<Respo
   if (!job) return page(r, 404, 'Job not found', html`<h1>Job not found</h1><p>No job ${id}${r.access.scope ? ' in your tenant' : ''}.</p>`);
   const attempts = await listAttempts(db, { jobId: id, ...reads(r, s) });
   const here = `${r.base}/jobs/${job.id}`;
+  // Only the actions the core would accept for this status (a dead job cannot be cancelled).
+  const allowed = allowedActions(job.status);
   const body = html`<h1>Job <span class="mono">${job.id}</span></h1>
-${r.access.readOnly ? null : html`<form method="post" action="${r.base}/actions" class="actions">${hiddenAction(r, here)}<input type="hidden" name="id" value="${job.id}">${ACTIONS.map((a) => html`<button type="submit" name="op" value="${a}:selected"${raw(a === 'cancel' ? ' class="danger"' : '')}>${ACTION_LABEL[a]}</button>`)}</form>`}
+${r.access.readOnly || allowed.length === 0 ? null : html`<form method="post" action="${r.base}/actions" class="actions">${hiddenAction(r, here)}<input type="hidden" name="id" value="${job.id}">${allowed.map((a) => html`<button type="submit" name="op" value="${a}:selected"${raw(a === 'cancel' ? ' class="danger"' : '')}>${ACTION_LABEL[a]}</button>`)}</form>`}
 <dl class="meta">
 <dt>status</dt><dd>${statusCell(job.status)}</dd><dt>kind</dt><dd>${job.kind}</dd><dt>lane</dt><dd>${job.lane}</dd>
 <dt>tenant</dt><dd>${job.tenantKey ?? ''}</dd><dt>dedupe key</dt><dd>${job.dedupeKey ?? ''}</dd>

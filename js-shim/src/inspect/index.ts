@@ -133,7 +133,10 @@ export async function countBacklog(
 /** One row of `aggregateAttemptOutcomes`: attempts of one kind that ended with one outcome. */
 export interface AttemptOutcomeRow {
   kind: string;
-  /** `ok`, `retry`, `fail`, `cancel`, `timeout`, `crash`, `claim_late`, `hook_failed` or `invalid_payload`. */
+  /**
+   * `ok`, `retry`, `fail`, `cancel`, `timeout`, `crash`, `claim_late`, `released` (claimed but
+   * never started: the drain stopped first), `hook_failed`, `invalid_payload` or `defer`.
+   */
   outcome: string;
   count: number;
   /** Duration percentiles (ms, from start to settle) of those attempts. */
@@ -186,7 +189,10 @@ export async function aggregateAttemptOutcomes(
 export interface AttemptView {
   /** The attempt's number (every claim ever made, so it keeps counting across replays). */
   attempt: number;
-  /** `null` while it runs; then ok, retry, fail, cancel, timeout, crash, claim_late, hook_failed or invalid_payload. */
+  /**
+   * `null` while it runs; then ok, retry, fail, cancel, timeout, crash, claim_late, released,
+   * hook_failed, invalid_payload or defer (the core's settle outcomes, docs/ABI.md).
+   */
   outcome: string | null;
   code: string | null;
   message?: string;

@@ -10,7 +10,7 @@ import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobListExpiredUnreg
 import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
-import { jobApplyOperate, jobEraseTenant, jobLockForOperate } from './operate.js';
+import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate } from './operate.js';
 import { scheduleLastRuns, scheduleRecord } from './schedule.js';
 import { jobSettleBatch } from './settle.js';
 import type { Statement } from './statement.js';
@@ -42,6 +42,7 @@ export interface OutboxSql {
   readonly lockForOperate: string;
   readonly applyOperate: string;
   readonly eraseTenant: string;
+  readonly eraseTenantIds: string;
   readonly deleteFinished: string;
   readonly listDueForHandoff: string;
   readonly recordNudges: string;
@@ -94,6 +95,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     lockForOperate: jobLockForOperate(s),
     applyOperate: jobApplyOperate(s),
     eraseTenant: jobEraseTenant(s),
+    eraseTenantIds: jobEraseTenantIds(s),
     deleteFinished: jobDeleteFinished(s),
     listDueForHandoff: jobListDueForHandoff(s),
     recordNudges: jobRecordNudges(s),

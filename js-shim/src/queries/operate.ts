@@ -43,3 +43,6 @@ RETURNING j.id, j.kind, j.lane, j.status`;
 
 /** JobEraseTenant: deletes every job of one tenant (and, by the trigger of migration 0005, their attempts). */
 export const jobEraseTenant = (s: string) => `DELETE FROM ${s}.job WHERE tenant_key = $1`;
+
+/** JobEraseTenantIds: deletes only the listed jobs, and only those of the tenant (an operator erases what it counted). */
+export const jobEraseTenantIds = (s: string) => `DELETE FROM ${s}.job WHERE tenant_key = $1 AND id = ANY($2::uuid[])`;
