@@ -3,45 +3,22 @@
 // fails within the bound with PostboxError('timeout'), not after the connector's own connect
 // timeout, and leaves no socket open.
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
+import { useSilentServer } from '../support/silent-server.ts';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok, PostboxError, type Connector } from '../../js-shim/src/index.ts';
 import { getCore } from '../../js-shim/src/core/core.ts';
 import { outboxConfig } from '../../js-shim/src/outbox-config.ts';
 import { createPgConnector } from '../../js-shim/src/pg/index.ts';
 
-let silent: net.Server;
-let port: number;
-// Server-side sockets still open: the client must have closed its end of each.
-const open = new Set<net.Socket>();
-let accepted = 0;
-
-before(async () => {
-  // Reads and discards whatever the client sends; never writes a byte back.
-  silent = net.createServer((socket) => {
-    accepted++;
-    open.add(socket);
-    socket.on('data', () => undefined);
-    socket.on('error', () => undefined);
-    socket.on('close', () => open.delete(socket));
-  });
-  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
-  port = (silent.address() as net.AddressInfo).port;
-});
-after(async () => {
-  for (const s of open) s.destroy();
-  await new Promise<void>((resolve) => silent.close(() => resolve()));
-});
-
-const tcpHandles = () => process.getActiveResourcesInfo().filter((r) => r.startsWith('TCP')).length;
+const silent = useSilentServer();
 const job = defineJob({ kind: 'op.timeout', payload: z.object({}), timeoutMs: 1_000, handle: async () => ok() });
-const url = () => `postgres://postbox:secret@127.0.0.1:${port}/outbox`;
+const url = () => `postgres://postbox:secret@127.0.0.1:${silent.port}/outbox`;
 
 async function expectBounded(connect: Connector, action: (outbox: ReturnType<typeof createOutbox>) => Promise<unknown>, what: string) {
   const timeoutMs = 600;
-  const handlesBefore = tcpHandles();
-  const acceptedBefore = accepted;
+  const handlesBefore = silent.tcpHandles();
+  const acceptedBefore = silent.accepted;
   const outbox = createOutbox({ jobs: [job], connect, operationTimeoutMs: timeoutMs });
   const started = performance.now();
   let thrown: unknown;
@@ -53,14 +30,13 @@ async function expectBounded(connect: Connector, action: (outbox: ReturnType<typ
   assert.ok(thrown instanceof PostboxError, String(thrown));
   assert.equal(thrown.code, 'timeout');
   assert.match(thrown.message, new RegExp(`^${what}: not done within operationTimeoutMs \\(600 ms\\)`));
-  assert.equal(accepted, acceptedBefore + 1, 'the action did reach the server');
+  assert.equal(silent.accepted, acceptedBefore + 1, 'the action did reach the server');
   // Bounded by operationTimeoutMs, not by the connector's 30 s connect timeout.
   assert.ok(elapsed >= timeoutMs - 5, `failed after ${elapsed} ms, before the bound`);
   assert.ok(elapsed < timeoutMs + 1_000, `failed after ${elapsed} ms`);
-  const deadline = Date.now() + 2_000;
-  while ((open.size > 0 || tcpHandles() > handlesBefore) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  assert.equal(open.size, 0, 'the client closed its socket');
-  assert.equal(tcpHandles(), handlesBefore, JSON.stringify(process.getActiveResourcesInfo()));
+  await silent.settled(handlesBefore);
+  assert.equal(silent.open.size, 0, 'the client closed its socket');
+  assert.equal(silent.tcpHandles(), handlesBefore, JSON.stringify(process.getActiveResourcesInfo()));
 }
 
 test('an operator action against a server that never answers fails in about operationTimeoutMs, its connect aborted', { timeout: 10_000 }, async () => {
