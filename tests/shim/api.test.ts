@@ -85,6 +85,10 @@ describe('definitions fail fast with typed errors', () => {
     rejects(() => createOutbox({ jobs: [note], connect, lanes: 0 }), 'invalid_config', /lanes must be an integer in 1\.\.5/);
     rejects(() => createOutbox({ jobs: [note], connect, maxPayloadBytes: 2 * 1024 * 1024 }), 'invalid_config', /maxPayloadBytes must be an integer in 1\.\.1048576/);
     assert.ok(createOutbox({ jobs: [note], connect, concurrency: 100, lanes: 5, maxPayloadBytes: 1024 * 1024 }));
+    // Lanes and handler sessions share one budget of 5 connections (pb_claim outbox).
+    rejects(() => createOutbox({ jobs: [note], connect, lanes: 5, handlerSessions: 1 }), 'invalid_config', /handlerSessions must be at most 0 with lanes 5/);
+    rejects(() => createOutbox({ jobs: [note], connect, handlerSessions: -1 }), 'invalid_config', /handlerSessions must be an integer in 0\.\.4/);
+    assert.ok(createOutbox({ jobs: [note], connect, lanes: 3, handlerSessions: 2 }));
   });
 });
 
