@@ -40,8 +40,15 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   queue?: QueueProducer | Record<string, QueueProducer>;
   /** Handlers one lane runs at once (one claim statement claims this many). Default 1. */
   concurrency?: number;
-  /** Connections one invocation may hold. Default 1; at most 5 (Workers allow 6 per invocation). */
+  /** Connections one invocation may hold for the drain's own statements. Default 1; at most 5 (Workers allow 6 per invocation). */
   lanes?: number;
+  /**
+   * Connections one invocation may open for handlers' `ctx.db`, on first use, apart from the
+   * lanes' (so a handler's transaction never holds up claims, settlements or heartbeats).
+   * `lanes + handlerSessions` may be at most 5. Default: what the lanes leave of the 5, but no
+   * more than `lanes × concurrency`. 0: `ctx.db` runs on the lane's own session.
+   */
+  handlerSessions?: number;
   /** `env.CF_VERSION_METADATA`: older deploys leave jobs from newer ones alone. */
   version?: VersionMetadata;
   /** Structured event sink. */

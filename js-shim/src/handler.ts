@@ -5,7 +5,8 @@ import { LANE_DB } from './db.js';
 import { PostboxError } from './errors.js';
 import { AttemptLease, lostError, type Admitted, type LostReason } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
-import { errorMessage, type LaneSession } from './session.js';
+import type { Deadline } from './deadline.js';
+import { errorMessage, type HandlerSessions, type LaneSession } from './session.js';
 import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
 
 /**
@@ -23,6 +24,7 @@ export interface HandlerRuntime {
 export interface HandlerResult {
   /** Null when the attempt lost its job (a `lease_lost` event): nothing to settle. */
   finished: Finished | null;
+  /** The attempt ended with ctx.db work on the lane's session: the drain replaces that session. */
   abandoned: boolean;
 }
 
@@ -48,7 +50,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     abortReason = reason;
     controller?.abort(reason);
   };
-  const fence: Fence = { closed: false, inflight: 0, txOpen: 0 };
+  const fence: Fence = { closed: false, inflight: 0, tx: null };
   // The attempt ends once, by whichever comes first: the handler's result, its timer, or a
   // lost lease. One promise for the three (not a race of three), since every job makes one.
   let end!: (how: Finished | 'timeout' | 'lost') => void;
@@ -60,6 +62,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   let lease: AttemptLease | undefined;
   const leaseOf = (): AttemptLease => (lease ??= new AttemptLease(rt, session, job, row, admitted, () => end('lost')));
   let db: OutboxDb | undefined;
+  let source: DbSource | undefined;
   const ctx = {
     jobId: row.id,
     kind: row.kind,
@@ -78,14 +81,19 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     heartbeat: async (): Promise<number> => {
       if (lease?.lost) throw lostError(lease.lost);
       if (fence.closed) throw new PostboxError('attempt_closed', 'ctx.heartbeat() called after the attempt returned or timed out');
-      if (fence.txOpen > 0) {
+      // On the lane's session a beat would queue behind the handler's own transaction.
+      if (fence.tx && source?.shared) {
         throw new PostboxError('heartbeat_in_transaction', 'ctx.heartbeat() called while a ctx.db transaction is open: it would wait for the transaction; call it between transactions');
       }
       return leaseOf().beat();
     },
     // Made on first use, like the signal: many handlers never touch the database.
     get db(): OutboxDb {
-      return (db ??= fencedDb(session, fence));
+      if (!db) {
+        source = session.handlers ? new BorrowedSource(session.handlers, { at: deadline, now: () => rt.clock.now() }) : laneSource(session);
+        db = fencedDb(source, fence);
+      }
+      return db;
     },
     deps: rt.options.deps,
     tenantKey: row.tenant_key,
@@ -113,11 +121,11 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   fence.closed = true;
   if (winner === 'lost') {
     abort(lostError(lease?.lost ?? 'not_owner'));
-    return { finished: null, abandoned: fence.inflight > 0 };
+    return { finished: null, abandoned: source?.abandon(fence.inflight > 0) ?? false };
   }
   if (winner === 'timeout') {
     abort(new PostboxError('timeout', `attempt of ${row.kind} timed out after ${timerMs} ms`));
-    return { finished: { row, outcome: { type: 'timeout', message: `timed out after ${timerMs} ms` } }, abandoned: fence.inflight > 0 };
+    return { finished: { row, outcome: { type: 'timeout', message: `timed out after ${timerMs} ms` } }, abandoned: source?.abandon(fence.inflight > 0) ?? false };
   }
   return { finished: winner, abandoned: false };
 }
@@ -171,16 +179,85 @@ export function redact(rt: OutboxRuntime, text: string): string {
 
 interface Fence {
   closed: boolean;
-  /** Queries and transactions of the handler on the session now. */
+  /** Queries and transactions of the handler on its session now. */
   inflight: number;
-  /** The handler's open ctx.db transactions (a heartbeat would queue behind them). */
-  txOpen: number;
+  /** The client of the handler's open ctx.db transaction: its other ctx.db queries join it. */
+  tx: Queryable | null;
 }
 
-/** `ctx.db`: the lane session, closed to the handler once its attempt has ended. */
-function fencedDb(session: LaneSession, fence: Fence): OutboxDb {
+/** Where one attempt's ctx.db runs. */
+interface DbSource {
+  /** True when ctx.db shares the lane's session (no handler sessions). */
+  readonly shared: boolean;
+  run<T>(fn: (session: LaneSession) => Promise<T>): Promise<T>;
+  /**
+   * The attempt ended with `busy` ctx.db work: drops what may be stuck. True when that is the
+   * lane's session, which the drain must then replace.
+   */
+  abandon(busy: boolean): boolean;
+}
+
+/** ctx.db on the lane's own session (`handlerSessions: 0`). */
+const laneSource = (session: LaneSession): DbSource => ({ shared: true, run: (fn) => fn(session), abandon: (busy) => busy });
+
+/**
+ * ctx.db on a handler session borrowed from the drain's pool on first use and kept while the
+ * attempt has ctx.db work going, so its statements never queue behind the lane's.
+ */
+class BorrowedSource implements DbSource {
+  readonly shared = false;
+  #held: Promise<LaneSession> | null = null;
+  #session: LaneSession | null = null;
+  #users = 0;
+  #ended = false;
+
+  constructor(
+    readonly pool: HandlerSessions,
+    readonly until: Deadline,
+  ) {}
+
+  async run<T>(fn: (session: LaneSession) => Promise<T>): Promise<T> {
+    this.#users++;
+    try {
+      this.#held ??= this.pool.acquire(this.until).then(
+        (session) => {
+          // Granted after the attempt ended (it waited for a free one): straight back.
+          if (this.#ended) {
+            this.pool.release(session);
+            throw closedDbError();
+          }
+          return (this.#session = session);
+        },
+        (error: unknown) => {
+          this.#held = null;
+          throw error;
+        },
+      );
+      return await fn(await this.#held);
+    } finally {
+      if (--this.#users === 0 && this.#session) {
+        this.pool.release(this.#session);
+        this.#session = null;
+        this.#held = null;
+      }
+    }
+  }
+
+  abandon(): boolean {
+    this.#ended = true;
+    // Lent with work on it: it may be stuck mid-statement, so it is destroyed, not returned.
+    if (this.#session && this.#users > 0) this.pool.discard(this.#session);
+    this.#session = null;
+    return false;
+  }
+}
+
+const closedDbError = () => new PostboxError('attempt_closed', 'ctx.db used after the attempt returned or timed out');
+
+/** `ctx.db`: the attempt's session, closed to the handler once its attempt has ended. */
+function fencedDb(source: DbSource, fence: Fence): OutboxDb {
   const guard = () => {
-    if (fence.closed) throw new PostboxError('attempt_closed', 'ctx.db used after the attempt returned or timed out');
+    if (fence.closed) throw closedDbError();
   };
   const tracked = (q: Queryable): Queryable => ({
     async query(text, values) {
@@ -196,26 +273,39 @@ function fencedDb(session: LaneSession, fence: Fence): OutboxDb {
   const db: OutboxDb = {
     async query(text, values) {
       guard();
-      return session.exclusive((q) => tracked(q).query(text, values));
+      // The handler's transaction holds its session: a query queued behind it would wait for
+      // it to end, which may be waiting for this query. It joins the transaction instead.
+      if (fence.tx) return tracked(fence.tx).query(text, values);
+      return source.run((session) => session.exclusive((q) => tracked(q).query(text, values)));
     },
     async transaction(fn) {
       guard();
+      if (fence.tx) {
+        throw new PostboxError(
+          'transaction_open',
+          'ctx.db.transaction (or outbox.transaction(ctx.db, …)) called while this handler’s ctx.db transaction is open: use that transaction (its tx, or ctx.db, whose queries join it)',
+        );
+      }
       // The whole transaction holds the session, even while `fn` awaits something else: a
-      // handler that times out inside it leaves the session to be replaced, not waited for.
+      // handler that times out inside it leaves the session to be dropped, not waited for.
       fence.inflight++;
-      fence.txOpen++;
       try {
-        return await session.transaction(async (q) => {
-          const result = await fn(tracked(q));
-          guard(); // a straggler past its deadline rolls back instead of committing
-          return result;
-        });
+        return await source.run((session) =>
+          session.transaction(async (q) => {
+            fence.tx = q;
+            try {
+              const result = await fn(tracked(q));
+              guard(); // a straggler past its deadline rolls back instead of committing
+              return result;
+            } finally {
+              fence.tx = null;
+            }
+          }),
+        );
       } finally {
         fence.inflight--;
-        fence.txOpen--;
       }
     },
   };
   return Object.assign(db, { [LANE_DB]: true });
 }
-

@@ -8,6 +8,8 @@ import { PostboxError } from './errors.js';
 export interface OutboxConfig {
   concurrency: number;
   lanes: number;
+  /** Connections an invocation may open for handlers' ctx.db (0: ctx.db runs on the lane's session). */
+  handlerSessions: number;
   operationTimeoutMs: number;
   maxPayloadBytes: number;
   maxQueueDelayMs: number;
@@ -20,12 +22,13 @@ export interface OutboxConfig {
  */
 export function outboxConfig(
   core: Core,
-  options: { concurrency?: number; lanes?: number; operationTimeoutMs?: number; maxPayloadBytes?: number },
+  options: { concurrency?: number; lanes?: number; handlerSessions?: number; operationTimeoutMs?: number; maxPayloadBytes?: number },
   who = 'createOutbox',
 ): OutboxConfig {
   const numbers: Record<string, unknown> = {
     concurrency: options.concurrency,
     lanes: options.lanes,
+    handlerSessions: options.handlerSessions,
     operationTimeoutMs: options.operationTimeoutMs,
     maxPayloadBytes: options.maxPayloadBytes,
   };
@@ -34,7 +37,9 @@ export function outboxConfig(
   for (const [name, value] of Object.entries(numbers)) if (value !== undefined && !Number.isInteger(value)) numbers[name] = -1;
   const out = core.callText('claim', JSON.stringify({ op: 'outbox', ...numbers }));
   if (isCoreError(out)) {
-    const message = out.error.message.replace(/^claim: field '(\w+)' must be an integer in \[(\d+), (\d+)\]$/, '$1 must be an integer in $2..$3');
+    const message = out.error.message
+      .replace(/^claim: field '(\w+)' must be an integer in \[(\d+), (\d+)\]$/, '$1 must be an integer in $2..$3')
+      .replace(/^claim: field '(\w+)' /, '$1 ');
     throw new PostboxError('invalid_config', `${who}: ${message}`);
   }
   return out as OutboxConfig;

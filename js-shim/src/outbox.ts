@@ -12,7 +12,7 @@ import { outboxSql } from './queries/index.js';
 import { postgresOutboxStore } from './store/postgres.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
 import { randomSeed, type OutboxRuntime } from './runtime.js';
-import { LaneSession, errorMessage } from './session.js';
+import { HandlerSessions, LaneSession, errorMessage } from './session.js';
 import type { LaneDb } from './types.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './sweep.js';
 import type { CorePolicy, EnqueueAccepted, JobStatus, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
@@ -94,8 +94,8 @@ export interface OutboxEngine {
   sweep(startedAt: number, opts: SweepOptions, plan?: SweepPlan): Promise<SweepReport>;
   /** Settles every expired lease as a crash (the sweep's first step, alone). */
   recover(): Promise<RunReport>;
-  /** A session for `fn`, closed after; with `deadlineAt`, every use of it gives up then. */
-  withSession<T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number): Promise<T>;
+  /** A session for `fn`, closed after; with `deadlineAt`, every use of it gives up then. Its handlers' ctx.db uses `handlers`. */
+  withSession<T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number, handlers?: HandlerSessions | null): Promise<T>;
 }
 
 /**
@@ -132,7 +132,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
   const core = getCore();
   // The core owns the bounds and defaults of the outbox's own numbers (docs/ABI.md, pb_claim outbox).
   const config = outboxConfig(core, options);
-  const { concurrency, lanes, operationTimeoutMs } = config;
+  const { concurrency, lanes, handlerSessions, operationTimeoutMs } = config;
   if (options.generateId !== undefined && typeof options.generateId !== 'function') {
     throw new PostboxError('invalid_config', 'createOutbox: generateId must be a function returning a UUID');
   }
@@ -173,12 +173,23 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     store,
   });
 
-  const withSession = async <T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number): Promise<T> => {
-    const session = new LaneSession(options.connect, deadlineAt === undefined ? undefined : { at: deadlineAt, now: () => runtime.clock.now() });
+  const deadlineOf = (deadlineAt: number | undefined) => (deadlineAt === undefined ? undefined : { at: deadlineAt, now: () => runtime.clock.now() });
+  const withSession = async <T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number, handlers?: HandlerSessions | null): Promise<T> => {
+    const session = new LaneSession(options.connect, deadlineOf(deadlineAt), handlers);
     try {
       return await fn(session);
     } finally {
       await session.close();
+    }
+  };
+  /** Runs `fn` with the handler sessions of one drain or sweep, ended with it. */
+  const withHandlerSessions = async <T>(deadlineAt: number, fn: (handlers: HandlerSessions | null) => Promise<T>): Promise<T> => {
+    if (handlerSessions === 0) return fn(null);
+    const handlers = new HandlerSessions(options.connect, handlerSessions, deadlineOf(deadlineAt));
+    try {
+      return await fn(handlers);
+    } finally {
+      await handlers.close();
     }
   };
 
@@ -280,13 +291,16 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
         const shares = opts.targets
           ? Array.from({ length: lanes }, (_, i) => opts.targets!.filter((_, j) => j % lanes === i)).filter((t) => t.length > 0)
           : Array.from({ length: lanes }, () => undefined);
-        const reports = await Promise.all(
-          shares.map((targets) => withSession((session) => drainLane(runtime, session, targets ? { ...opts, targets } : opts), opts.deadlineAt)),
+        // The lanes' handlers share one pool of handler sessions: lanes + pool stay within the core's budget.
+        const reports = await withHandlerSessions(opts.deadlineAt, (handlers) =>
+          Promise.all(
+            shares.map((targets) => withSession((session) => drainLane(runtime, session, targets ? { ...opts, targets } : opts), opts.deadlineAt, handlers)),
+          ),
         );
         return reports.reduce(addReport, emptyReport());
       },
       sweep(startedAt, opts, plan = planSweep(runtime, startedAt, opts)) {
-        return withSession((session) => runSweep(runtime, session, plan), plan.deadlineAt);
+        return withHandlerSessions(plan.deadlineAt, (handlers) => withSession((session) => runSweep(runtime, session, plan), plan.deadlineAt, handlers));
       },
       recover: () => withSession((session) => recoverExpired(runtime, session)),
     },

@@ -1,4 +1,4 @@
-import { beforeDeadline, type Deadline } from './deadline.js';
+import { beforeDeadline, deadlineError, type Deadline } from './deadline.js';
 import { PostboxError } from './errors.js';
 import type { Connector, LaneConnection, LaneDb } from './types.js';
 
@@ -15,11 +15,17 @@ export class LaneSession {
   #generation = 0;
   #closed = false;
   #deadline: Deadline | undefined;
+  /**
+   * Where this lane's handlers run `ctx.db` (null: on this session), so that a handler's
+   * transaction never holds up the drain's claims, settlements and heartbeats.
+   */
+  readonly handlers: HandlerSessions | null;
 
   /** With `deadline`, every use (connecting included) gives up at it: see deadline.ts. */
-  constructor(connect: Connector, deadline?: Deadline) {
+  constructor(connect: Connector, deadline?: Deadline, handlers?: HandlerSessions | null) {
     this.#connect = connect;
     this.#deadline = deadline;
+    this.handlers = handlers ?? null;
   }
 
   async #acquire(): Promise<LaneConnection> {
@@ -88,6 +94,14 @@ export class LaneSession {
     if (old) void old.destroy().catch(() => undefined);
   }
 
+  /** Ends the session at once, without waiting for its queue: the connection may be stuck mid-statement. */
+  abandon(): void {
+    this.#closed = true;
+    this.#generation++;
+    this.#tail = Promise.resolve();
+    this.#discard();
+  }
+
   /** Ends the session: returns a healthy connection, discards a broken one. */
   async close(): Promise<void> {
     this.#closed = true;
@@ -97,6 +111,89 @@ export class LaneSession {
     await this.#tail;
     if (conn.isBroken?.()) await conn.destroy().catch(() => undefined);
     else await conn.close().catch(() => undefined);
+  }
+}
+
+/**
+ * The sessions handlers' `ctx.db` runs on during one drain (or sweep), apart from its lane
+ * sessions: at most `size` connections, each opened on first need, lent to one attempt at a
+ * time and returned when that attempt's ctx.db work ends. `close()` ends them with the drain.
+ */
+export class HandlerSessions {
+  #connect: Connector;
+  #size: number;
+  #deadline: Deadline | undefined;
+  readonly #idle: LaneSession[] = [];
+  /** Every session made and not yet discarded: idle or lent. */
+  readonly #all = new Set<LaneSession>();
+  readonly #waiters: ((session: LaneSession) => void)[] = [];
+  #closed = false;
+
+  /** `size` (at least 1) is the core's `handlerSessions`; `deadline` bounds every use of each session. */
+  constructor(connect: Connector, size: number, deadline?: Deadline) {
+    this.#connect = connect;
+    this.#size = size;
+    this.#deadline = deadline;
+  }
+
+  /**
+   * A session for one attempt alone, until `release` or `discard`. While all are lent, waits
+   * for one, up to `until` (the attempt's deadline): `deadline_exceeded` then.
+   */
+  acquire(until: Deadline): Promise<LaneSession> {
+    if (this.#closed) return Promise.reject(closedError());
+    const idle = this.#idle.pop();
+    if (idle) return Promise.resolve(idle);
+    if (this.#all.size < this.#size) return Promise.resolve(this.#open());
+    return new Promise<LaneSession>((resolve, reject) => {
+      const waiter = (session: LaneSession) => {
+        clearTimeout(timer);
+        resolve(session);
+      };
+      // Real time from the clock's reading, like the handler's timer (deadline.ts).
+      const timer = setTimeout(() => {
+        const at = this.#waiters.indexOf(waiter);
+        if (at >= 0) this.#waiters.splice(at, 1);
+        reject(deadlineError('ctx.db waiting for a free handler session'));
+      }, Math.max(0, until.at - until.now()));
+      this.#waiters.push(waiter);
+    });
+  }
+
+  /** Gives a lent session back: to the first waiter, else to the idle ones. */
+  release(session: LaneSession): void {
+    if (!this.#all.has(session)) return;
+    if (this.#closed) {
+      this.#all.delete(session);
+      void session.close();
+      return;
+    }
+    const waiter = this.#waiters.shift();
+    if (waiter) waiter(session);
+    else this.#idle.push(session);
+  }
+
+  /** Drops a lent session that may be stuck (its attempt ended mid-statement); a waiter gets a fresh one. */
+  discard(session: LaneSession): void {
+    if (!this.#all.delete(session)) return;
+    session.abandon();
+    const waiter = !this.#closed && this.#waiters.shift();
+    if (waiter) waiter(this.#open());
+  }
+
+  #open(): LaneSession {
+    const session = new LaneSession(this.#connect, this.#deadline);
+    this.#all.add(session);
+    return session;
+  }
+
+  /** Ends every session: idle ones close (a broken one is destroyed), any still lent is dropped. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const idle = new Set(this.#idle.splice(0));
+    const all = [...this.#all];
+    this.#all.clear();
+    await Promise.all(all.map((session) => (idle.has(session) ? session.close() : session.abandon())));
   }
 }
 

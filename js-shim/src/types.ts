@@ -15,11 +15,15 @@ export interface LaneDb extends Queryable {
 }
 
 /**
- * The database a handler gets as `ctx.db`: the lane's own session, fenced so that every
- * call rejects once the attempt has returned or timed out.
+ * The database a handler gets as `ctx.db`: a handler session of the drain's own (or, with
+ * `handlerSessions: 0`, the lane's session), fenced so that every call rejects once the
+ * attempt has returned or timed out. While its `transaction` is open, `query` joins it.
  */
 export interface OutboxDb extends Queryable {
-  /** Runs `fn` in a transaction on the lane's session; commits if it resolves. */
+  /**
+   * Runs `fn` in a transaction; commits if it resolves. Refused (`transaction_open`) while
+   * another of this handler's ctx.db transactions is open.
+   */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
 }
 

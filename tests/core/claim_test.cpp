@@ -145,9 +145,9 @@ TEST_CASE("claim admit: the attempt number and the handler's timer") {
 
 TEST_CASE("claim outbox: option bounds and defaults") {
   CHECK(call(pb_claim, R"({"op":"outbox"})").out ==
-        R"({"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
+        R"({"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"handlerSessions":1,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":null})").out ==
-        R"({"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
+        R"({"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":262144,"handlerSessions":0,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":101})").out ==
         R"({"error":{"code":"invalid_input","message":"claim: field 'concurrency' must be an integer in [1, 100]"}})");
   CHECK(call(pb_claim, R"({"op":"outbox","lanes":6})").out ==
@@ -157,4 +157,31 @@ TEST_CASE("claim outbox: option bounds and defaults") {
   CHECK(call(pb_claim, R"({"op":"outbox","operationTimeoutMs":2147483648})").out.find("'operationTimeoutMs'") != std::string::npos);
   CHECK(call(pb_claim, R"({"op":"outbox","maxPayloadBytes":1048577})").out.find("'maxPayloadBytes'") != std::string::npos);
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":1.5})").out.find("'concurrency'") != std::string::npos);
+}
+
+TEST_CASE("claim outbox: handler sessions share the connection budget with the lanes") {
+  auto sessions = [](const char* input) {
+    std::string out = call(pb_claim, input).out;
+    size_t at = out.find("\"handlerSessions\":");
+    return at == std::string::npos ? std::string("none: ") + out : out.substr(at + 18, out.find(',', at) - at - 18);
+  };
+  // Default: what is left of the 5 after the lanes, but no more than handlers run at once.
+  CHECK(sessions(R"({"op":"outbox"})") == "1");
+  CHECK(sessions(R"({"op":"outbox","concurrency":8})") == "4");
+  CHECK(sessions(R"({"op":"outbox","concurrency":2})") == "2");
+  CHECK(sessions(R"({"op":"outbox","concurrency":8,"lanes":2})") == "3");
+  CHECK(sessions(R"({"op":"outbox","concurrency":8,"lanes":5})") == "0");
+  CHECK(sessions(R"({"op":"outbox","concurrency":8,"handlerSessions":null})") == "4");
+  // Set: taken as given within the budget, even above concurrency, and 0 (ctx.db on the lane's session).
+  CHECK(sessions(R"({"op":"outbox","handlerSessions":3})") == "3");
+  CHECK(sessions(R"({"op":"outbox","lanes":4,"handlerSessions":1})") == "1");
+  CHECK(sessions(R"({"op":"outbox","concurrency":8,"handlerSessions":0})") == "0");
+  // Over the budget: refused, naming the field, whichever order the fields come in.
+  CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":2,"lanes":4})").out ==
+        R"x({"error":{"code":"invalid_input","message":"claim: field 'handlerSessions' must be at most 1 with lanes 4: lanes + handlerSessions may hold at most 5 connections (Workers allow 6 per invocation; one stays free for queue sends)"}})x");
+  CHECK(call(pb_claim, R"({"op":"outbox","lanes":5,"handlerSessions":1})").out.find("must be at most 0 with lanes 5") != std::string::npos);
+  CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":5})").out ==
+        R"({"error":{"code":"invalid_input","message":"claim: field 'handlerSessions' must be an integer in [0, 4]"}})");
+  CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":-1})").out.find("'handlerSessions'") != std::string::npos);
+  CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":1.5})").out.find("'handlerSessions'") != std::string::npos);
 }

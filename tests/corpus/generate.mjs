@@ -540,9 +540,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan backlog never for a target', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: true, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a' } }), fields({ backlog: false }));
   c('plan lastClaimFull not a bool', plan({ lastClaimFull: 1 }), isError('invalid_input', 'lastClaimFull'));
   // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
-  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
+  c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"handlerSessions":1,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox maxima', { op: 'outbox', concurrency: 100, lanes: 5, operationTimeoutMs: 2147483647, maxPayloadBytes: 1048576 },
-    exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
+    exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"handlerSessions":0,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox nulls take defaults', { op: 'outbox', concurrency: null, lanes: null, operationTimeoutMs: null, maxPayloadBytes: null }, fields({ concurrency: 1, lanes: 1, operationTimeoutMs: 60000, maxPayloadBytes: 262144 }));
   c('outbox concurrency 101', { op: 'outbox', concurrency: 101 }, isError('invalid_input', 'concurrency'));
   c('outbox concurrency 0', { op: 'outbox', concurrency: 0 }, isError('invalid_input', 'concurrency'));
@@ -550,6 +550,16 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('outbox operationTimeoutMs over int4', { op: 'outbox', operationTimeoutMs: 2147483648 }, isError('invalid_input', 'operationTimeoutMs'));
   c('outbox maxPayloadBytes over 1 MiB', { op: 'outbox', maxPayloadBytes: 1048577 }, isError('invalid_input', 'maxPayloadBytes'));
   c('outbox concurrency float', { op: 'outbox', concurrency: 2.5 }, isError('invalid_input', 'concurrency'));
+  // handlerSessions: default min(5 - lanes, lanes * concurrency); lanes + handlerSessions <= 5.
+  c('outbox handlerSessions default by concurrency', { op: 'outbox', concurrency: 2 }, fields({ handlerSessions: 2 }));
+  c('outbox handlerSessions default by the budget', { op: 'outbox', concurrency: 8, lanes: 2 }, fields({ handlerSessions: 3 }));
+  c('outbox handlerSessions default none at 5 lanes', { op: 'outbox', concurrency: 8, lanes: 5 }, fields({ handlerSessions: 0 }));
+  c('outbox handlerSessions set', { op: 'outbox', lanes: 4, handlerSessions: 1 }, fields({ lanes: 4, handlerSessions: 1 }));
+  c('outbox handlerSessions 0', { op: 'outbox', concurrency: 8, handlerSessions: 0 }, fields({ handlerSessions: 0 }));
+  c('outbox handlerSessions over the budget', { op: 'outbox', lanes: 4, handlerSessions: 2 }, isError('invalid_input', 'handlerSessions'));
+  c('outbox handlerSessions over the budget, field first', { op: 'outbox', handlerSessions: 1, lanes: 5 }, isError('invalid_input', 'handlerSessions'));
+  c('outbox handlerSessions 5', { op: 'outbox', handlerSessions: 5 }, isError('invalid_input', 'handlerSessions'));
+  c('outbox handlerSessions negative', { op: 'outbox', handlerSessions: -1 }, isError('invalid_input', 'handlerSessions'));
   // heartbeat: refused at or past the lease; else max(lease, min(now + S, deadline) + R(S)).
   const beat = (o) => ({ op: 'heartbeat', now: NOW, deadline: NOW + 600000, leaseExpiresAt: NOW + 60000, timeoutMs: 600000, heartbeatMs: 10000, ...o });
   const beatCase = (name, o) => {

@@ -117,13 +117,22 @@ describe('ctx.heartbeat()', () => {
     assert.equal((await recover()).recovered, 1);
   });
 
-  test('inside the handler’s own ctx.db transaction, or after the attempt, is a typed error', async () => {
+  test('inside the handler’s own ctx.db transaction gets through (ctx.db is on a handler session); after the attempt, is a typed error', async () => {
     await env.post('/reset', {});
     const id = await enqueue('hb.manual', { key: 'm5', do: 'misuse' });
     await drain();
-    assert.equal((await noteOf('m5', 'in_tx')).value, 'heartbeat_in_transaction');
+    assert.equal((await noteOf('m5', 'in_tx')).value, 'beat');
     await until(async () => (await env.job(id)).status === 'succeeded');
     assert.deepEqual((await env.post('/late-beat', {})).body, { code: 'attempt_closed' });
+  });
+
+  test('inside the handler’s own ctx.db transaction on the lane’s session (handlerSessions: 0) is a typed error', async () => {
+    await env.post('/reset', {});
+    await env.post('/options', { handlerSessions: 0 });
+    const id = await enqueue('hb.manual', { key: 'm6', do: 'misuse' });
+    await drain();
+    assert.equal((await noteOf('m6', 'in_tx')).value, 'heartbeat_in_transaction');
+    await until(async () => (await env.job(id)).status === 'succeeded');
   });
 });
 

@@ -49,9 +49,8 @@ test('a handler stuck in a query past its timeout leaves no connection open once
     payload: z.object({ stuck: z.boolean() }),
     timeoutMs: 1_000,
     async handle({ stuck }, ctx) {
-      // The stuck one times out inside its query; the others' queries wait behind it on the
-      // lane session. Replacing the session then lets one of them connect at the same time as
-      // the drain's next statement: two connections, and the session keeps one.
+      // The stuck one times out inside its query on a handler session, which is then dropped;
+      // the others' queries run on other handler sessions beside the lane's.
       await ctx.db.query(stuck ? 'SELECT pg_sleep(3)' : 'SELECT 1');
       return ok();
     },
@@ -64,7 +63,7 @@ test('a handler stuck in a query past its timeout leaves no connection open once
   });
   const report = await runUntilIdle(outbox);
   assert.equal(report.claimed, 4);
-  assert.ok(connector.opened() >= 2, `the session was replaced (${connector.opened()} connections)`);
+  assert.ok(connector.opened() >= 2, `handler sessions beside the lane's (${connector.opened()} connections)`);
   assert.equal(connector.ended(), connector.opened(), `${connector.opened()} connections opened, ${connector.ended()} ended`);
 });
 

@@ -3,6 +3,11 @@
 //   concurrency          1..100, default 1: handlers one lane runs at once (and claims per statement)
 //   lanes                1..5, default 1: Workers allow 6 connections per invocation; one stays
 //                        free for queue sends and the application
+//   handlerSessions      0..4, default min(5 - lanes, lanes * concurrency): connections an
+//                        invocation may open for handlers' ctx.db, apart from the lanes' (whose
+//                        statements and heartbeats must not wait behind a handler's transaction);
+//                        lanes + handlerSessions may be at most 5 (the same budget); 0 puts
+//                        ctx.db on the lane's own session
 //   operationTimeoutMs   1..2147483647 (PostgreSQL's statement_timeout is an int of ms), default 60 s:
 //                        one operator action's connect, SQL and close together
 //   maxPayloadBytes      1..1 MiB (the cap enqueue accepts), default 256 KiB
@@ -10,6 +15,9 @@
 //                        later is not nudged, the sweep finds it
 //   maxKeyChars          1024: the longest dedupeKey, tenantKey or correlationId an enqueue takes
 // A missing or null field takes its default; anything else out of range is an error naming it.
+#include <algorithm>
+#include <optional>
+
 #include "postbox/families.h"
 
 namespace postbox {
@@ -33,6 +41,9 @@ constexpr Bound kBounds[] = {
     {"maxPayloadBytes", 1, 1048576, 262144},
 };
 constexpr size_t kBoundCount = sizeof(kBounds) / sizeof(kBounds[0]);
+// Connections one invocation may hold for the outbox: Workers' 6, less one for queue sends.
+constexpr int64_t kConnectionBudget = 5;
+constexpr int64_t kMaxHandlerSessions = kConnectionBudget - 1;
 constexpr int64_t kMaxQueueDelayMs = 86400000;
 constexpr int64_t kMaxKeyChars = 1024;
 
@@ -41,7 +52,14 @@ constexpr int64_t kMaxKeyChars = 1024;
 Status claim_outbox(od::object& root, const Where& where, JsonWriter& out) {
   int64_t values[kBoundCount];
   for (size_t i = 0; i < kBoundCount; ++i) values[i] = kBounds[i].fallback;
+  std::optional<int64_t> handler_sessions;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "handlerSessions") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 0, kMaxHandlerSessions);
+      if (!n) return n.take_error();
+      handler_sessions = n.value();
+      return ok_status();
+    }
     for (size_t i = 0; i < kBoundCount; ++i) {
       if (key != kBounds[i].name) continue;
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, kBounds[i].min, kBounds[i].max);
@@ -51,8 +69,20 @@ Status claim_outbox(od::object& root, const Where& where, JsonWriter& out) {
     return ok_status();
   });
   if (!status) return status;
+  const int64_t concurrency = values[0];
+  const int64_t lanes = values[1];
+  const int64_t spare = kConnectionBudget - lanes;
+  if (handler_sessions && *handler_sessions > spare) {
+    return input::field_error(where, "handlerSessions",
+                              "must be at most " + decimal_string(spare) + " with lanes " + decimal_string(lanes) +
+                           ": lanes + handlerSessions may hold at most " + decimal_string(kConnectionBudget) +
+                           " connections (Workers allow 6 per invocation; one stays free for queue sends)");
+  }
+  // More sessions than handlers that can run at once would never be used.
+  const int64_t sessions = handler_sessions ? *handler_sessions : std::min(spare, lanes * concurrency);
   out.begin_object();
   for (size_t i = 0; i < kBoundCount; ++i) out.field(kBounds[i].name, values[i]);
+  out.field("handlerSessions", sessions);
   out.field("maxQueueDelayMs", kMaxQueueDelayMs);
   out.field("maxKeyChars", kMaxKeyChars);
   out.end_object();

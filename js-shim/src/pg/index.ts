@@ -83,6 +83,7 @@ export function createPgConnector(connectionString: string, options: PgConnector
 
 /**
  * Checks clients out of a `pg.Pool` you own. A broken client is destroyed, not returned.
+ * A drain holds up to `lanes + handlerSessions` clients at once: size the pool for them.
  * Attach `pool.on('error', …)` yourself: node-postgres re-emits idle clients' errors there.
  */
 export function createPgPoolConnector(pool: pg.Pool, options: Pick<PgConnectorOptions, 'onError'> = {}): Connector {
