@@ -17,7 +17,7 @@ export type PostboxErrorCode =
   /** The database: unreachable, too old, too slow, or a statement that failed. */
   | 'connection_failed' | 'unsupported_server' | 'timeout' | 'deadline_exceeded' | 'store_error' | 'enqueue_failed' | 'transaction_conflict'
   /** `ctx.db` and heartbeats used after their attempt, transaction or session ended, or a lease lost. */
-  | 'attempt_closed' | 'transaction_closed' | 'session_closed' | 'heartbeat_failed' | 'heartbeat_in_transaction' | 'lease_lost' | 'not_idle'
+  | 'attempt_closed' | 'transaction_closed' | 'session_closed' | 'heartbeat_failed' | 'heartbeat_in_transaction' | 'transaction_open' | 'lease_lost' | 'not_idle'
   /** The core itself: a build that does not match, out of memory, a trap. */
   | 'core_mismatch' | 'core_oom' | 'core_trap'
   /** A webhook endpoint's state could not be read or kept. */
