@@ -12,6 +12,7 @@ const env = useOutboxEnv({ entry: 'heartbeat-worker.ts' });
 const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'heartbeat-worker.ts');
 
 type Note = { key: string; note: string; value?: any };
+type OutboxEventLike = { type: string; [field: string]: any };
 const enqueue = async (kind: string, payload: object): Promise<string> => {
   const res = await env.post('/enqueue', { jobs: [{ kind, payload }] });
   assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -166,6 +167,37 @@ describe('automatic heartbeats', () => {
     assert.equal(job.attempts, 1);
     assert.deepEqual((await attemptLeases(id)).map((a) => a.outcome), ['ok']);
     assert.equal((await env.events()).filter((e) => e.type === 'lease_lost' || e.type === 'infra_error').length, 0);
+  });
+});
+
+describe('heartbeats that never get through', () => {
+  test('end the attempt at its stop point: lease_lost heartbeats_failed, the handler aborted, nothing settled', async () => {
+    await env.post('/reset', {});
+    // Every lease extension of a running job is refused by the server, as a beat cut off would be.
+    await env.sql(`CREATE FUNCTION public.refuse_beats() RETURNS trigger LANGUAGE plpgsql AS $$
+                   BEGIN RAISE EXCEPTION 'beats are refused here'; END $$`);
+    await env.sql(`CREATE TRIGGER refuse_beats BEFORE UPDATE ON outbox.job FOR EACH ROW
+                   WHEN (OLD.status = 'running' AND NEW.status = 'running' AND NEW.lease_expires_at > OLD.lease_expires_at)
+                   EXECUTE FUNCTION public.refuse_beats()`);
+    try {
+      const id = await enqueue('hb.auto', { key: 'f1', do: 'sleep', ms: 20_000 });
+      await drain();
+      await noteOf('f1', 'started');
+      const seen: OutboxEventLike[] = [];
+      const lost = await until(async () => {
+        seen.push(...(await env.events()));
+        return seen.find((e) => e.type === 'lease_lost');
+      }, 15_000);
+      assert.deepEqual(lost, { type: 'lease_lost', jobId: id, kind: 'hb.auto', attempt: 1, reason: 'heartbeats_failed' });
+      assert.ok(seen.some((e) => e.type === 'infra_error' && e.where === 'heartbeat' && /beats are refused here/.test(e.error)), JSON.stringify(seen));
+      // Lost, so settled by nobody: the job stays running under its attempt until the lease runs out.
+      const job = await env.job(id);
+      assert.equal(job.status, 'running');
+      assert.equal(job.attempts, 0);
+      assert.deepEqual((await attemptLeases(id)).map((a) => a.outcome), [null]);
+    } finally {
+      await env.sql('DROP TRIGGER refuse_beats ON outbox.job; DROP FUNCTION public.refuse_beats()');
+    }
   });
 });
 
