@@ -106,9 +106,13 @@ TEST_CASE("webhook breaker: open waits the cooldown, then one probe; its result 
   REQUIRE(g.write.has_value());
   CHECK(g.write->state == wh::State::half_open);
   CHECK(g.write->opened_at == kNow + 60000);
-  // Others wait while the probe is out; a probe that never reported is replaced after probeMs.
+  // Others wait while the probe is out, looking again each second (so they follow soon after
+  // it closes the breaker); a probe that never reported is replaced after probeMs.
   const wh::Endpoint probing = *g.write;
   g = wh::gate(probing, kNow + 60001, 60000, 30000);
+  CHECK_FALSE(g.deliver);
+  CHECK(g.retry_at == kNow + 61001);
+  g = wh::gate(probing, kNow + 89500, 60000, 30000);
   CHECK_FALSE(g.deliver);
   CHECK(g.retry_at == kNow + 90000);
   g = wh::gate(probing, kNow + 90000, 60000, 30000);

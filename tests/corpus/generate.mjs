@@ -1328,7 +1328,8 @@ function bruteDue(expr, at, lastAt) {
   w('gate open in cooldown', gate(ep('open', { failures: 5, openedAt: NOW - 1 }), NOW + 59998), fields({ deliver: false, retryAt: NOW + 59999 }));
   w('gate open after cooldown', gate(ep('open', { failures: 5, openedAt: NOW - 60000 })),
     fields({ deliver: true, probe: true, endpoint: { state: 'half_open', failures: 5, openedAt: NOW, failingSince: null } }));
-  w('gate half_open probing', gate(ep('half_open', { failures: 5, openedAt: NOW - 1000 })), fields({ deliver: false, probe: false, retryAt: NOW + 44000 }));
+  w('gate half_open probing', gate(ep('half_open', { failures: 5, openedAt: NOW - 1000 })), fields({ deliver: false, probe: false, retryAt: NOW + 1000 }));
+  w('gate half_open probing near its end', gate(ep('half_open', { failures: 5, openedAt: NOW - 44500 })), fields({ deliver: false, probe: false, retryAt: NOW + 500 }));
   w('gate half_open probe lost', gate(ep('half_open', { failures: 5, openedAt: NOW - 45000 })), fields({ deliver: true, probe: true }));
   w('gate open without openedAt', gate(ep('open')), fields({ deliver: false, retryAt: NOW + 60000 }));
   w('gate unknown state', gate(ep('ajar')), isError('invalid_input', 'state'));

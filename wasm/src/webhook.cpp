@@ -24,9 +24,13 @@
 //   any ── 410, or failures lasting disableAfterMs ──► disabled (event webhook_endpoint_disabled)
 //
 // Only one delivery probes: "gate" hands out the probe by returning the half_open state to
-// store (the shim stores it only if nobody changed the row meanwhile); others wait probeMs.
+// store (the shim stores it only if nobody changed the row meanwhile). The others look again
+// every kProbeWatchMs while it is out (so they follow soon after it closes the breaker), and
+// one replaces it after probeMs if it never reports back.
 // A disabled endpoint stays disabled until an operator enables it again.
 #include "postbox/webhook.h"
+
+#include <algorithm>
 
 #include "postbox/civil_time.h"
 #include "postbox/families.h"
@@ -134,6 +138,8 @@ Outcome classify_error(bool timeout) {
 }
 
 Gate gate(const Endpoint& endpoint, int64_t now, int64_t cooldown_ms, int64_t probe_ms) {
+  // A probe usually answers within seconds: a delivery waiting on it looks again this soon.
+  constexpr int64_t kProbeWatchMs = 1000;
   Gate g;
   switch (endpoint.state) {
     case State::closed:
@@ -147,7 +153,7 @@ Gate gate(const Endpoint& endpoint, int64_t now, int64_t cooldown_ms, int64_t pr
       const int64_t since = endpoint.opened_at.value_or(now);
       const int64_t wait = endpoint.state == State::open ? cooldown_ms : probe_ms;
       if (now < since + wait) {
-        g.retry_at = since + wait;
+        g.retry_at = endpoint.state == State::open ? since + wait : std::min(since + wait, now + kProbeWatchMs);
         return g;
       }
       // Cooldown over (or the last probe never reported back): this delivery probes.
