@@ -1,6 +1,7 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { Core } from './core/core.js';
 import { isCoreError } from './core/core.js';
+import { type DedupeVerdict, dedupeItem, heldResult } from './dedupe.js';
 import { EnqueueRefusedError, PostboxError } from './errors.js';
 import type { PendingNudge } from './nudge.js';
 import type { AppendRow } from './store/contract.js';
@@ -55,7 +56,8 @@ interface Prepared {
  * Enqueues a list of jobs of one kind (`enqueue` is a list of one): validates each payload
  * with the job's schema, asks the core about all of them in one call, then writes them in ONE
  * statement. Results come back in list order. Of items sharing a dedupe key in one tenant
- * scope the first wins; the later ones are `exists` of it. Under `strict`, the first refused
+ * scope the first wins; the later ones are `exists` of it, or a conflict when they differ
+ * from it. Under `strict`, the first refused
  * item throws `EnqueueRefusedError`: before anything is written, or, for a dedupe conflict
  * the statement found, after (the caller's transaction rolls back).
  */
@@ -95,14 +97,9 @@ export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefi
   });
   // A key already held: the core says whether this is the same request again or a conflict.
   if (held.length > 0) {
-    const verdicts = dedupeVerdicts(env, held.map((w) => ({ sameKind: rows[w]!.kind === job.kind, samePayload: rows[w]!.samePayload })), api);
+    const verdicts = dedupeVerdicts(env, held.map((w) => dedupeItem(rows[w]!, job.kind)), api);
     held.forEach((w, n) => {
-      const row = rows[w]!;
-      const v = verdicts[n]!;
-      results[writes[w]!] =
-        v.status === 'exists' ? { status: 'exists', id: row.id, kind: row.kind }
-        : v.reason === 'kind' ? { status: 'dedupe_conflict', reason: 'kind', existingKind: row.kind }
-        : { status: 'dedupe_conflict', reason: 'payload', id: row.id };
+      results[writes[w]!] = heldResult(rows[w]!, verdicts[n]!);
     });
   }
   if (env.strict) throwFirstRefusal(results, api);
@@ -227,10 +224,9 @@ function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): Enque
 }
 
 /** The core's verdicts on items whose dedupe key was already held, in order. */
-function dedupeVerdicts(env: EnqueueEnv, items: { sameKind: boolean; samePayload: boolean }[], api: Api) {
-  type Verdict = { status: 'exists' } | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' };
-  const input = `{"op":"dedupe","items":[${items.map((i) => `{"sameKind":${i.sameKind},"samePayload":${i.samePayload}}`).join(',')}]}`;
-  const out = env.core.callText('enqueue', input) as { results: Verdict[] } | { error: { code: string; message: string } };
+function dedupeVerdicts(env: EnqueueEnv, items: ReturnType<typeof dedupeItem>[], api: Api) {
+  const input = `{"op":"dedupe","items":${JSON.stringify(items)}}`;
+  const out = env.core.callText('enqueue', input) as { results: DedupeVerdict[] } | { error: { code: string; message: string } };
   if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
   return out.results;
 }

@@ -166,8 +166,12 @@ export type EnqueueAccepted = { status: 'created' | 'exists'; id: string; kind: 
 export type EnqueueRefusal =
   /** The dedupe key is held by a job of another kind. */
   | { status: 'dedupe_conflict'; reason: 'kind'; existingKind: string }
-  /** The dedupe key is held by a job of this kind with another payload (`id` is that job). */
-  | { status: 'dedupe_conflict'; reason: 'payload'; id: string }
+  /**
+   * The dedupe key is held by a job of this kind (`id`) that differs from this request in the
+   * field `reason` names: the first differing one of payload, maxAttempts, metadata and
+   * correlationId, in that order. (`delayMs` is not compared: it is not stored.)
+   */
+  | { status: 'dedupe_conflict'; reason: 'payload' | 'maxAttempts' | 'metadata' | 'correlationId'; id: string }
   | { status: 'invalid_payload'; issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
 /** What `enqueue` returns: a result, never a throw (unless `strictEnqueue`). */
 export type EnqueueResult = EnqueueAccepted | EnqueueRefusal;

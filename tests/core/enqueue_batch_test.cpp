@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "abi_call.h"
 
@@ -88,15 +90,61 @@ TEST_CASE("enqueue: a job's own maxAttempts must be in a policy's range") {
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'maxAttempts' must be an integer in [1, 1000]"}})");
 }
 
-TEST_CASE("enqueue dedupe: the same request again exists; another kind or another payload conflicts") {
-  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true},{"sameKind":true,"samePayload":false},)"
-                         R"({"sameKind":false,"samePayload":true},{"samePayload":false,"sameKind":false}]})").out ==
-        R"({"results":[{"status":"exists"},{"status":"dedupe_conflict","reason":"payload"},)"
-        R"({"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"kind"}]})");
+namespace {
+// A dedupe item with every flag true but those named false.
+std::string dedupe_item(std::initializer_list<const char*> differing) {
+  std::string item = "{";
+  bool first = true;
+  for (const char* flag : {"sameKind", "samePayload", "sameMaxAttempts", "sameMetadata", "sameCorrelationId"}) {
+    bool same = true;
+    for (const char* d : differing) same = same && std::string_view(d) != flag;
+    item += std::string(first ? "" : ",") + "\"" + flag + "\":" + (same ? "true" : "false");
+    first = false;
+  }
+  return item + "}";
+}
+std::string dedupe(std::initializer_list<std::initializer_list<const char*>> items) {
+  std::string input = R"({"op":"dedupe","items":[)";
+  bool first = true;
+  for (auto differing : items) {
+    input += (first ? "" : ",") + dedupe_item(differing);
+    first = false;
+  }
+  return call(pb_enqueue, input + "]}").out;
+}
+}  // namespace
+
+TEST_CASE("enqueue dedupe: the same request again exists; any differing field conflicts, naming it") {
+  CHECK(dedupe({{}}) == R"({"results":[{"status":"exists"}]})");
+  CHECK(dedupe({{"sameKind"}, {"samePayload"}, {"sameMaxAttempts"}, {"sameMetadata"}, {"sameCorrelationId"}}) ==
+        R"({"results":[{"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"payload"},)"
+        R"({"status":"dedupe_conflict","reason":"maxAttempts"},{"status":"dedupe_conflict","reason":"metadata"},)"
+        R"({"status":"dedupe_conflict","reason":"correlationId"}]})");
+}
+
+TEST_CASE("enqueue dedupe: of several differing fields the first in kind, payload, maxAttempts, metadata, correlationId order is the reason") {
+  CHECK(dedupe({{"sameCorrelationId", "sameKind"}, {"sameMetadata", "samePayload"}, {"sameCorrelationId", "sameMaxAttempts"},
+                {"sameCorrelationId", "sameMetadata"}, {"sameKind", "samePayload", "sameMaxAttempts", "sameMetadata", "sameCorrelationId"}}) ==
+        R"({"results":[{"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"payload"},)"
+        R"({"status":"dedupe_conflict","reason":"maxAttempts"},{"status":"dedupe_conflict","reason":"metadata"},)"
+        R"({"status":"dedupe_conflict","reason":"kind"}]})");
+  // Flag order in the input does not matter.
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameCorrelationId":false,"sameMetadata":true,"sameMaxAttempts":true,"samePayload":true,"sameKind":true}]})").out ==
+        R"({"results":[{"status":"dedupe_conflict","reason":"correlationId"}]})");
+}
+
+TEST_CASE("enqueue dedupe: every flag is required and boolean") {
   CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[]})").out == R"({"results":[]})");
   CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true}]})").out ==
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].samePayload' is required"}})");
+  // The two flags of before are no longer enough: a missing flag must not pass as the same.
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameMaxAttempts' is required"}})");
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true,"sameMaxAttempts":true,"sameMetadata":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameCorrelationId' is required"}})");
   CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":1,"samePayload":true}]})").out ==
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameKind' must be a boolean"}})");
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true,"sameMaxAttempts":true,"sameMetadata":"yes","sameCorrelationId":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameMetadata' must be a boolean"}})");
   CHECK(call(pb_enqueue, R"({"op":"dedupe"})").out == R"({"error":{"code":"invalid_input","message":"enqueue: field 'items' is required"}})");
 }

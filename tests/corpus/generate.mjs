@@ -808,13 +808,23 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('batch now missing', (({ now, ...r }) => r)(batch([])), isError('invalid_input', 'now'));
   // Dedupe: what an item whose key was already held becomes.
   const dd = (items) => ({ op: 'dedupe', items });
-  e('dedupe same request exists', dd([{ sameKind: true, samePayload: true }]), exactText('{"results":[{"status":"exists"}]}'));
-  e('dedupe other payload conflicts', dd([{ sameKind: true, samePayload: false }]), exactText('{"results":[{"status":"dedupe_conflict","reason":"payload"}]}'));
-  e('dedupe other kind conflicts', dd([{ sameKind: false, samePayload: true }, { sameKind: false, samePayload: false }]),
-    exactText('{"results":[{"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"kind"}]}'));
+  // Every flag true but those named: the reason is the first false in kind, payload, maxAttempts, metadata, correlationId order.
+  const same = (...differing) => Object.fromEntries(['sameKind', 'samePayload', 'sameMaxAttempts', 'sameMetadata', 'sameCorrelationId'].map((f) => [f, !differing.includes(f)]));
+  const conflicts = (...reasons) => exactText(`{"results":[${reasons.map((r) => (r === 'exists' ? '{"status":"exists"}' : `{"status":"dedupe_conflict","reason":"${r}"}`)).join(',')}]}`);
+  e('dedupe same request exists', dd([same()]), conflicts('exists'));
+  e('dedupe other payload conflicts', dd([same('samePayload')]), conflicts('payload'));
+  e('dedupe other kind conflicts', dd([same('sameKind'), same('sameKind', 'samePayload')]), conflicts('kind', 'kind'));
+  e('dedupe other maxAttempts conflicts', dd([same('sameMaxAttempts'), same('sameMaxAttempts', 'sameCorrelationId')]), conflicts('maxAttempts', 'maxAttempts'));
+  e('dedupe other metadata conflicts', dd([same('sameMetadata'), same('sameMetadata', 'sameCorrelationId')]), conflicts('metadata', 'metadata'));
+  e('dedupe other correlationId conflicts', dd([same('sameCorrelationId')]), conflicts('correlationId'));
+  e('dedupe first differing field named', dd([same('sameCorrelationId', 'samePayload'), same('sameCorrelationId', 'sameMetadata', 'sameMaxAttempts'), same('sameKind', 'samePayload', 'sameMaxAttempts', 'sameMetadata', 'sameCorrelationId')]),
+    conflicts('payload', 'maxAttempts', 'kind'));
   e('dedupe empty', dd([]), exactText('{"results":[]}'));
   e('dedupe flag missing', dd([{ sameKind: true }]), isError('invalid_input', 'items[0].samePayload'));
+  e('dedupe two flags are not enough', dd([{ sameKind: true, samePayload: true }]), isError('invalid_input', 'items[0].sameMaxAttempts'));
+  e('dedupe correlationId flag missing', dd([{ sameKind: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true }]), isError('invalid_input', 'items[0].sameCorrelationId'));
   e('dedupe flag not boolean', dd([{ sameKind: 'yes', samePayload: true }]), isError('invalid_input', 'items[0].sameKind'));
+  e('dedupe metadata flag not boolean', dd([{ ...same(), sameMetadata: 1 }]), isError('invalid_input', 'items[0].sameMetadata'));
   e('dedupe items missing', { op: 'dedupe' }, isError('invalid_input', 'items'));
   e('batch item maxAttempts in range', batch([{ payloadBytes: 1, maxAttempts: 1 }, { payloadBytes: 1, maxAttempts: 1000 }]), decides([{ payloadBytes: 1 }, { payloadBytes: 1 }]));
   e('batch item maxAttempts 0', batch([{ payloadBytes: 1, maxAttempts: 0 }]), isError('invalid_input', 'items[0].maxAttempts'));

@@ -441,14 +441,18 @@ describe('enqueueMany on every handle', () => {
     // Blocks on the uncommitted key until `first` commits; its snapshot predates that commit.
     const pending = manyOutbox().enqueueMany(second, manyNote, [
       { payload: { body: 'first' }, dedupeKey: 'race' }, { payload: { body: 'free' } }, { payload: { body: 'second' }, dedupeKey: 'race' },
+      // The raced holder is compared field by field too.
+      { payload: { body: 'first' }, dedupeKey: 'race', maxAttempts: 3 }, { payload: { body: 'first' }, dedupeKey: 'race', metadata: { m: 1 } },
+      { payload: { body: 'first' }, dedupeKey: 'race', correlationId: 'c-1' },
     ]);
     await new Promise((r) => setTimeout(r, 200));
     await first.query('COMMIT');
     const results = await pending;
     await second.query('COMMIT');
-    assert.deepEqual(results.map((r) => r.status), ['exists', 'created', 'dedupe_conflict']);
+    assert.deepEqual(results.map((r) => r.status), ['exists', 'created', 'dedupe_conflict', 'dedupe_conflict', 'dedupe_conflict', 'dedupe_conflict']);
     assert.equal((results[0] as { id: string }).id, (mine as { id: string }).id);
     assert.deepEqual(results[2], { status: 'dedupe_conflict', reason: 'payload', id: (mine as { id: string }).id });
+    assert.deepEqual(results.slice(3).map((r) => (r as { reason: string }).reason), ['maxAttempts', 'metadata', 'correlationId']);
     assert.equal(seen.outbox, 2);
     await first.end();
     await second.end();

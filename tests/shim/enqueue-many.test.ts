@@ -43,6 +43,47 @@ describe('enqueueMany', () => {
     assert.deepEqual(row, { status: 'pending', payload: { key: 'm4', do: 'ok' }, dedupe_key: 'd1', tenant_key: 'org-a' });
   });
 
+  test('items sharing a key with an earlier item or a committed job but differing in a field are conflicts naming it', async () => {
+    const opts = { maxAttempts: 4, metadata: { a: 1, b: [1, 2] }, correlationId: 'corr-1', ...parked };
+    const held = await enqueueMany([ok('h0', { dedupeKey: 'k-held', ...opts })]);
+    assert.equal(held.body.results[0].status, 'created');
+    const res = await enqueueMany([
+      ok('k0', { dedupeKey: 'k1', ...opts }),
+      ok('k0', { dedupeKey: 'k1', ...opts, metadata: { b: [1, 2], a: 1 } }),
+      ok('k0', { dedupeKey: 'k1', ...opts, maxAttempts: 5 }),
+      ok('k0', { dedupeKey: 'k1', ...opts, maxAttempts: undefined }),
+      ok('k0', { dedupeKey: 'k1', ...opts, metadata: { a: 1 } }),
+      ok('k0', { dedupeKey: 'k1', ...opts, metadata: null }),
+      ok('k0', { dedupeKey: 'k1', ...opts, correlationId: 'corr-2' }),
+      ok('k0', { dedupeKey: 'k1', ...opts, correlationId: undefined }),
+      ok('k0', { dedupeKey: 'k1', ...opts, correlationId: 'corr-2', metadata: { a: 1 } }),
+      ok('h0', { dedupeKey: 'k-held', ...opts, metadata: { b: [1, 2], a: 1 } }),
+      ok('h0', { dedupeKey: 'k-held', ...opts, maxAttempts: 3 }),
+      ok('h0', { dedupeKey: 'k-held', ...opts, metadata: {} }),
+      ok('h0', { dedupeKey: 'k-held', ...opts, correlationId: 'corr-3' }),
+    ]);
+    assert.equal(res.status, 200, JSON.stringify(res.body).slice(0, 500));
+    assert.equal(res.body.statements, 1);
+    const [first, ...rest] = res.body.results;
+    const heldId = held.body.results[0].id;
+    assert.equal(first.status, 'created');
+    assert.deepEqual(rest, [
+      { status: 'exists', id: first.id, kind: 'test.echo' },
+      { status: 'dedupe_conflict', reason: 'maxAttempts', id: first.id },
+      { status: 'dedupe_conflict', reason: 'maxAttempts', id: first.id },
+      { status: 'dedupe_conflict', reason: 'metadata', id: first.id },
+      { status: 'dedupe_conflict', reason: 'metadata', id: first.id },
+      { status: 'dedupe_conflict', reason: 'correlationId', id: first.id },
+      { status: 'dedupe_conflict', reason: 'correlationId', id: first.id },
+      { status: 'dedupe_conflict', reason: 'metadata', id: first.id },
+      { status: 'exists', id: heldId, kind: 'test.echo' },
+      { status: 'dedupe_conflict', reason: 'maxAttempts', id: heldId },
+      { status: 'dedupe_conflict', reason: 'metadata', id: heldId },
+      { status: 'dedupe_conflict', reason: 'correlationId', id: heldId },
+    ]);
+    assert.equal(await count(), 2);
+  });
+
   test('a rolled-back transaction drops every job of the list and sends no nudge', async () => {
     const res = await enqueueMany([ok('r0'), ok('r1'), ok('r2')], { rollback: true });
     assert.equal(res.status, 500);

@@ -63,6 +63,32 @@ describe('enqueue inside the transaction', () => {
     assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 2);
   });
 
+  test('the same key with another maxAttempts, metadata or correlationId is a conflict naming the field; an exact repeat exists', async () => {
+    const opts = { dedupeKey: 'same:1', maxAttempts: 4, metadata: { a: 1, b: { c: [1, 2] } }, correlationId: 'corr-1', delayMs: 90_000_000 };
+    const payload = { key: 's1', do: 'ok' };
+    const first = await enqueueOne(payload, opts);
+    assert.equal(first.status, 'created');
+    // The same request again, its metadata's keys in another order: the same job.
+    assert.deepEqual(await enqueueOne({ do: 'ok', key: 's1' }, { ...opts, metadata: { b: { c: [1, 2] }, a: 1 } }), { status: 'exists', id: first.id, kind: 'test.echo' });
+    // The delay is not compared (the README says why): a repeat arrives later by nature.
+    assert.deepEqual(await enqueueOne(payload, { ...opts, delayMs: 95_000_000 }), { status: 'exists', id: first.id, kind: 'test.echo' });
+    const differing: [string, object][] = [
+      ['maxAttempts', { maxAttempts: 5 }], ['maxAttempts', { maxAttempts: undefined }],
+      ['metadata', { metadata: { a: 2, b: { c: [1, 2] } } }], ['metadata', { metadata: undefined }],
+      ['correlationId', { correlationId: 'corr-2' }], ['correlationId', { correlationId: undefined }],
+    ];
+    for (const [reason, change] of differing) {
+      assert.deepEqual(await enqueueOne(payload, { ...opts, ...change }), { status: 'dedupe_conflict', reason, id: first.id }, JSON.stringify(change));
+    }
+    // Of several differing fields the first in the documented order is named.
+    assert.deepEqual(await enqueueOne(payload, { ...opts, correlationId: 'corr-2', maxAttempts: 5 }), { status: 'dedupe_conflict', reason: 'maxAttempts', id: first.id });
+    // A job enqueued without them, repeated with them.
+    const bare = await enqueueOne(payload, { dedupeKey: 'same:2', delayMs: 90_000_000 });
+    assert.deepEqual(await enqueueOne(payload, { dedupeKey: 'same:2', metadata: {} }), { status: 'dedupe_conflict', reason: 'metadata', id: bare.id });
+    assert.deepEqual(await enqueueOne(payload, { dedupeKey: 'same:2', metadata: null }), { status: 'exists', id: bare.id, kind: 'test.echo' }, 'null metadata is none');
+    assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.job'))[0].n, 2);
+  });
+
   test('a payload failing its schema, or over the size cap, is refused and writes nothing', async () => {
     const bad = await enqueueOne({ key: 'x', do: 'dance' });
     assert.equal(bad.status, 'invalid_payload');

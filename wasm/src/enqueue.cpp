@@ -181,35 +181,54 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
 }
 
 // What an item becomes when its dedupe key was already held (by a committed job, or by an
-// earlier item of the same list): the same request again is `exists`; the key held by another
-// kind, or the same kind with another payload, is a conflict, so a caller reusing a key for a
-// different request hears about it instead of silently getting the old job.
-// {"op":"dedupe","items":[{"sameKind":true,"samePayload":false},…]} → {"results":[…]}.
+// earlier item of the same list): the same request again is `exists`; a holder that differs in
+// any compared field is a conflict, so a caller reusing a key for a different request hears
+// about it instead of silently getting the old job. The reason is the first differing field in
+// kDedupeFields' order (kind first: another kind's payload means nothing to this one).
+// {"op":"dedupe","items":[{"sameKind":true,"samePayload":false,…},…]} → {"results":[…]}.
+struct DedupeField {
+  std::string_view flag;
+  std::string_view reason;
+};
+constexpr DedupeField kDedupeFields[] = {
+    {"sameKind", "kind"},
+    {"samePayload", "payload"},
+    {"sameMaxAttempts", "maxAttempts"},
+    {"sameMetadata", "metadata"},
+    {"sameCorrelationId", "correlationId"},
+};
+constexpr std::size_t kDedupeFieldCount = sizeof(kDedupeFields) / sizeof(kDedupeFields[0]);
+
 Status enqueue_dedupe(od::object& root, const Where& where, JsonWriter& out) {
   out.begin_object();
   out.key("results");
   out.begin_array();
   Status status = for_each_item(root, where, [&](od::object& obj, const Where& item_where) -> Status {
-    int seen = 0;
-    bool same_kind = false, same_payload = false;
+    bool seen[kDedupeFieldCount] = {};
+    bool same[kDedupeFieldCount] = {};
     Status item = input::for_each_field(obj, item_where, [&](std::string_view name, od::value& flag) -> Status {
-      bool* target = name == "sameKind" ? &same_kind : name == "samePayload" ? &same_payload : nullptr;
-      if (target == nullptr) return ok_status();
-      Result<bool> b = input::read_bool(flag, item_where, name);
-      if (!b) return b.take_error();
-      *target = b.value();
-      seen |= target == &same_kind ? 1 : 2;
+      for (std::size_t i = 0; i < kDedupeFieldCount; ++i) {
+        if (name != kDedupeFields[i].flag) continue;
+        Result<bool> b = input::read_bool(flag, item_where, name);
+        if (!b) return b.take_error();
+        same[i] = b.value();
+        seen[i] = true;
+      }
       return ok_status();
     });
     if (!item) return item;
-    if ((seen & 1) == 0) return input::missing(item_where, "sameKind");
-    if ((seen & 2) == 0) return input::missing(item_where, "samePayload");
+    // Every flag is required: a flag the caller forgot must not pass as "the same".
+    for (std::size_t i = 0; i < kDedupeFieldCount; ++i) {
+      if (!seen[i]) return input::missing(item_where, kDedupeFields[i].flag);
+    }
     out.begin_object();
-    if (same_kind && same_payload) {
+    std::size_t differing = 0;
+    while (differing < kDedupeFieldCount && same[differing]) ++differing;
+    if (differing == kDedupeFieldCount) {
       out.field("status", "exists");
     } else {
       out.field("status", "dedupe_conflict");
-      out.field("reason", same_kind ? "payload" : "kind");
+      out.field("reason", kDedupeFields[differing].reason);
     }
     out.end_object();
     return ok_status();

@@ -43,6 +43,9 @@ interface PendingHolder {
   id: string;
   kind: string;
   payloadJson: string;
+  maxAttempts: number | null;
+  metadataJson: string | null;
+  correlationId: string | null;
 }
 
 /**
@@ -127,16 +130,27 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
     });
     const expect: { key: string; scope: string; holder: string | null }[] = [];
     const rows = input.items.map((item, i): AppendRow => {
-      if (item.dedupeKey === null) return { id: item.id, kind: input.kind, created: true, samePayload: true };
+      const created: AppendRow = { id: item.id, kind: input.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true };
+      if (item.dedupeKey === null) return created;
       const scope = scopeOf(item.tenantKey);
       const slot = `${scope}\u0000${item.dedupeKey}`;
       const pending = tx.holders.get(slot);
       const row = committed.get(String(i));
-      const holder = pending ?? (row ? { id: String(row.id), kind: String(row.kind), payloadJson: String(row.payload) } : undefined);
+      const holder: PendingHolder | undefined = pending ?? (row ? {
+        id: String(row.id), kind: String(row.kind), payloadJson: String(row.payload), maxAttempts: row.max_attempts === null ? null : Number(row.max_attempts),
+        metadataJson: row.metadata === null ? null : String(row.metadata), correlationId: row.correlation_id === null ? null : String(row.correlation_id),
+      } : undefined);
       if (!pending) expect.push({ key: item.dedupeKey, scope, holder: holder?.id ?? null });
-      if (holder) return { id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(JSON.parse(holder.payloadJson), JSON.parse(item.payloadJson)) };
-      tx.holders.set(slot, { id: item.id, kind: input.kind, payloadJson: item.payloadJson });
-      return { id: item.id, kind: input.kind, created: true, samePayload: true };
+      if (holder) {
+        const json = (text: string | null) => (text === null ? null : JSON.parse(text));
+        return {
+          id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(JSON.parse(holder.payloadJson), JSON.parse(item.payloadJson)),
+          sameMaxAttempts: holder.maxAttempts === item.maxAttempts, sameMetadata: jsonEqual(json(holder.metadataJson), json(item.metadataJson)),
+          sameCorrelationId: holder.correlationId === item.correlationId,
+        };
+      }
+      tx.holders.set(slot, { id: item.id, kind: input.kind, payloadJson: item.payloadJson, maxAttempts: item.maxAttempts, metadataJson: item.metadataJson, correlationId: item.correlationId });
+      return created;
     });
     tx.queue([
       ...(expect.length === 0 ? [] : [{ sql: this.sql.guardHolders, params: [JSON.stringify(expect)] }]),

@@ -3,7 +3,9 @@ import { ts } from './time.js';
 /**
  * JobInsertOne: a list of one, in a statement far cheaper to plan than JobInsertMany's (about
  * half the time of a local round trip). Inserts, or finds the job that already holds the
- * dedupe key in the same tenant scope (and whether its payload is this one's); returns no row only when a concurrent transaction
+ * dedupe key in the same tenant scope and, field by field, whether it holds this request's
+ * payload (jsonb equality), retry budget, metadata (jsonb equality) and correlation id (SQL NULL
+ * for none, so IS NOT DISTINCT FROM); returns no row only when a concurrent transaction
  * inserted the key after this statement's snapshot (then JobFindByDedupeMany finds it).
  */
 export const jobInsertOne = (s: string) => `
@@ -14,9 +16,11 @@ WITH ins AS (
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
-SELECT id, kind, true AS created, true AS same_payload FROM ins
+SELECT id, kind, true AS created, true AS same_payload, true AS same_max_attempts, true AS same_metadata, true AS same_correlation_id FROM ins
 UNION ALL
-SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload FROM ${s}.job
+SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload, max_attempts IS NOT DISTINCT FROM $12::int AS same_max_attempts,
+       metadata IS NOT DISTINCT FROM $8::jsonb AS same_metadata, correlation_id IS NOT DISTINCT FROM $7::text AS same_correlation_id
+  FROM ${s}.job
  WHERE $6::text IS NOT NULL AND dedupe_key = $6 AND tenant_scope = COALESCE('t:' || $5::text, 'n')
    AND NOT EXISTS (SELECT 1 FROM ins)`;
 
@@ -40,8 +44,9 @@ const insertItems = (s: string, filter: string) => `
  * insertion). Items with one go in in list order, so among items sharing a key in one tenant
  * scope the first is inserted and the later ones skip against it (ON CONFLICT sees this
  * statement's own rows). Returns a row only for each item NOT inserted (`ord` from 1): the job
- * holding its key, inserted here by an earlier item or already committed, and whether its
- * payload equals the item's (jsonb equality). `id` is null only
+ * holding its key, inserted here by an earlier item or already committed, and, field by field,
+ * whether it holds the item's payload, retry budget, metadata and correlation id (as
+ * JobInsertOne compares them). `id` is null only
  * when a concurrent transaction inserted the key after this statement's snapshot; then
  * JobFindByDedupeMany finds it.
  */
@@ -56,9 +61,13 @@ WITH item AS (
 ), plain AS (${insertItems(s, 'dedupe_key IS NULL')}
 ), keyed AS (${insertItems(s, 'dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
-  RETURNING id, kind, tenant_scope, dedupe_key, payload
+  RETURNING id, kind, tenant_scope, dedupe_key, payload, max_attempts, metadata, correlation_id
 )
-SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COALESCE(f.payload, h.payload) = i.payload AS same_payload
+SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COALESCE(f.payload, h.payload) = i.payload AS same_payload,
+       -- Nullable columns: the earlier item's (f) when there is one, else the committed job's.
+       CASE WHEN f.id IS NULL THEN h.max_attempts ELSE f.max_attempts END IS NOT DISTINCT FROM i.max_attempts AS same_max_attempts,
+       CASE WHEN f.id IS NULL THEN h.metadata ELSE f.metadata END IS NOT DISTINCT FROM NULLIF(i.metadata, 'null'::jsonb) AS same_metadata,
+       CASE WHEN f.id IS NULL THEN h.correlation_id ELSE f.correlation_id END IS NOT DISTINCT FROM i.correlation_id AS same_correlation_id
   FROM item i
   LEFT JOIN keyed f ON f.dedupe_key = i.dedupe_key AND f.tenant_scope = i.tenant_scope
   LEFT JOIN ${s}.job h ON f.id IS NULL AND h.dedupe_key IS NOT NULL
@@ -67,9 +76,15 @@ SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COAL
 
 /**
  * JobFindByDedupeMany: the jobs holding dedupe keys[] ($1) in tenant scopes (keys[] $2), by
- * `ord`, and whether each one's payload equals the item's (JSON texts[] $3).
+ * `ord`, and whether each one holds the item's payload (JSON texts[] $3), retry budget (int[]
+ * $4), metadata (JSON texts[] $5, NULL for none) and correlation id (texts[] $6), compared as
+ * JobInsertOne compares them.
  */
 export const jobFindByDedupeMany = (s: string) => `
-SELECT t.ord, j.id, j.kind, j.payload = t.payload::jsonb AS same_payload
-  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(dedupe_key, tenant_key, payload, ord)
+SELECT t.ord, j.id, j.kind, j.payload = t.payload::jsonb AS same_payload,
+       j.max_attempts IS NOT DISTINCT FROM t.max_attempts AS same_max_attempts,
+       j.metadata IS NOT DISTINCT FROM t.metadata::jsonb AS same_metadata,
+       j.correlation_id IS NOT DISTINCT FROM t.correlation_id AS same_correlation_id
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[])
+       WITH ORDINALITY AS t(dedupe_key, tenant_key, payload, max_attempts, metadata, correlation_id, ord)
   JOIN ${s}.job j ON j.dedupe_key = t.dedupe_key AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;

@@ -21,6 +21,7 @@ import type { OutboxRuntime } from '../runtime.js';
 import { randomSeed } from '../runtime.js';
 import type { LaneSession } from '../session.js';
 import type { OperateResult, TenantScope } from '../outbox.js';
+import { type DedupeVerdict, dedupeItem, heldResult } from '../dedupe.js';
 import type { AppendInput, AppendRow, ClaimedJob, JobStatus, OutboxStore, SettleWrite } from '../store/contract.js';
 import type { CorePolicy, EnqueueOptions, EnqueueResult, HandlerOutcome, JobDefinition, OutboxEvent } from '../types.js';
 
@@ -206,17 +207,14 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   /** The append's rows as results; a held key is `exists` or a conflict as the core says. */
   function finish(job: JobDefinition, rows: AppendRow[], writes: number[], results: (EnqueueResult | undefined)[]): EnqueueResult[] {
     const held = rows.map((r, w) => [r, w] as const).filter(([r]) => !r.created);
-    const verdicts = held.length === 0 ? [] : callCore<{ results: ({ status: 'exists' } | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' })[] }>(
-      core, 'enqueue', { op: 'dedupe', items: held.map(([r]) => ({ sameKind: r.kind === job.kind, samePayload: r.samePayload })) }, 'enqueue',
+    const verdicts = held.length === 0 ? [] : callCore<{ results: DedupeVerdict[] }>(
+      core, 'enqueue', { op: 'dedupe', items: held.map(([r]) => dedupeItem(r, job.kind)) }, 'enqueue',
     ).results;
     rows.forEach((r, w) => {
       if (r.created) results[writes[w]!] = { status: 'created', id: r.id, kind: r.kind };
     });
     held.forEach(([r, w], n) => {
-      const v = verdicts[n]!;
-      results[writes[w]!] = v.status === 'exists' ? { status: 'exists', id: r.id, kind: r.kind }
-        : v.reason === 'kind' ? { status: 'dedupe_conflict', reason: 'kind', existingKind: r.kind }
-        : { status: 'dedupe_conflict', reason: 'payload', id: r.id };
+      results[writes[w]!] = heldResult(r, verdicts[n]!);
     });
     return results as EnqueueResult[];
   }

@@ -29,7 +29,7 @@ export interface SqliteSql {
   readonly attempt: string;
   /** `?1` items (JSON array: id, payload, tenantKey, dedupeKey, correlationId, metadata, dueAt, maxAttempts), `?2` kind, `?3` lane, `?4` now, `?5` version ts. */
   readonly appendInsert: string;
-  /** `?1` the same items: the job holding each keyed item's dedupe key (`ord` from 0) and its payload. */
+  /** `?1` the same items: the job holding each keyed item's dedupe key (`ord` from 0) and the fields a repeat is compared on. */
   readonly appendHolders: string;
   /** `?1` now, `?2` lane, `?3` {kind: leaseMs}, `?4` limit, `?5` version cutoff, `?6` ids never to claim (JSON array). */
   readonly claimDue: string;
@@ -168,7 +168,8 @@ SELECT value ->> 'id', ?2, ?3, 'pending', value ->> 'payload', value ->> 'tenant
   FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
     appendHolders: `
-SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload
+SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload, j.max_attempts AS max_attempts, j.metadata AS metadata,
+       j.correlation_id AS correlation_id
   FROM json_each(?1) i
   JOIN ${job} j ON j.dedupe_key = i.value ->> 'dedupeKey' AND j.tenant_scope = COALESCE('t:' || (i.value ->> 'tenantKey'), 'n')
  WHERE i.value ->> 'dedupeKey' IS NOT NULL`,

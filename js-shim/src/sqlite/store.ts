@@ -96,7 +96,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
           for (const r of results[2 * c + 1] ?? []) holders.set(Number(r.ord), r);
           chunk.items.forEach((item, i) => {
             if (item.dedupeKey === null) {
-              rows.push({ id: item.id, kind: input.kind, created: true, samePayload: true });
+              rows.push({ id: item.id, kind: input.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true });
               return;
             }
             const holder = holders.get(i);
@@ -107,6 +107,9 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
               kind: String(holder.kind),
               created,
               samePayload: created || jsonEqual(JSON.parse(String(holder.payload)), JSON.parse(item.payloadJson)),
+              sameMaxAttempts: created || (holder.max_attempts === null ? null : Number(holder.max_attempts)) === item.maxAttempts,
+              sameMetadata: created || jsonEqual(parseJson(holder.metadata ?? null), item.metadataJson === null ? null : JSON.parse(item.metadataJson)),
+              sameCorrelationId: created || str(holder.correlation_id) === item.correlationId,
             });
           });
         });

@@ -52,17 +52,24 @@ export interface AppendInput {
 }
 
 /**
- * What append did with one item, in input order. `created`: inserted under the item's id.
- * Otherwise the dedupe key was already held in the item's tenant scope (by a committed job, or
- * by an EARLIER item of the same list): `id`/`kind` name the holder and `samePayload` says
- * whether its payload equals the item's as JSON values (key order and spacing do not count).
- * The caller asks the core whether that is `exists` or a conflict.
+ * What append did with one item, in input order. `created`: inserted under the item's id (the
+ * `same*` flags are then true). Otherwise the dedupe key was already held in the item's tenant
+ * scope (by a committed job, or by an EARLIER item of the same list): `id`/`kind` name the
+ * holder and the `same*` flags say, field by field, whether the holder holds the item's value.
+ * The caller asks the core whether that is `exists` or a conflict, and which field it names.
  */
 export interface AppendRow {
   id: string;
   kind: string;
   created: boolean;
+  /** The payloads are equal as JSON values (key order and spacing do not count). */
   samePayload: boolean;
+  /** The same own retry budget, `null` (the kind's) only equal to `null`. */
+  sameMaxAttempts: boolean;
+  /** The metadata are equal as JSON values, or both are none. */
+  sameMetadata: boolean;
+  /** The same correlation id, or both are none. */
+  sameCorrelationId: boolean;
 }
 
 /**

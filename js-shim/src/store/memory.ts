@@ -188,7 +188,12 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       if (item.dedupeKey !== null) {
         const holderId = this.#t.dedupe.get(dedupeIndex(item.tenantKey, item.dedupeKey));
         const holder = holderId === undefined ? undefined : this.#t.rows.get(holderId);
-        if (holder) return { id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(holder.payload, payload) };
+        if (holder) {
+          return {
+            id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(holder.payload, payload), sameMaxAttempts: holder.maxAttempts === item.maxAttempts,
+            sameMetadata: jsonEqual(holder.metadata, metadata), sameCorrelationId: holder.correlationId === item.correlationId,
+          };
+        }
       }
       const row: Row = {
         id: item.id, kind: input.kind, lane: input.lane, status: 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
@@ -199,7 +204,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       this.#t.rows.set(row.id, row);
       if (row.dedupeKey !== null) this.#t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
       own?.inserted.push({ tables: this.#t, row });
-      return { id: row.id, kind: row.kind, created: true, samePayload: true };
+      return { id: row.id, kind: row.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true };
     });
   }
 

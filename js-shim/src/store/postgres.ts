@@ -26,7 +26,16 @@ interface NotInserted {
   id: string | null;
   kind: string | null;
   same_payload: boolean | null;
+  same_max_attempts: boolean | null;
+  same_metadata: boolean | null;
+  same_correlation_id: boolean | null;
 }
+
+/** A held key's row as append returns it: the holder and, field by field, whether it is this request. */
+const heldRow = (r: NotInserted): AppendRow => ({
+  id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true, sameMaxAttempts: r.same_max_attempts === true,
+  sameMetadata: r.same_metadata === true, sameCorrelationId: r.same_correlation_id === true,
+});
 
 const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
   last_error_code, last_error_message, ${ms('due_at')} AS due_ms, ${ms('created_at')} AS created_ms, ${ms('finished_at')} AS finished_ms`;
@@ -81,8 +90,8 @@ SELECT id FROM beat`;
         w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
         w.maxAttempts,
       ]);
-      const row = rows[0] as { id: string; kind: string; created: boolean; same_payload: boolean } | undefined;
-      notInserted = row?.created ? [] : [{ ord: 1, id: row?.id ?? null, kind: row?.kind ?? null, same_payload: row?.same_payload ?? null }];
+      const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
+      notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
     } else {
       // JSON arrays: one JSON.stringify each, where node-postgres' array literals cost far more.
       const column = <T>(pick: (w: AppendInput['items'][number]) => T) => JSON.stringify(items.map(pick));
@@ -104,19 +113,20 @@ SELECT id FROM beat`;
       ).rows;
     }
     // Every item went in under its own id, except those the statement names.
-    const out: AppendRow[] = items.map((w) => ({ id: w.id, kind: input.kind, created: true, samePayload: true }));
+    const out: AppendRow[] = items.map((w) => ({ id: w.id, kind: input.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true }));
     const raced: number[] = [];
     for (const r of notInserted) {
       const i = Number(r.ord) - 1;
       if (r.id === null) raced.push(i);
-      else out[i] = { id: r.id, kind: r.kind!, created: false, samePayload: r.same_payload === true };
+      else out[i] = heldRow(r);
     }
     if (raced.length > 0) {
       const found = await tx.query(this.sql.findByDedupeMany, [
         raced.map((i) => items[i]!.dedupeKey), raced.map((i) => items[i]!.tenantKey), raced.map((i) => items[i]!.payloadJson),
+        raced.map((i) => items[i]!.maxAttempts), raced.map((i) => items[i]!.metadataJson), raced.map((i) => items[i]!.correlationId),
       ]);
       if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${input.kind} job`);
-      for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = { id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true };
+      for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = heldRow(r);
     }
     return out;
   }

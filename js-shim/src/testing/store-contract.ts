@@ -6,6 +6,7 @@
  * @module
  */
 import { getCore } from '../core/core.js';
+import { dedupeItem } from '../dedupe.js';
 import type { PostboxError } from '../errors.js';
 import type { SettleDecision } from '../settle.js';
 import type { AppendRow, ClaimedJob, ClaimInput, JobStatus, JobView, OutboxStore, SettleWrite } from '../store/contract.js';
@@ -101,7 +102,7 @@ class Driver<Db, Tx> {
    */
   async enqueue(
     tx: Tx | Db,
-    items: { payload: unknown; dedupeKey?: string; tenantKey?: string | null; delayMs?: number; correlationId?: string }[],
+    items: { payload: unknown; dedupeKey?: string; tenantKey?: string | null; delayMs?: number; correlationId?: string; metadata?: object; maxAttempts?: number }[],
     kind = KIND,
     store: OutboxStore<Db, Tx> = this.store,
   ): Promise<(AppendRow & { verdict: string })[]> {
@@ -116,7 +117,8 @@ class Driver<Db, Tx> {
       kind, lane: this.policy(kind).lane, now: this.now, versionTs: null,
       items: items.map((i, n) => ({
         id: crypto.randomUUID(), payloadJson: payloads[n]!, tenantKey: i.tenantKey ?? null, dedupeKey: i.dedupeKey ?? null,
-        correlationId: i.correlationId ?? null, metadataJson: null, dueAt: decided[n]!.dueAt, maxAttempts: null,
+        correlationId: i.correlationId ?? null, metadataJson: i.metadata === undefined ? null : JSON.stringify(i.metadata), dueAt: decided[n]!.dueAt,
+        maxAttempts: i.maxAttempts ?? null,
       })),
     };
     let rows: AppendRow[];
@@ -130,7 +132,7 @@ class Driver<Db, Tx> {
     eq(rows.length, items.length, 'append returns one row per item');
     const held = rows.filter((r) => !r.created);
     const verdicts = held.length === 0 ? [] : core.call<{ results: { status: string; reason?: string }[] }>('enqueue', {
-      op: 'dedupe', items: held.map((r) => ({ sameKind: r.kind === kind, samePayload: r.samePayload })),
+      op: 'dedupe', items: held.map((r) => dedupeItem(r, kind)),
     }).results;
     let h = 0;
     return rows.map((r) => ({ ...r, verdict: r.created ? 'created' : ((v) => (v.reason ? `${v.status}:${v.reason}` : v.status))(verdicts[h++]!) }));
@@ -243,6 +245,29 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       eq(list.map((r) => r.verdict), ['created', 'exists', 'dedupe_conflict:payload', 'created'], 'within one list the first item holds the key');
       eq([list[1]!.id, list[2]!.id], [list[0]!.id, list[0]!.id], 'later items name the first');
       eq((await d.store.countJobs(d.db, {})).pending, 4, 'four jobs were written');
+    }),
+
+    scenario('append compares a held key\'s maxAttempts, metadata and correlationId; a repeat differing in one is a conflict naming it', async (d) => {
+      const base = { payload: { a: 1 }, dedupeKey: 'f1', maxAttempts: 4, metadata: { m: 1, n: [1, 2] }, correlationId: 'c1' };
+      const [first] = await d.enqueue(d.db, [base]);
+      eq(first!.verdict, 'created', 'a new key is created');
+      const [again] = await d.enqueue(d.db, [{ ...base, metadata: { n: [1, 2], m: 1 } }]);
+      eq([again!.verdict, again!.id], ['exists', first!.id], 'the same fields (metadata keys reordered) are the job that exists');
+      const repeats = await d.enqueue(d.db, [
+        { ...base, maxAttempts: 5 }, { ...base, maxAttempts: undefined }, { ...base, metadata: { m: 2, n: [1, 2] } }, { ...base, metadata: undefined },
+        { ...base, correlationId: 'c2' }, { ...base, correlationId: undefined },
+      ]);
+      eq(repeats.map((r) => [r.verdict, r.id]), [
+        ['dedupe_conflict:maxAttempts', first!.id], ['dedupe_conflict:maxAttempts', first!.id], ['dedupe_conflict:metadata', first!.id],
+        ['dedupe_conflict:metadata', first!.id], ['dedupe_conflict:correlationId', first!.id], ['dedupe_conflict:correlationId', first!.id],
+      ], 'against a committed holder');
+      const list = await d.enqueue(d.db, [
+        { ...base, dedupeKey: 'f2' }, { ...base, dedupeKey: 'f2', metadata: { n: [1, 2], m: 1 } }, { ...base, dedupeKey: 'f2', maxAttempts: 3 },
+        { ...base, dedupeKey: 'f2', metadata: {} }, { ...base, dedupeKey: 'f2', correlationId: undefined },
+      ]);
+      eq(list.map((r) => r.verdict), ['created', 'exists', 'dedupe_conflict:maxAttempts', 'dedupe_conflict:metadata', 'dedupe_conflict:correlationId'],
+        'against an earlier item of the same list');
+      eq((await d.store.countJobs(d.db, {})).pending, 2, 'two jobs were written');
     }),
 
     scenario('transaction: the append commits with the callback, or neither happens', async (d) => {

@@ -1,0 +1,27 @@
+/**
+ * A held dedupe key, from the store's per-field comparison to the result the caller sees: the
+ * core decides `exists` or a conflict and which field it names; this module only carries the
+ * flags there and the verdict back. Shared by every outbox (PostgreSQL and SQLite).
+ * @module
+ */
+import type { AppendRow } from './store/contract.js';
+import type { EnqueueResult } from './types.js';
+
+/** What the core answers for one held key (pb_enqueue, `{"op":"dedupe"}`). */
+export type DedupeVerdict = { status: 'exists' } | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' | 'maxAttempts' | 'metadata' | 'correlationId' };
+
+/** The core's input item for a row whose key was held, for an item of `kind`. */
+export function dedupeItem(row: AppendRow, kind: string) {
+  return {
+    sameKind: row.kind === kind, samePayload: row.samePayload, sameMaxAttempts: row.sameMaxAttempts,
+    sameMetadata: row.sameMetadata, sameCorrelationId: row.sameCorrelationId,
+  };
+}
+
+/** The result of an item whose key `row` held, as the core judged it. */
+export function heldResult(row: AppendRow, verdict: DedupeVerdict): EnqueueResult {
+  if (verdict.status === 'exists') return { status: 'exists', id: row.id, kind: row.kind };
+  // Another kind's job is not named by id: the key's holder belongs to someone else's code.
+  if (verdict.reason === 'kind') return { status: 'dedupe_conflict', reason: 'kind', existingKind: row.kind };
+  return { status: 'dedupe_conflict', reason: verdict.reason, id: row.id };
+}
