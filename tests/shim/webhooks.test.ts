@@ -373,7 +373,8 @@ describe('delivery inside workerd', () => {
     assert.equal(row.status, 'pending');
     assert.equal(row.attempts, 0);
     assert.equal(row.last_error_code, 'endpoint_paused');
-    const openedMs = Date.parse(ep.opened_at);
+    // node-postgres hands a timestamptz back as a Date: read its milliseconds, not its string (which drops them).
+    const openedMs = (ep.opened_at as Date).getTime();
     assert.ok(Math.abs(Number(row.due_ms) - (openedMs + 60_000)) < 1_000, 'due at the end of the cooldown');
 
     // After the cooldown one delivery probes (the others look again a second later); the
@@ -406,7 +407,7 @@ describe('delivery inside workerd', () => {
     await run();
     const second = await endpoint('ep-reopen');
     assert.equal(second.state, 'open');
-    assert.ok(Date.parse(second.opened_at) > Date.parse(first.opened_at), 'the cooldown restarted');
+    assert.ok((second.opened_at as Date).getTime() > (first.opened_at as Date).getTime(), 'the cooldown restarted');
     assert.equal(received.length, 4, 'one probe, the others waited');
     const evs = await events();
     assert.equal(evs.filter((e) => e.type === 'webhook_endpoint_paused').length, 2);
