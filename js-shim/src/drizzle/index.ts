@@ -46,6 +46,8 @@ function buildTables<S extends string>(schemaName: S) {
       replayedAt: tstz('replayed_at'),
       nudgeSentAt: tstz('nudge_sent_at'),
       maxAttempts: integer('max_attempts'),
+      // The running attempt's start (migration 0006: its attempt row is written when it ends).
+      startedAt: tstz('started_at'),
     },
     (t) => [
       check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')`),
@@ -70,7 +72,8 @@ function buildTables<S extends string>(schemaName: S) {
       seq: integer('seq').notNull(),
       kind: text('kind').notNull(),
       startedAt: tstz('started_at').notNull(),
-      leaseExpiresAt: tstz('lease_expires_at').notNull(),
+      // Written by schemas before 0006 only; a running attempt's lease is on its job.
+      leaseExpiresAt: tstz('lease_expires_at'),
       finishedAt: tstz('finished_at'),
       outcome: text('outcome'),
       errorCode: text('error_code'),

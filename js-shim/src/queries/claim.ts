@@ -13,8 +13,8 @@ const CLAIMED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms`;
 export type Pick = 'due' | 'targets';
 
 /**
- * The claim part of a statement: picks rows, leases each for its kind's lease and opens its
- * attempt. `$1` is now; from `first`: lane, kinds[], leaseMs[] (parallel to kinds), limit,
+ * The claim part of a statement: picks rows and leases each for its kind's lease; the attempt
+ * is the job row's (status, attempt_seq, started_at, lease) until it ends (migration 0006). `$1` is now; from `first`: lane, kinds[], leaseMs[] (parallel to kinds), limit,
  * version cutoff (NULL: no deploy versions), and for `targets` ids[] and kinds[] (parallel).
  * `s` is the schema as written in SQL (see name.ts). Neither variant has optional clauses, so the server can keep one generic plan for each.
  */
@@ -32,23 +32,23 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
    FOR UPDATE SKIP LOCKED`
       : `SELECT j.id FROM ${s}.job j
     JOIN unnest(${p(5)}::uuid[], ${p(6)}::text[]) AS t(id, kind) ON j.id = t.id AND j.kind = t.kind
-   WHERE ${claimable}
+   WHERE j.id = ANY(${p(5)}::uuid[]) AND ${claimable}
    LIMIT ${p(3)}
    FOR UPDATE OF j SKIP LOCKED`;
+  // Rows are reached by id through the primary key (\`id = ANY(array)\`): the generic plan a
+  // named statement settles on cannot size a join, and joined it hashed a scan of the whole
+  // table, so every claim cost time in proportion to the jobs kept (finished ones included).
   return `lease AS (
   SELECT kind, lease_ms FROM unnest(${p(1)}::text[], ${p(2)}::bigint[]) AS l(kind, lease_ms)
 ), picked AS (
   ${picked}
 ), claimed AS (
   UPDATE ${s}.job j
-     SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${ts('$1')},
+     SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${ts('$1')}, started_at = ${ts('$1')},
          lease_expires_at = ${ts('$1')} + l.lease_ms * interval '1 millisecond'
-    FROM picked p, lease l
-   WHERE j.id = p.id AND l.kind = j.kind
+    FROM lease l
+   WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND l.kind = j.kind
   RETURNING j.*
-), opened AS (
-  INSERT INTO ${s}.attempt (job_id, seq, kind, started_at, lease_expires_at)
-  SELECT id, attempt_seq, kind, ${ts('$1')}, lease_expires_at FROM claimed
 )`;
 }
 

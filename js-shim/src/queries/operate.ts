@@ -1,3 +1,4 @@
+import { closeAttempts } from './settle.js';
 import { ts } from './time.js';
 
 /** Tenant scope filter: $tenantAny true means any tenant; else the tenant (NULL = none). */
@@ -21,10 +22,9 @@ WITH o AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[], $7::text[], $8::bool[], $9::bool[])
     AS o(id, status, due_ms, reset, reason, close, finished, record)
 ), closed AS (
-  UPDATE ${s}.attempt a
-     SET finished_at = ${ts('$1')}, outcome = o.close, error_code = o.reason
+  ${closeAttempts(s, `SELECT o.id, cj.attempt_seq, cj.kind, cj.started_at, o.close, o.reason, NULL::text
     FROM o JOIN ${s}.job cj ON cj.id = o.id
-   WHERE o.close IS NOT NULL AND a.job_id = o.id AND a.seq = cj.attempt_seq AND a.finished_at IS NULL
+   WHERE o.close IS NOT NULL AND cj.status = 'running'`)}
 )
 UPDATE ${s}.job j
    SET status = o.status,

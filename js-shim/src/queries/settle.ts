@@ -1,9 +1,22 @@
 import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
+/**
+ * Writes the ended attempts `rows` selects (id, seq, kind, started_at, outcome, error_code,
+ * error_message) as the attempt ledger's rows, once each (migration 0006). A row an earlier
+ * schema opened at claim time is closed instead; one already closed is left alone. `$1` is now.
+ */
+export const closeAttempts = (s: string, rows: string): string => `INSERT INTO ${s}.attempt AS a (job_id, seq, kind, started_at, finished_at, outcome, error_code, error_message)
+  SELECT e.id, e.seq, e.kind, COALESCE(e.started_at, ${ts('$1')}), ${ts('$1')}, e.outcome, e.error_code, e.error_message
+    FROM (${rows}) AS e(id, seq, kind, started_at, outcome, error_code, error_message)
+  ON CONFLICT (job_id, seq) DO UPDATE
+     SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome, error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message
+   WHERE a.finished_at IS NULL`;
+
 /** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
 const settleCtes = (s: string, first: number): string => {
   const p = (i: number) => `$${first + i}`;
+  // `j.id = ANY(ids)`: reached through the primary key, never by a scan (see claimCtes).
   return `s AS (
   SELECT * FROM unnest(${p(0)}::uuid[], ${p(1)}::int[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::int[], ${p(5)}::int[],
                        ${p(6)}::text[], ${p(7)}::int[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::bool[], ${p(11)}::text[])
@@ -18,14 +31,12 @@ const settleCtes = (s: string, first: number): string => {
          finished_at = CASE WHEN s.finished THEN ${ts('$1')} END,
          updated_at = ${ts('$1')}
     FROM s
-   WHERE j.id = s.id AND j.attempt_seq = s.seq AND j.status = 'running'
+   WHERE j.id = ANY(${p(0)}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.status = 'running'
      AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
-  RETURNING j.id
+  RETURNING j.id, j.kind, j.started_at
 ), closed AS (
-  UPDATE ${s}.attempt a
-     SET finished_at = ${ts('$1')}, outcome = s.outcome, error_code = s.error_code, error_message = s.error_message
-    FROM s JOIN settled ON settled.id = s.id
-   WHERE a.job_id = s.id AND a.seq = s.seq AND a.finished_at IS NULL
+  ${closeAttempts(s, `SELECT DISTINCT ON (s.id) s.id, s.seq, settled.kind, settled.started_at, s.outcome, s.error_code, s.error_message
+    FROM s JOIN settled ON settled.id = s.id`)}
 )`;
 };
 
@@ -37,7 +48,7 @@ export { settleCtes };
  * JobSettleBatch: writes many settlements in one statement. Each row is fenced by the
  * attempt that claimed it (attempt_seq) and by status 'running', so a late or duplicate
  * settle changes nothing; a crash (a recovery) also by a lease that has run out, so a
- * heartbeat that extended it since the recovery listed the job wins. The attempt row closes in the same statement.
+ * heartbeat that extended it since the recovery listed the job wins. The attempt's row is written in the same statement.
  * $1 now, $2..$13 parallel arrays (id, seq, status, due ms, attempts, crashes, streak code,
  * streak, error code, error message, finished, outcome). Returns the ids actually settled.
  */

@@ -55,17 +55,10 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
     this.sql = outboxSql(name);
     const s = this.sql.ident;
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
-    this.#heartbeatMany = `WITH b AS (
-  SELECT * FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS b(id, seq, lease_ms)
-), beat AS (
-  UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
-    FROM b WHERE j.id = b.id AND j.attempt_seq = b.seq AND j.status = 'running' AND j.lease_expires_at > ${ts('$4')}
-  RETURNING j.id, j.attempt_seq, j.lease_expires_at
-), attempt AS (
-  UPDATE ${s}.attempt a SET lease_expires_at = beat.lease_expires_at
-    FROM beat WHERE a.job_id = beat.id AND a.seq = beat.attempt_seq AND a.finished_at IS NULL
-)
-SELECT id FROM beat`;
+    this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
+  FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS b(id, seq, lease_ms)
+ WHERE j.id = b.id AND j.attempt_seq = b.seq AND j.status = 'running' AND j.lease_expires_at > ${ts('$4')}
+RETURNING j.id`;
   }
 
   get name(): string | null {
@@ -247,8 +240,15 @@ SELECT id FROM beat`;
 
   async listAttempts(db: Queryable, query: { jobId: string }): Promise<AttemptView[]> {
     const { rows } = await db.query(
+      // Ended attempts have rows; a running one is its job's (migration 0006).
       `SELECT seq, outcome, error_code, error_message, ${ms('started_at')} AS started_ms, ${ms('finished_at')} AS finished_ms
-         FROM ${this.sql.ident}.attempt WHERE job_id = $1 ORDER BY seq`,
+         FROM ${this.sql.ident}.attempt WHERE job_id = $1
+       UNION ALL
+       SELECT j.attempt_seq, NULL, NULL, NULL, ${ms('j.started_at')}, NULL
+         FROM ${this.sql.ident}.job j
+        WHERE j.id = $1 AND j.status = 'running' AND j.started_at IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM ${this.sql.ident}.attempt a WHERE a.job_id = j.id AND a.seq = j.attempt_seq)
+       ORDER BY 1`,
       [query.jobId],
     );
     return rows.map((r: any) => attemptView(r.seq, r.outcome, r.error_code, r.error_message, Number(r.started_ms), r.finished_ms === null ? null : Number(r.finished_ms)));
