@@ -57,7 +57,7 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
     this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
   FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS b(id, seq, lease_ms)
- WHERE j.id = b.id AND j.attempt_seq = b.seq AND j.status = 'running' AND j.lease_expires_at > ${ts('$4')}
+ WHERE j.id = ANY($1::uuid[]) AND j.id = b.id AND j.attempt_seq = b.seq AND j.status = 'running' AND j.lease_expires_at > ${ts('$4')}
 RETURNING j.id`;
   }
 
