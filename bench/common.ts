@@ -98,6 +98,31 @@ export function serverCpuMs(postmasterPid: number): number | null {
   }
 }
 
+/**
+ * The server's CPU time (ms) by process kind, from each child's title ("autovacuum worker",
+ * "walwriter", or the database a backend serves): where `serverCpuMs` goes. Children that ended
+ * are not listed (their time is only in the postmaster's total).
+ */
+export function serverCpuByProcess(postmasterPid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(f[1]) !== postmasterPid) continue;
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      // "postgres: postgres probe 127.0.0.1(5432) idle" → "backend probe"; "postgres: walwriter" as is.
+      const m = /^postgres: (?:\S+ (\S+) \S+\(\d+\)|(.+?))(?: idle| active|$)/.exec(title);
+      const key = m?.[1] ? `backend ${m[1]}` : (m?.[2] ?? title).replace(/\s+(idle|active).*$/, '');
+      out.set(key, (out.get(key) ?? 0) + (Number(f[11]) + Number(f[12])) * 10);
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
+}
+
 /** The postmaster's pid: the parent of a backend serving `url`. */
 export async function postmasterPidOf(url: string): Promise<number | null> {
   const client = new pg.Client({ connectionString: url });

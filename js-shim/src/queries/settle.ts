@@ -16,7 +16,10 @@ export const closeAttempts = (s: string, rows: string): string => `INSERT INTO $
 /** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
 const settleCtes = (s: string, first: number): string => {
   const p = (i: number) => `$${first + i}`;
-  // `j.id = ANY(ids)`: reached through the primary key, never by a scan (see claimCtes).
+  // `j.id = ANY(ids)`: reached through the primary key, never by a scan (see claimCtes). A
+  // running job is fenced as the one holding a lease (job_running_has_lease makes the two the
+  // same): said as status = 'running', it let the planner walk the job_lease index instead,
+  // every entry of it, the dead versions of every job run since the last vacuum included.
   return `s AS (
   SELECT * FROM unnest(${p(0)}::uuid[], ${p(1)}::int[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::int[], ${p(5)}::int[],
                        ${p(6)}::text[], ${p(7)}::int[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::bool[], ${p(11)}::text[])
@@ -31,7 +34,7 @@ const settleCtes = (s: string, first: number): string => {
          finished_at = CASE WHEN s.finished THEN ${ts('$1')} END,
          updated_at = ${ts('$1')}
     FROM s
-   WHERE j.id = ANY(${p(0)}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.status = 'running'
+   WHERE j.id = ANY(${p(0)}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.lease_expires_at IS NOT NULL
      AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
   RETURNING j.id, j.kind, j.started_at
 ), closed AS (

@@ -55,9 +55,10 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
     this.sql = outboxSql(name);
     const s = this.sql.ident;
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
+    // A live lease means running (job_running_has_lease); by primary key, as the settle (queries/settle.ts).
     this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
   FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS b(id, seq, lease_ms)
- WHERE j.id = ANY($1::uuid[]) AND j.id = b.id AND j.attempt_seq = b.seq AND j.status = 'running' AND j.lease_expires_at > ${ts('$4')}
+ WHERE j.id = ANY($1::uuid[]) AND j.id = b.id AND j.attempt_seq = b.seq AND j.lease_expires_at > ${ts('$4')}
 RETURNING j.id`;
   }
 
