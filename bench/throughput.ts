@@ -267,6 +267,15 @@ function pgBoss(batchSize: number): Variant {
   };
 }
 
+/** Updates + deletes so far in every table of the database: each leaves one dead row version behind. */
+async function deadVersions(url: string): Promise<number> {
+  return withClient(url, async (c) => {
+    await c.query('SELECT pg_stat_clear_snapshot()');
+    const { rows } = await c.query('SELECT COALESCE(sum(n_tup_upd + n_tup_del), 0)::bigint AS n FROM pg_stat_user_tables');
+    return Number(rows[0].n);
+  });
+}
+
 async function expectCount(url: string, sql: string, want: number): Promise<void> {
   const n = await withClient(url, async (c) => (await c.query(sql)).rows[0].n as number);
   if (n !== want) throw new Error(`expected ${want}, got ${n}: ${sql}`);
@@ -315,6 +324,8 @@ interface Row {
   rtPerJob: number | null;
   /** CPU the database server spent during the drain, per job (µs); null when not measurable. */
   dbCpuUsPerJob?: number | null;
+  /** Row versions the drain left dead (updates + deletes, every table of the database) ÷ jobs. */
+  deadPerJob?: number | null;
   /** CPU this process (the system's client side and its handlers) spent during the drain, per job (µs). */
   clientCpuUsPerJob?: number;
   note?: string;
@@ -381,6 +392,7 @@ async function main(): Promise<void> {
         // this database's tables up during the timed drain (same for every system).
         await withClient(url, (c) => c.query('VACUUM ANALYZE'));
         takeProfile();
+        const dead0 = await deadVersions(url);
         const q0 = queriesOn(dbName);
         const db0 = pmPid === null ? null : serverCpuMs(pmPid);
         const cpu0 = process.cpuUsage();
@@ -391,6 +403,11 @@ async function main(): Promise<void> {
         const db1 = pmPid === null ? null : serverCpuMs(pmPid);
         const q = queriesOn(dbName) - q0;
         await run.verify();
+        // The drain's backends report their counts when they end (or idle for a second).
+        await run.close?.();
+        run = undefined;
+        await new Promise((r) => setTimeout(r, 1_200));
+        const dead = (await deadVersions(url)) - dead0;
         const row: Row = {
           system: v.system,
           scenario: label,
@@ -400,10 +417,11 @@ async function main(): Promise<void> {
           rtPerJob: q > 0 ? q / scenario.jobs : null,
           dbCpuUsPerJob: db0 === null || db1 === null ? null : ((db1 - db0) * 1000) / scenario.jobs,
           clientCpuUsPerJob: (cpu.user + cpu.system) / scenario.jobs,
+          deadPerJob: dead / scenario.jobs,
           note: v.note,
         };
         process.stderr.write(
-          `${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job, CPU/job: db ${row.dbCpuUsPerJob?.toFixed(0) ?? '?'} µs, client ${row.clientCpuUsPerJob!.toFixed(0)} µs\n`,
+          `${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job, CPU/job: db ${row.dbCpuUsPerJob?.toFixed(0) ?? '?'} µs, client ${row.clientCpuUsPerJob!.toFixed(0)} µs, dead versions/job ${row.deadPerJob?.toFixed(2)}\n`,
         );
         const profile = takeProfile();
         if (profile) process.stderr.write(`    statements: ${profile}\n`);
@@ -475,12 +493,14 @@ function render(rows: Row[], pgVersion: string, net: Network): string {
     '',
     '- CPU / job = CPU time during the drain ÷ jobs: the database server\'s (postmaster and backends, from /proc; it includes the fixed cost of connecting) and this process\'s (the system\'s client side and the handlers); unlike wall time, CPU time barely changes when other work shares the machine',
     '',
-    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | DB CPU µs / job | client CPU µs / job | ratio vs Postbox | of ceiling |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '- dead versions / job = row versions the drain left for vacuum (updates + deletes in every table of the database, from pg_stat_user_tables) ÷ jobs',
+    '',
+    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | DB CPU µs / job | client CPU µs / job | dead versions / job | ratio vs Postbox | of ceiling |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
     const system = r.error ? `${r.system} (failed: ${r.error})` : r.note ? `${r.system} — ${r.note}` : r.system;
-    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.dbCpuUsPerJob == null ? 'n/a' : r.dbCpuUsPerJob.toFixed(0)} | ${r.clientCpuUsPerJob === undefined ? '—' : r.clientCpuUsPerJob.toFixed(0)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
+    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.dbCpuUsPerJob == null ? 'n/a' : r.dbCpuUsPerJob.toFixed(0)} | ${r.clientCpuUsPerJob === undefined ? '—' : r.clientCpuUsPerJob.toFixed(0)} | ${r.deadPerJob == null ? '—' : r.deadPerJob.toFixed(2)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
   }
   lines.push('');
   return lines.join('\n');
