@@ -1,6 +1,8 @@
-// What the benchmarks share: options, round-trip counting, peers' versions, the results file.
+// What the benchmarks share: options, round-trip counting, statement timing, CPU accounting,
+// peers' versions, the machine line, the results file.
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -16,24 +18,47 @@ export function arg(name: string): string | undefined {
 
 export const flag = (name: string) => process.argv.includes(`--${name}`);
 
-// Round trips: every query any pg.Client sends, by database. All systems use the same
-// (deduplicated) `pg` package, so one patch sees them all.
-// With --profile, each named statement's round-trip times too (client-side).
+// Round trips: every query any pg.Client sends, by database (or by the key `countAs` gave the
+// client). All systems use the same (deduplicated) `pg` package, so one patch sees them all.
+// With --profile, each named statement's round-trip times too (client-side); `onStatement`
+// listeners get every named statement's time whatever the flag.
 const queriesByDb = new Map<string, number>();
 const PROFILE = flag('profile');
 const statementMs = new Map<string, number[]>();
+const countKeys = new WeakMap<pg.Client, string>();
+type StatementListener = (name: string, ms: number, db: string) => void;
+const statementListeners = new Set<StatementListener>();
 const originalQuery = pg.Client.prototype.query;
 (pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
   const db = (this as any).connectionParameters?.database ?? '?';
-  queriesByDb.set(db, (queriesByDb.get(db) ?? 0) + 1);
+  const key = countKeys.get(this) ?? db;
+  queriesByDb.set(key, (queriesByDb.get(key) ?? 0) + 1);
   const result = (originalQuery as any).apply(this, args);
   const name = (args[0] as { name?: string } | null)?.name;
-  if (PROFILE && name && result && typeof result.then === 'function') {
+  if ((PROFILE || statementListeners.size > 0) && name && result && typeof result.then === 'function') {
     const t0 = performance.now();
-    result.then(() => statementMs.set(name, [...(statementMs.get(name) ?? []), performance.now() - t0]), () => undefined);
+    result.then(() => {
+      const ms = performance.now() - t0;
+      if (PROFILE) statementMs.set(name, [...(statementMs.get(name) ?? []), ms]);
+      for (const listener of statementListeners) listener(name, ms, db);
+    }, () => undefined);
   }
   return result;
 };
+
+/**
+ * Counts `client`'s queries under `key` instead of its database's name, so a bench's own
+ * connections (a producer, a monitor) stay out of the system's round trips.
+ */
+export function countAs(client: pg.Client, key: string): void {
+  countKeys.set(client, key);
+}
+
+/** Calls `listener` with each named statement's client-side time (ms) once it resolves; returns the unsubscribe. */
+export function onStatement(listener: StatementListener): () => void {
+  statementListeners.add(listener);
+  return () => void statementListeners.delete(listener);
+}
 
 /** With --profile: each named statement's count and median time since the last call; else null. */
 export function takeProfile(): string | null {
@@ -46,7 +71,7 @@ export function takeProfile(): string | null {
   return parts.join('; ') || 'none named';
 }
 
-/** Queries sent so far to the database named `db` (one node-postgres query = one round trip). */
+/** Queries sent so far to the database named `db`, or under a `countAs` key (one node-postgres query = one round trip). */
 export const queriesOn = (db: string) => queriesByDb.get(db) ?? 0;
 
 /** The installed version of a package, from node_modules. */
@@ -56,6 +81,12 @@ export function pkgVersion(name: string): string {
   } catch {
     return '?';
   }
+}
+
+/** The results header's machine line: CPUs, memory, OS, and the load average now. */
+export function machineLine(): string {
+  const cpus = os.cpus();
+  return `- machine: ${cpus.length} × ${cpus[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, ${os.platform()} ${os.release()}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`;
 }
 
 /** Writes `results/<name>-<date>[-rtt<N>ms].md` and says so on stderr. */
