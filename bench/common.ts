@@ -22,6 +22,7 @@ export const flag = (name: string) => process.argv.includes(`--${name}`);
 const queriesByDb = new Map<string, number>();
 const PROFILE = flag('profile');
 const statementMs = new Map<string, number[]>();
+const watches: { match: (sql: string) => boolean; spans: QuerySpan[] }[] = [];
 const originalQuery = pg.Client.prototype.query;
 (pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
   const db = (this as any).connectionParameters?.database ?? '?';
@@ -32,8 +33,27 @@ const originalQuery = pg.Client.prototype.query;
     const t0 = performance.now();
     result.then(() => statementMs.set(name, [...(statementMs.get(name) ?? []), performance.now() - t0]), () => undefined);
   }
+  const sql = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string } | null)?.text ?? '');
+  for (const w of watches) {
+    if (!w.match(sql) || !result || typeof result.then !== 'function') continue;
+    const start = performance.now();
+    result.then(() => w.spans.push({ start, ms: performance.now() - start }), () => undefined);
+  }
   return result;
 };
+
+/** One query's client-side time: when it was sent (performance.now()) and how long until its result. */
+export interface QuerySpan {
+  start: number;
+  ms: number;
+}
+
+/** From now on, times every query (any pg.Client) whose SQL text `match`es; the list fills as they finish. */
+export function timeQueries(match: (sql: string) => boolean): QuerySpan[] {
+  const spans: QuerySpan[] = [];
+  watches.push({ match, spans });
+  return spans;
+}
 
 /** With --profile: each named statement's count and median time since the last call; else null. */
 export function takeProfile(): string | null {
