@@ -462,10 +462,14 @@ describe('inside workerd', () => {
          SELECT gen_random_uuid(), 1, 'dash.note', now(), now(), now(), 'ok' FROM generate_series(1, 5000)`,
       );
       await writer.query('DELETE FROM outbox.attempt');
-      // Statistics reach other sessions when this one next goes idle (PostgreSQL 15+ flushes at once).
+      // A session reports its statistics when it goes idle, at most every 0.5 s (PostgreSQL 14) or
+      // 1 s (15+, which can be told to flush at once): poke it until they show.
       await writer.query(`DO $$ BEGIN PERFORM pg_stat_force_next_flush(); EXCEPTION WHEN undefined_function THEN NULL; END $$`);
       const deadNow = async () => Number((await db.pool.query(`SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname = 'attempt'`)).rows[0]?.n_dead_tup ?? 0);
-      for (let i = 0; i < 100 && (await deadNow()) < 5000; i++) await new Promise((r) => setTimeout(r, 200));
+      for (let i = 0; i < 100 && (await deadNow()) < 5000; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        await writer.query('SELECT 1');
+      }
 
       // Another database's idle-in-transaction session, with a snapshot, and its prepared transaction.
       await other.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
