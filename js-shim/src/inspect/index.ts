@@ -224,7 +224,6 @@ export function evaluateBacklog(counts: Record<'due' | 'aged' | 'stuck', number>
 }
 
 export type { HealthGrade, HorizonHolder, TableHealth } from './health.js';
-export { OUTBOX_TABLES } from './health.js';
 
 /** The outbox's health: its tables and what holds back their cleanup, each graded by the core. */
 export interface OutboxHealth {
