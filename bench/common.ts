@@ -28,6 +28,7 @@ const statementMs = new Map<string, number[]>();
 const countKeys = new WeakMap<pg.Client, string>();
 type StatementListener = (name: string, ms: number, db: string) => void;
 const statementListeners = new Set<StatementListener>();
+const watches: { match: (sql: string) => boolean; spans: QuerySpan[] }[] = [];
 const originalQuery = pg.Client.prototype.query;
 (pg.Client.prototype as any).query = function patchedQuery(this: pg.Client, ...args: unknown[]) {
   const db = (this as any).connectionParameters?.database ?? '?';
@@ -42,6 +43,12 @@ const originalQuery = pg.Client.prototype.query;
       if (PROFILE) statementMs.set(name, [...(statementMs.get(name) ?? []), ms]);
       for (const listener of statementListeners) listener(name, ms, db);
     }, () => undefined);
+  }
+  const sql = typeof args[0] === 'string' ? args[0] : ((args[0] as { text?: string } | null)?.text ?? '');
+  for (const w of watches) {
+    if (!w.match(sql) || !result || typeof result.then !== 'function') continue;
+    const start = performance.now();
+    result.then(() => w.spans.push({ start, ms: performance.now() - start }), () => undefined);
   }
   return result;
 };
@@ -58,6 +65,19 @@ export function countAs(client: pg.Client, key: string): void {
 export function onStatement(listener: StatementListener): () => void {
   statementListeners.add(listener);
   return () => void statementListeners.delete(listener);
+}
+
+/** One query's client-side time: when it was sent (performance.now()) and how long until its result. */
+export interface QuerySpan {
+  start: number;
+  ms: number;
+}
+
+/** From now on, times every query (any pg.Client) whose SQL text `match`es; the list fills as they finish. */
+export function timeQueries(match: (sql: string) => boolean): QuerySpan[] {
+  const spans: QuerySpan[] = [];
+  watches.push({ match, spans });
+  return spans;
 }
 
 /** With --profile: each named statement's count and median time since the last call; else null. */

@@ -47,30 +47,94 @@ TEST_CASE("backlog window: the cut-off instants of the backlog counts") {
   CHECK(call(pb_backlog, R"({"op":"sweep"})").out == R"({"error":{"code":"unknown_op","message":"backlog: unknown op 'sweep'"}})");
 }
 
-TEST_CASE("backlog health: dead tuples, autovacuum, an old snapshot and dead letters") {
-  auto health = [](const std::string& in) { return call(pb_backlog, R"({"op":"health",)" + in + "}").out; };
-  const char* kAllOk = R"({"deadTuples":"ok","autovacuum":"ok","xminHold":"ok","deadLetters":"ok"})";
-  CHECK(call(pb_backlog, R"({"op":"health"})").out == kAllOk);  // no facts (a scoped operator): nothing to grade
-  // Dead tuples: at least 1000 and 20% of live warns; as many as live is an error.
-  CHECK(health(R"("deadTuples":999,"liveTuples":10,"lastAutovacuumAgeMs":1)") == kAllOk);
-  CHECK(health(R"("deadTuples":1000,"liveTuples":5000,"lastAutovacuumAgeMs":1)").find(R"("deadTuples":"warn","autovacuum":"ok")") == 1);
-  CHECK(health(R"("deadTuples":1000,"liveTuples":5001,"lastAutovacuumAgeMs":1)") == kAllOk);
-  CHECK(health(R"("deadTuples":5000,"liveTuples":5000,"lastAutovacuumAgeMs":1)").find(R"("deadTuples":"error")") == 1);
-  CHECK(health(R"("deadTuples":5000,"liveTuples":0,"lastAutovacuumAgeMs":1)").find(R"("deadTuples":"error")") == 1);
-  // Autovacuum lags (over 1 h, or never) only matter while dead tuples pile up.
-  CHECK(health(R"("deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":3600001)").find(R"("autovacuum":"warn")") != std::string::npos);
-  CHECK(health(R"("deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":3600000)").find(R"("autovacuum":"ok")") != std::string::npos);
-  CHECK(health(R"("deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":null)").find(R"("autovacuum":"warn")") != std::string::npos);
-  CHECK(health(R"("deadTuples":0,"liveTuples":2000,"lastAutovacuumAgeMs":null)") == kAllOk);
-  // An old snapshot holds back cleanup: 5 min warns, 1 h is an error.
-  CHECK(health(R"("xminHoldMs":299999)") == kAllOk);
-  CHECK(health(R"("xminHoldMs":300000)").find(R"("xminHold":"warn")") != std::string::npos);
-  CHECK(health(R"("xminHoldMs":3600000)").find(R"("xminHold":"error")") != std::string::npos);
-  // Dead letters in the last window: any warns, 100 is an error.
-  CHECK(health(R"("deadLetters":0)") == kAllOk);
-  CHECK(health(R"("deadLetters":1)").find(R"("deadLetters":"warn")") != std::string::npos);
-  CHECK(health(R"("deadLetters":100)").find(R"("deadLetters":"error")") != std::string::npos);
-  CHECK(health(R"("deadLetters":-1)").find("invalid_input") != std::string::npos);
+namespace {
+std::string health(const std::string& in) { return call(pb_backlog, R"({"op":"health",)" + in + "}").out; }
+// The grades of one table (the first), as the core writes them.
+std::string one_table(const std::string& table) {
+  const std::string out = health(R"("tables":[)" + table + "]");
+  return out.substr(0, out.find(R"(],"horizon")") + 1);
+}
+constexpr const char* kTableOk = R"({"tables":[{"deadTuples":"ok","autovacuum":"ok"}])";
+}  // namespace
+
+TEST_CASE("backlog health: no facts grade ok") {
+  // A scoped operator reads no table statistics: nothing to grade.
+  CHECK(call(pb_backlog, R"({"op":"health"})").out ==
+        R"({"tables":[],"horizon":[],"deadTuples":"ok","autovacuum":"ok","xminHold":"ok","deadLetters":"ok","severity":"ok"})");
+  CHECK(health(R"("tables":[{}],"horizon":[{}])") ==
+        R"({"tables":[{"deadTuples":"ok","autovacuum":"ok"}],"horizon":["ok"],"deadTuples":"ok","autovacuum":"ok","xminHold":"ok","deadLetters":"ok","severity":"ok"})");
+}
+
+TEST_CASE("backlog health: a table's dead tuples warn at 1000 and 20% of live, error at live") {
+  CHECK(one_table(R"({"deadTuples":999,"liveTuples":10,"lastAutovacuumAgeMs":1})") == kTableOk);
+  CHECK(one_table(R"({"deadTuples":1000,"liveTuples":5000,"lastAutovacuumAgeMs":1})") == R"({"tables":[{"deadTuples":"warn","autovacuum":"ok"}])");
+  CHECK(one_table(R"({"deadTuples":1000,"liveTuples":5001,"lastAutovacuumAgeMs":1})") == kTableOk);
+  CHECK(one_table(R"({"deadTuples":5000,"liveTuples":5000,"lastAutovacuumAgeMs":1})") == R"({"tables":[{"deadTuples":"error","autovacuum":"ok"}])");
+  CHECK(one_table(R"({"deadTuples":5000,"liveTuples":0,"lastAutovacuumAgeMs":1})") == R"({"tables":[{"deadTuples":"error","autovacuum":"ok"}])");
+  // Either count unknown: nothing to compare.
+  CHECK(one_table(R"({"deadTuples":5000})") == kTableOk);
+  CHECK(one_table(R"({"deadTuples":5000,"liveTuples":null})") == kTableOk);
+}
+
+TEST_CASE("backlog health: a lagging autovacuum warns only while the table's dead tuples pile up") {
+  CHECK(one_table(R"({"deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":3600001})") == R"({"tables":[{"deadTuples":"error","autovacuum":"warn"}])");
+  CHECK(one_table(R"({"deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":3600000})") == R"({"tables":[{"deadTuples":"error","autovacuum":"ok"}])");
+  CHECK(one_table(R"({"deadTuples":2000,"liveTuples":2000,"lastAutovacuumAgeMs":null})") == R"({"tables":[{"deadTuples":"error","autovacuum":"warn"}])");
+  CHECK(one_table(R"({"deadTuples":0,"liveTuples":2000,"lastAutovacuumAgeMs":null})") == kTableOk);
+  // Not reported at all is not "never".
+  CHECK(one_table(R"({"deadTuples":2000,"liveTuples":2000})") == R"({"tables":[{"deadTuples":"error","autovacuum":"ok"}])");
+}
+
+TEST_CASE("backlog health: each table is graded on its own, in order; the top level takes the worst") {
+  const std::string out = health(
+      R"("tables":[{"deadTuples":0,"liveTuples":10,"lastAutovacuumAgeMs":1},)"
+      R"({"deadTuples":3000,"liveTuples":10000,"lastAutovacuumAgeMs":null},)"
+      R"({"deadTuples":9000,"liveTuples":10,"lastAutovacuumAgeMs":5}])");
+  CHECK(out ==
+        R"({"tables":[{"deadTuples":"ok","autovacuum":"ok"},{"deadTuples":"warn","autovacuum":"warn"},{"deadTuples":"error","autovacuum":"ok"}],)"
+        R"("horizon":[],"deadTuples":"error","autovacuum":"warn","xminHold":"ok","deadLetters":"ok","severity":"error"})");
+}
+
+TEST_CASE("backlog health: a holder of the horizon warns at 5 min or 1,000,000 transactions, errors at 1 h or 100,000,000") {
+  auto holder = [](const std::string& h) {
+    const std::string out = health(R"("horizon":[)" + h + "]");
+    return out.substr(out.find(R"("horizon":)"), out.find(R"(,"deadTuples")") - out.find(R"("horizon":)"));
+  };
+  CHECK(holder(R"({"ageMs":299999,"xidAge":10})") == R"("horizon":["ok"])");
+  CHECK(holder(R"({"ageMs":300000,"xidAge":10})") == R"("horizon":["warn"])");
+  CHECK(holder(R"({"ageMs":3600000,"xidAge":10})") == R"("horizon":["error"])");
+  // A replication slot has no age in time: its transactions alone grade it.
+  CHECK(holder(R"({"ageMs":null,"xidAge":999999})") == R"("horizon":["ok"])");
+  CHECK(holder(R"({"ageMs":null,"xidAge":1000000})") == R"("horizon":["warn"])");
+  CHECK(holder(R"({"xidAge":100000000})") == R"("horizon":["error"])");
+  // Either measure grades: the worse wins.
+  CHECK(holder(R"({"ageMs":3600000,"xidAge":1000000})") == R"("horizon":["error"])");
+  CHECK(holder(R"({"ageMs":1,"xidAge":100000000})") == R"("horizon":["error"])");
+  CHECK(holder(R"({"ageMs":null,"xidAge":null})") == R"("horizon":["ok"])");
+  // Several holders: each graded, xminHold the worst.
+  CHECK(health(R"("horizon":[{"ageMs":400000,"xidAge":5},{"ageMs":null,"xidAge":20}])").find(R"("horizon":["warn","ok"],"deadTuples":"ok","autovacuum":"ok","xminHold":"warn")") == 13);
+}
+
+TEST_CASE("backlog health: dead letters in the last window warn at 1, error at 100") {
+  CHECK(health(R"("deadLetters":0)").find(R"("deadLetters":"ok","severity":"ok")") != std::string::npos);
+  CHECK(health(R"("deadLetters":1)").find(R"("deadLetters":"warn","severity":"warn")") != std::string::npos);
+  CHECK(health(R"("deadLetters":100)").find(R"("deadLetters":"error","severity":"error")") != std::string::npos);
+}
+
+TEST_CASE("backlog health: severity is the worst grade of all") {
+  CHECK(health(R"("tables":[{"deadTuples":1000,"liveTuples":5000}],"horizon":[{"ageMs":3600000}],"deadLetters":1)").find(R"("severity":"error")") != std::string::npos);
+  CHECK(health(R"("tables":[{"deadTuples":1000,"liveTuples":5000}],"deadLetters":0)").find(R"("severity":"warn")") != std::string::npos);
+}
+
+TEST_CASE("backlog health: malformed facts are refused, naming the field") {
+  CHECK(health(R"("deadLetters":-1)") == R"({"error":{"code":"invalid_input","message":"backlog: field 'deadLetters' must be an integer in [0, 9007199254740991]"}})");
+  CHECK(health(R"("tables":[{"deadTuples":-1}])") == R"({"error":{"code":"invalid_input","message":"backlog: field 'tables[0].deadTuples' must be an integer in [0, 9007199254740991]"}})");
+  CHECK(health(R"("horizon":[{"ageMs":0},{"xidAge":1.5}])") == R"({"error":{"code":"invalid_input","message":"backlog: field 'horizon[1].xidAge' must be an integer in [0, 9007199254740991]"}})");
+  CHECK(health(R"("tables":[1])") == R"({"error":{"code":"invalid_input","message":"backlog: tables[0]: must be an object"}})");
+  CHECK(health(R"("tables":{})").find("invalid_input") != std::string::npos);
+  std::string many = R"("tables":[{})";
+  for (int i = 0; i < 16; ++i) many += ",{}";
+  CHECK(health(many + "]").find("too_large") != std::string::npos);
 }
 
 TEST_CASE("operate: every action against every status") {

@@ -1198,32 +1198,74 @@ function bruteDue(expr, at, lastAt) {
   b('window aged 1 h', { op: 'window', now: NOW, agedMs: 3600000 }, exactText(JSON.stringify(win(NOW, 3600000))));
   b('window aged 0', { op: 'window', now: NOW, agedMs: 0 }, exactText(JSON.stringify(win(NOW, 0))));
   b('window missing now', { op: 'window' }, isError('invalid_input', 'now'));
-  // health: the grading rules of docs/ABI.md (pb_backlog health).
+  // health: the grading rules of docs/ABI.md (pb_backlog health), per table and per holder.
+  const G = ['ok', 'warn', 'error'];
+  const gradeTable = (t) => {
+    const base = Math.max(t.liveTuples ?? 1, 1);
+    const dead = t.deadTuples != null && t.liveTuples != null && t.deadTuples >= 1000 && t.deadTuples * 5 >= base ? (t.deadTuples >= base ? 2 : 1) : 0;
+    const stale = 'lastAutovacuumAgeMs' in t && (t.lastAutovacuumAgeMs === null || t.lastAutovacuumAgeMs > 3600000);
+    return { deadTuples: dead, autovacuum: dead > 0 && stale ? 1 : 0 };
+  };
+  const gradeHolder = (h) => Math.max(
+    h.ageMs == null ? 0 : h.ageMs >= 3600000 ? 2 : h.ageMs >= 300000 ? 1 : 0,
+    h.xidAge == null ? 0 : h.xidAge >= 100000000 ? 2 : h.xidAge >= 1000000 ? 1 : 0,
+  );
   const grade = (f) => {
-    const base = Math.max(f.liveTuples ?? 1, 1);
-    const dead = f.deadTuples !== undefined && f.liveTuples !== undefined && f.deadTuples >= 1000 && f.deadTuples * 5 >= base ? (f.deadTuples >= base ? 'error' : 'warn') : 'ok';
-    const stale = 'lastAutovacuumAgeMs' in f && (f.lastAutovacuumAgeMs === null || f.lastAutovacuumAgeMs > 3600000);
-    const xmin = f.xminHoldMs == null ? 'ok' : f.xminHoldMs >= 3600000 ? 'error' : f.xminHoldMs >= 300000 ? 'warn' : 'ok';
-    const letters = !f.deadLetters ? 'ok' : f.deadLetters >= 100 ? 'error' : 'warn';
-    return JSON.stringify({ deadTuples: dead, autovacuum: dead !== 'ok' && stale ? 'warn' : 'ok', xminHold: xmin, deadLetters: letters });
+    const tables = (f.tables ?? []).map(gradeTable);
+    const horizon = (f.horizon ?? []).map(gradeHolder);
+    const worst = (xs) => xs.reduce((a, b) => Math.max(a, b), 0);
+    const dead = worst(tables.map((t) => t.deadTuples));
+    const autovacuum = worst(tables.map((t) => t.autovacuum));
+    const xmin = worst(horizon);
+    const letters = !f.deadLetters ? 0 : f.deadLetters >= 100 ? 2 : 1;
+    return JSON.stringify({
+      tables: tables.map((t) => ({ deadTuples: G[t.deadTuples], autovacuum: G[t.autovacuum] })),
+      horizon: horizon.map((g) => G[g]),
+      deadTuples: G[dead], autovacuum: G[autovacuum], xminHold: G[xmin], deadLetters: G[letters],
+      severity: G[Math.max(dead, autovacuum, xmin, letters)],
+    });
   };
   const h = (name, f) => b(`health ${name}`, { op: 'health', ...f }, exactText(grade(f)));
+  const t1 = (t) => ({ tables: [t] });
   h('nothing known', {});
-  h('healthy table', { deadTuples: 10, liveTuples: 100000, lastAutovacuumAgeMs: 60000, xminHoldMs: 1000, deadLetters: 0 });
-  h('dead tuples at warn', { deadTuples: 1000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 });
-  h('dead tuples under the ratio', { deadTuples: 1000, liveTuples: 5001, lastAutovacuumAgeMs: 60000 });
-  h('dead tuples under the floor', { deadTuples: 999, liveTuples: 1, lastAutovacuumAgeMs: 60000 });
-  h('dead tuples at error', { deadTuples: 5000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 });
-  h('empty table of dead tuples', { deadTuples: 5000, liveTuples: 0, lastAutovacuumAgeMs: 60000 });
-  h('autovacuum lagging', { deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: 3600001 });
-  h('autovacuum never', { deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: null });
-  h('autovacuum never, no dead tuples', { deadTuples: 0, liveTuples: 3000, lastAutovacuumAgeMs: null });
-  h('snapshot at warn', { xminHoldMs: 300000 });
-  h('snapshot at error', { xminHoldMs: 3600000 });
-  h('snapshot unknown', { xminHoldMs: null });
+  h('healthy table', { tables: [{ deadTuples: 10, liveTuples: 100000, lastAutovacuumAgeMs: 60000 }], horizon: [{ ageMs: 1000, xidAge: 3 }], deadLetters: 0 });
+  h('dead tuples at warn', t1({ deadTuples: 1000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 }));
+  h('dead tuples under the ratio', t1({ deadTuples: 1000, liveTuples: 5001, lastAutovacuumAgeMs: 60000 }));
+  h('dead tuples under the floor', t1({ deadTuples: 999, liveTuples: 1, lastAutovacuumAgeMs: 60000 }));
+  h('dead tuples at error', t1({ deadTuples: 5000, liveTuples: 5000, lastAutovacuumAgeMs: 60000 }));
+  h('empty table of dead tuples', t1({ deadTuples: 5000, liveTuples: 0, lastAutovacuumAgeMs: 60000 }));
+  h('live tuples unknown', t1({ deadTuples: 5000, liveTuples: null }));
+  h('autovacuum lagging', t1({ deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: 3600001 }));
+  h('autovacuum at the hour', t1({ deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: 3600000 }));
+  h('autovacuum never', t1({ deadTuples: 3000, liveTuples: 3000, lastAutovacuumAgeMs: null }));
+  h('autovacuum not reported', t1({ deadTuples: 3000, liveTuples: 3000 }));
+  h('autovacuum never, no dead tuples', t1({ deadTuples: 0, liveTuples: 3000, lastAutovacuumAgeMs: null }));
+  h('four tables, the attempt table bloated', {
+    tables: [
+      { deadTuples: 0, liveTuples: 50000, lastAutovacuumAgeMs: 1000 },
+      { deadTuples: 400000, liveTuples: 10000, lastAutovacuumAgeMs: null },
+      { deadTuples: 0, liveTuples: 12, lastAutovacuumAgeMs: null },
+      { deadTuples: 1200, liveTuples: 5000, lastAutovacuumAgeMs: 7200000 },
+    ],
+  });
+  h('session at warn', { horizon: [{ ageMs: 300000, xidAge: 10 }] });
+  h('session under warn', { horizon: [{ ageMs: 299999, xidAge: 999999 }] });
+  h('session at error', { horizon: [{ ageMs: 3600000, xidAge: 10 }] });
+  h('slot by transactions at warn', { horizon: [{ ageMs: null, xidAge: 1000000 }] });
+  h('slot by transactions at error', { horizon: [{ ageMs: null, xidAge: 100000000 }] });
+  h('young session, far behind', { horizon: [{ ageMs: 1, xidAge: 100000000 }] });
+  h('holder ages unknown', { horizon: [{ ageMs: null, xidAge: null }] });
+  h('three holders', { horizon: [{ ageMs: null, xidAge: 2000000 }, { ageMs: 4000000, xidAge: 900 }, { ageMs: 10, xidAge: 5 }] });
   h('one dead letter', { deadLetters: 1 });
   h('dead letters at error', { deadLetters: 100 });
-  b('health negative count', { op: 'health', deadTuples: -1 }, isError('invalid_input', 'deadTuples'));
+  h('everything at once', { tables: [{ deadTuples: 1000, liveTuples: 5000, lastAutovacuumAgeMs: null }], horizon: [{ ageMs: 600000, xidAge: 50 }], deadLetters: 100 });
+  b('health negative count', { op: 'health', tables: [{ deadTuples: -1 }] }, isError('invalid_input', 'tables[0].deadTuples'));
+  b('health negative dead letters', { op: 'health', deadLetters: -1 }, isError('invalid_input', 'deadLetters'));
+  b('health holder float', { op: 'health', horizon: [{ xidAge: 1.5 }] }, isError('invalid_input', 'horizon[0].xidAge'));
+  b('health table not an object', { op: 'health', tables: ['job'] }, isError('invalid_input', 'tables[0]'));
+  b('health tables not a list', { op: 'health', tables: {} }, isError('invalid_input', 'tables'));
+  b('health too many tables', { op: 'health', tables: Array.from({ length: 17 }, () => ({})) }, isError('too_large'));
+  b('health too many holders', { op: 'health', horizon: Array.from({ length: 17 }, () => ({})) }, isError('too_large'));
   b('doc example', { counts: { due: 12, aged: 3, stuck: 0 }, thresholds: th }, exactText('{"severity":"warn","reasons":[{"metric":"aged","severity":"warn","value":3}]}'));
   b('all ok', { counts: { due: 0, aged: 0, stuck: 0 }, thresholds: th }, exactText('{"severity":"ok","reasons":[]}'));
   b('due at warn', { counts: { due: 100, aged: 0, stuck: 0 }, thresholds: th }, fields({ severity: 'warn' }));

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok } from 'postbox';
 import { createDashboard, type DashboardAccess } from 'postbox/dashboard';
-import { listAttempts } from 'postbox/inspect';
+import { listAttempts, type OutboxHealth } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { useMigratedDb } from '../support/migrated-db.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
@@ -323,7 +323,7 @@ describe('tenant scope', () => {
     const overview = await s.get('/dash/');
     assert.match(overview.body, /dead <b>0<\/b>/);
     assert.match(overview.body, /tenant acme/);
-    assert.doesNotMatch(overview.body, /outbox\.job table/);
+    assert.doesNotMatch(overview.body, /Outbox tables|outbox\.job/);
   });
 });
 
@@ -431,6 +431,105 @@ describe('inside workerd', () => {
     const o = outbox();
     assert.deepEqual((await o.cancelMany([deadId])).map((r) => r.status), ['invalid_state']);
     assert.deepEqual((await o.retryNowMany([deadId])).map((r) => r.status), ['invalid_state']);
+  });
+
+  test('health covers every outbox table and counts only what holds back this database', async () => {
+    const otherUrl = await db.server.createDatabase('dashboard_other');
+    const other = new pg.Client({ connectionString: otherUrl, application_name: 'other-db-holder' });
+    const here = new pg.Client({ connectionString: db.url, application_name: 'this-db-holder' });
+    await other.connect();
+    await here.connect();
+    const writer = await db.pool.connect();
+    // Prepared transactions to roll back afterwards, each from a session of its own database.
+    const prepared: { url: string; gid: string }[] = [];
+    const prepare = async (url: string, gid: string) => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      try {
+        await c.query('BEGIN');
+        await c.query('SELECT pg_current_xact_id()');
+        await c.query(`PREPARE TRANSACTION '${gid}'`);
+        prepared.push({ url, gid });
+      } finally {
+        await c.end();
+      }
+    };
+    try {
+      // A dead-tuple-heavy attempt table: 5,000 attempts deleted, autovacuum kept off it meanwhile.
+      await writer.query('ALTER TABLE outbox.attempt SET (autovacuum_enabled = off)');
+      await writer.query(
+        `INSERT INTO outbox.attempt (job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome)
+         SELECT gen_random_uuid(), 1, 'dash.note', now(), now(), now(), 'ok' FROM generate_series(1, 5000)`,
+      );
+      await writer.query('DELETE FROM outbox.attempt');
+      // A session reports its statistics when it goes idle, at most every 0.5 s (PostgreSQL 14) or
+      // 1 s (15+, which can be told to flush at once): poke it until they show.
+      await writer.query(`DO $$ BEGIN PERFORM pg_stat_force_next_flush(); EXCEPTION WHEN undefined_function THEN NULL; END $$`);
+      const deadNow = async () => Number((await db.pool.query(`SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'outbox' AND relname = 'attempt'`)).rows[0]?.n_dead_tup ?? 0);
+      for (let i = 0; i < 100 && (await deadNow()) < 5000; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        await writer.query('SELECT 1');
+      }
+
+      // Another database's idle-in-transaction session, with a snapshot, and its prepared transaction.
+      await other.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await other.query('SELECT 1');
+      const otherPid = (await other.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      await prepare(otherUrl, 'pb-other-db');
+
+      const health = async () => {
+        const res = await worker.fetch('/health');
+        const text = await res.text();
+        assert.equal(res.status, 200, text);
+        return JSON.parse(text) as OutboxHealth;
+      };
+      const before = await health();
+      assert.deepEqual(before.tables.map((t) => t.table), ['outbox.attempt', 'outbox.job', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
+      const attempt = before.tables.find((t) => t.table === 'outbox.attempt')!;
+      assert.ok(attempt.deadTuples >= 5000, `attempt dead tuples: ${attempt.deadTuples}`);
+      assert.equal(attempt.grades.deadTuples, 'error', 'more dead than live tuples');
+      assert.ok(attempt.totalBytes > 0);
+      // Never vacuumed by hand: unknown, not "just now".
+      assert.equal(attempt.lastVacuumAgeMs, null);
+      assert.equal(before.severity, 'error');
+      assert.deepEqual(before.horizon.filter((h) => (h.kind === 'session' && h.pid === otherPid) || h.kind === 'prepared'), [], 'the other database holds nothing back here');
+
+      // The same kinds of holder in this database count.
+      await here.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await here.query('SELECT count(*) FROM outbox.job');
+      const herePid = (await here.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number;
+      await prepare(db.url, 'pb-this-db');
+      const after = await health();
+      const session = after.horizon.find((h) => h.kind === 'session');
+      assert.ok(session && session.kind === 'session', JSON.stringify(after.horizon));
+      assert.equal(session.pid, herePid);
+      assert.equal(session.applicationName, 'this-db-holder');
+      assert.equal(session.grade, 'ok', 'held for seconds, a few transactions behind');
+      const held = after.horizon.find((h) => h.kind === 'prepared');
+      assert.ok(held && held.kind === 'prepared' && held.gid === 'pb-this-db', JSON.stringify(after.horizon));
+
+      // The overview shows the same: every table, the attempt table's warning, this database's holders only.
+      const page = await worker.fetch('/dash');
+      const body = await page.text();
+      assert.equal(page.status, 200, body);
+      assert.match(body, /Dead tuples in outbox\.attempt<\/strong> \(error\)/);
+      for (const t of ['job', 'attempt', 'schedule_run', 'webhook_endpoint']) assert.match(body, new RegExp(`<tr><td>outbox\\.${t}</td>`));
+      assert.match(body, new RegExp(`session ${herePid} \\(this-db-holder\\)`));
+      assert.match(body, /prepared transaction pb-this-db/);
+      assert.doesNotMatch(body, new RegExp(`session ${otherPid}\\b|other-db-holder|pb-other-db`));
+    } finally {
+      writer.release();
+      for (const c of [here, other]) {
+        await c.query('ROLLBACK').catch(() => undefined);
+        await c.end();
+      }
+      for (const { url, gid } of prepared) {
+        const c = new pg.Client({ connectionString: url });
+        await c.connect();
+        await c.query(`ROLLBACK PREPARED '${gid}'`).finally(() => c.end());
+      }
+      await db.pool.query('ALTER TABLE outbox.attempt RESET (autovacuum_enabled)');
+    }
   });
 
   test('the job page shows its times in UTC and says so', async () => {

@@ -76,6 +76,8 @@ const SERVER_SETTINGS: Record<string, string> = {
   synchronous_commit: 'off',
   full_page_writes: 'off',
   max_connections: '200',
+  // Health tests hold prepared transactions (PostgreSQL's default allows none).
+  max_prepared_transactions: '4',
   // Postbox computes every time itself; the server's zone must not matter, but pin it anyway.
   timezone: 'UTC',
 };

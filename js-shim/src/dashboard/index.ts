@@ -39,16 +39,8 @@ import { SCRIPT, STYLE } from './assets.js';
 import { failureRateChart, throughputChart } from './charts.js';
 import { CSRF_COOKIE, isNonce, newNonce, readCookie, tokenFor, verifyToken } from './csrf.js';
 import { html, raw, type Html } from './html.js';
-import {
-  attemptRates,
-  deadLetterGrowth,
-  gradeHealth,
-  gradeDeadLetters,
-  gradeTableHealth,
-  tableHealth,
-  type HealthWarning,
-  type TableHealth,
-} from './stats.js';
+import { gradeHealth, readHealthFacts, type HealthFacts, type HealthGrades, type HorizonHolder } from '../inspect/health.js';
+import { attemptRates, deadLetterGrowth, gradeDeadLetters, gradeTableHealth, percentDead, type HealthWarning } from './stats.js';
 
 /** What `authorize` grants: a tenant scope and / or read-only mode. */
 export interface DashboardAccess {
@@ -425,8 +417,8 @@ async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const stats = await readOnly(db, reads(r, s), async (q, ident) => ({
     rates: await attemptRates(q, ident, { since, bucketMs, buckets: s.buckets, ...tenant }),
     dead: await deadLetterGrowth(q, ident, { now: r.now, windowMs: deadLetterWindowMs, ...tenant }),
-    // The table's health is the whole table's: shown only to operators of every tenant.
-    table: r.access.scope ? null : await tableHealth(q, schema),
+    // The tables' health is the whole tables': shown only to operators of every tenant.
+    health: r.access.scope ? null : await readHealthFacts(q, schema),
   }));
 
   const totals = backlog.reduce((t, b) => ({ due: t.due + b.due, aged: t.aged + b.aged, stuck: t.stuck + b.stuck }), { due: 0, aged: 0, stuck: 0 });
@@ -440,15 +432,15 @@ async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
       detail: `${unregistered.reduce((n, b) => n + b.unregistered, 0)} waiting job(s) of ${unregistered.map((b) => b.kind).join(', ')}: nothing here will run them (a kind removed or renamed?). Register the kind again, or cancel them.`,
     });
   }
-  const grades = gradeHealth(core, stats.table, stats.dead);
+  const grades = gradeHealth(core, stats.health, stats.dead.lastWindow);
   warnings.push(...gradeDeadLetters(stats.dead, grades.deadLetters, deadLetterWindowMs));
-  if (stats.table) warnings.push(...gradeTableHealth(stats.table, grades));
+  if (stats.health) warnings.push(...gradeTableHealth(stats.health, grades));
 
   const totalJobs = STATUSES.reduce((n, st) => n + counts[st], 0);
   const body = html`<h1>Overview</h1>
 <h2>Health</h2>
 ${warnings.length === 0
-  ? html`<div class="ok-box">No warnings: backlog ${sev(graded.severity)}, no recent dead letters${stats.table ? ', table healthy' : ''}.</div>`
+  ? html`<div class="ok-box">No warnings: backlog ${sev(graded.severity)}, no recent dead letters${stats.health ? ', tables healthy' : ''}.</div>`
   : html`<ul class="warnings">${warnings.map((w) => html`<li class="${w.severity}"><strong>${w.title}</strong> (${w.severity}). ${w.detail}</li>`)}</ul>`}
 <h2>Jobs by status</h2>
 <div class="tabs">${STATUSES.map((st) => html`<a href="${r.base}/jobs?status=${st}">${st} <b>${counts[st]}</b></a>`)}<a href="${r.base}/jobs">all <b>${totalJobs}</b></a></div>
@@ -457,7 +449,7 @@ ${backlogTable(backlog, graded.severity, totals, s.thresholds)}
 <p class="muted">Due: ready to run now. Aged: due for more than ${duration(agedMs)}. Stuck: running with a lease past expiry (the sweep recovers them). Grades by the core's backlog rule.</p>
 <h2>Throughput and failures, last ${duration(s.windowMs)}</h2>
 <div class="charts">${throughputChart(stats.rates, bucketMs)}${failureRateChart(stats.rates, bucketMs)}</div>
-${stats.table ? tableHealthSection(stats.table) : null}`;
+${stats.health ? tableHealthSection(stats.health, grades) : null}`;
   return page(r, 200, 'Overview', body);
 }
 
@@ -476,16 +468,29 @@ ${rows.map((b) => html`<tr><td>${b.kind}${b.unregistered > 0 ? html` <span class
 </tbody></table>`;
 }
 
-function tableHealthSection(t: TableHealth): Html {
-  const x = t.oldestXmin;
-  return html`<h2>${t.table} table</h2><dl class="meta">
-<dt>live tuples</dt><dd>${t.liveTuples}</dd><dt>dead tuples</dt><dd>${t.deadTuples} (${((t.deadTuples / Math.max(t.liveTuples, 1)) * 100).toFixed(0)}% of live)</dd>
-<dt>size</dt><dd>${(t.totalBytes / 1024 / 1024).toFixed(1)} MiB with indexes</dd>
-<dt>last autovacuum</dt><dd>${t.lastAutovacuumAgeMs === null ? 'never (since statistics were reset)' : `${duration(t.lastAutovacuumAgeMs)} ago`}</dd>
-<dt>last manual vacuum</dt><dd>${t.lastVacuumAgeMs === null ? 'never' : `${duration(t.lastVacuumAgeMs)} ago`}</dd>
-<dt>oldest snapshot</dt><dd>${x ? `session ${x.pid}${x.applicationName ? ` (${x.applicationName})` : ''}, ${x.state ?? 'state hidden'}, transaction ${x.transactionAgeMs === null ? 'age hidden' : `${duration(x.transactionAgeMs)} old`}, xmin ${x.xidAge} transactions back` : 'no other session holds one'}</dd>
-</dl>`;
+function tableHealthSection(h: HealthFacts, grades: HealthGrades): Html {
+  const ago = (ms: number | null, never: string) => (ms === null ? never : `${duration(ms)} ago`);
+  return html`<h2>Outbox tables</h2>
+<table id="tables"><thead><tr><th>table</th><th class="n">live tuples</th><th class="n">dead tuples</th><th class="n">size</th><th>last autovacuum</th><th>last manual vacuum</th><th>grade</th></tr></thead><tbody>
+${h.tables.map((t, i) => html`<tr><td>${t.table}</td><td class="n">${t.liveTuples}</td><td class="n">${t.deadTuples} (${percentDead(t)}%)</td><td class="n">${size(t.totalBytes)}</td><td>${ago(t.lastAutovacuumAgeMs, 'never')}</td><td>${ago(t.lastVacuumAgeMs, 'never')}</td><td>${sev(worse(grades.tables[i]?.deadTuples ?? 'ok', grades.tables[i]?.autovacuum ?? 'ok'))}</td></tr>`)}
+</tbody></table>
+<h3>What holds back cleanup</h3>
+${h.horizon.length === 0
+  ? html`<p class="muted" id="horizon">Nothing in this database holds back the xmin horizon.</p>`
+  : html`<ul id="horizon">${h.horizon.map((x, i) => html`<li>${holderText(x)} ${sev(grades.horizon[i] ?? 'ok')}</li>`)}</ul>`}
+<p class="muted">Sessions, prepared transactions and logical slots of this database, physical slots and standbys of every database. Sizes include indexes.</p>`;
 }
+
+function holderText(x: HorizonHolder): string {
+  const age = `${x.ageMs === null ? '' : `${duration(x.ageMs)}, `}${x.xidAge} transactions back`;
+  if (x.kind === 'session') return `session ${x.pid}${x.applicationName ? ` (${x.applicationName})` : ''}, ${x.state ?? 'state hidden'}${x.backendType && x.backendType !== 'client backend' ? `, ${x.backendType}` : ''}: ${age}`;
+  if (x.kind === 'prepared') return `prepared transaction ${x.gid}${x.owner ? ` (${x.owner})` : ''}: ${age}`;
+  return `${x.active ? 'active' : 'inactive'} ${x.slotType} slot ${x.slotName}: ${age}`;
+}
+
+const size = (bytes: number) => (bytes < 1024 * 1024 ? `${Math.round(bytes / 1024)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`);
+
+const worse = (a: 'ok' | 'warn' | 'error', b: 'ok' | 'warn' | 'error') => (a === 'error' || b === 'error' ? 'error' : a === 'warn' || b === 'warn' ? 'warn' : 'ok');
 
 async function jobsPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const { raw: f, filter } = parseFilters((k) => r.url.searchParams.get(k), r.access);

@@ -7,7 +7,8 @@ import { getCore } from '../core/core.js';
 import type { TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
 import type { JobStatus } from '../types.js';
-import { checkOutboxName } from '../name.js';
+import { checkOutboxName, outboxSchemaName } from '../name.js';
+import { gradeHealth, readHealthFacts, type HealthGrade, type HorizonHolder, type TableHealth } from './health.js';
 import { postgresOutboxStore, tenantFilter } from '../store/postgres.js';
 import { checkLimit, decodeCursor } from '../store/shared.js';
 import { readOnly, type ReadOptions } from './read.js';
@@ -220,4 +221,43 @@ export type BacklogThresholds = Partial<Record<'due' | 'aged' | 'stuck', { warn:
  */
 export function evaluateBacklog(counts: Record<'due' | 'aged' | 'stuck', number>, thresholds: BacklogThresholds = {}) {
   return getCore().call<{ severity: 'ok' | 'warn' | 'error'; reasons: { metric: string; severity: 'warn' | 'error'; value: number }[] }>('backlog', { counts, thresholds });
+}
+
+export type { HealthGrade, HorizonHolder, TableHealth } from './health.js';
+
+/** The outbox's health: its tables and what holds back their cleanup, each graded by the core. */
+export interface OutboxHealth {
+  /** The worst grade below. */
+  severity: HealthGrade;
+  /**
+   * Every table of the outbox (`job`, `attempt`, `schedule_run`, `webhook_endpoint`, in its own
+   * schema), with the core's grades: `deadTuples` (at least 1,000 dead tuples and 20% of live
+   * ones warns, as many as live is an error) and `autovacuum` (warns while dead tuples pile up
+   * and the table has not been autovacuumed for an hour, or ever).
+   */
+  tables: (TableHealth & { grades: { deadTuples: HealthGrade; autovacuum: 'ok' | 'warn' } })[];
+  /**
+   * What holds back this database's xmin horizon: the oldest session, prepared transaction and
+   * replication slot that hold one, the furthest behind first, each graded: held 5 minutes or
+   * 1,000,000 transactions warns, 1 hour or 100,000,000 is an error. Empty when nothing does.
+   */
+  horizon: (HorizonHolder & { grade: HealthGrade })[];
+}
+
+/**
+ * Reads PostgreSQL's statistics of every outbox table and what holds back their cleanup, in one
+ * statement, and has the core grade them (docs/ABI.md, pb_backlog `health`). Sessions of other
+ * databases on the server do not count: only this database's sessions, prepared transactions
+ * and logical slots, and physical slots and standbys' WAL senders (which hold back every
+ * database). The statistics are the whole table's, whatever tenant asks.
+ */
+export async function checkHealth(db: TransactionalDb, opts: ReadOptions = {}): Promise<OutboxHealth> {
+  const schema = outboxSchemaName(checkOutboxName(opts.outbox, 'outbox'));
+  const facts = await readOnly(db, opts, (q) => readHealthFacts(q, schema));
+  const grades = gradeHealth(getCore(), facts);
+  return {
+    severity: grades.severity,
+    tables: facts.tables.map((t, i) => ({ ...t, grades: grades.tables[i]! })),
+    horizon: facts.horizon.map((h, i) => ({ ...h, grade: grades.horizon[i]! })),
+  };
 }
