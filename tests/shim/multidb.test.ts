@@ -194,6 +194,25 @@ describe('one cron for two databases', () => {
   });
 });
 
+describe('a backlog outliving its turn', () => {
+  test("a sweep cut short leaves a drain message naming its database, and the queue consumer drains that database's backlog", async () => {
+    const notes = Array.from({ length: 12 }, (_, i) => `s${i}`);
+    const ids = ((await post('/enqueue', { db: 'us', notes, nudge: false, slow: true })) as { id: string }[]).map((r) => r.id);
+    const ticks = (await post('/tick-short', { budgetMs: 4_000 })).outboxes;
+    const usTick = ticks.find((t: any) => t.outbox === 'us');
+    assert.ok(usTick.ok && usTick.report.succeeded > 0 && usTick.report.succeeded < 12, JSON.stringify(usTick));
+    const drains = (await get('/sent')).flatMap((s: { messages: { body: any }[] }) => s.messages.map((m) => m.body)).filter((b: any) => b.t === 'drain');
+    assert.deepEqual(drains, [{ v: 1, t: 'drain', lane: 'default', outbox: 'us' }]);
+    const requested = (await get('/events')).filter((e: any) => e.type === 'drain_requested');
+    assert.deepEqual(requested.map((e: any) => [e.outbox, e.lane]), [['us', 'default']]);
+    for (const id of ids) await until(async () => (await statusIn('us', id)) === 'succeeded');
+    assert.equal((await ranIn('us')).length, 12);
+    assert.deepEqual(await ranIn('eu'), []);
+    const runs = (await get('/reports')).filter((r: any) => r.handler === 'queue').flatMap((r: any) => r.report.outboxes);
+    assert.ok(runs.length > 0 && runs.every((r: any) => r.outbox === 'us' && r.ok), JSON.stringify(runs));
+  });
+});
+
 describe('one database down', () => {
   test("the other's nudges, queue batches and sweep go on; the failing one's messages come back and its tick is reported failed", async () => {
     const [u1] = await enqueue('us', ['u1'], false);
