@@ -225,8 +225,8 @@ async function drainGroup(group: Group, queue: string, turns: Turns, left: numbe
 }
 
 /**
- * Runs `run` over `items`, at most `parallel` at once, in order; `left` is how many had not
- * started when this one did (itself included), for the core's share of the invocation.
+ * @internal Runs `run` over `items`, at most `parallel` at once, in order; `left` is how many
+ * had not started when this one did (itself included), for the core's share of the invocation.
  */
 export async function inTurns<T, R>(items: readonly T[], parallel: number, run: (item: T, left: number) => Promise<R>): Promise<R[]> {
   const results: R[] = new Array(items.length);
