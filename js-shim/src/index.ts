@@ -7,6 +7,7 @@ export { defineJob, defineJobFor, ok, retry, fail, cancel, defer, defaultClassif
 export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type TxEnqueueMany, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
 export { runDrain, runConsumer, runSweep, runRecovery, type RunDrainOptions, type ConsumerOptions, type SweepOptions, type SweepReport } from './consumer.js';
 export type { OutboxOptions, TransitionInfo } from './config.js';
+export { createOutboxes, isOutboxFleet, type OutboxFleet, type OutboxesOptions, type DatabaseOptions, type FleetEvent } from './fleet.js';
 export { allowedActions, operateMatching, type OperatorAction, type OperateMatchingOptions, type OperateMatchingReport } from './operate.js';
 export { PostboxError, EnqueueRefusedError, type PostboxErrorCode, type CoreErrorCode } from './errors.js';
 export type { TransactionalDb } from './db.js';

@@ -10,11 +10,14 @@ export interface PendingNudge {
 }
 
 /** A coalesced nudge from the core's pack: a single-job or a multi-job message body. */
-type Body = { t: 'job'; id: string } | { t: 'jobs'; ids: string[] };
+type Body = { t: 'job'; id: string; outbox?: string } | { t: 'jobs'; ids: string[]; outbox?: string };
 interface Batch {
   lane: string;
   messages: { body: Body; delaySeconds: number }[];
 }
+
+/** The `outbox` field of the core's pack and encode input: one of several outboxes names itself. */
+const named = (rt: OutboxRuntime) => (rt.key === null ? {} : { outbox: rt.key });
 
 // The core packs at most this many jobs a call (pb_nudge pack).
 const PACK_MAX_JOBS = 5000;
@@ -53,7 +56,8 @@ export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudg
       const jobs = queued.slice(i, i + PACK_MAX_JOBS);
       let batches: Batch[];
       try {
-        batches = rt.core.call<{ batches: Batch[] }>('nudge', { op: 'pack', jobs }).batches;
+        // One of several outboxes names itself in every message, so the consumer finds its database.
+        batches = rt.core.call<{ batches: Batch[] }>('nudge', { op: 'pack', ...named(rt), jobs }).batches;
       } catch (error) {
         rt.emit({ type: 'nudge_failed', jobs: jobs.length, error: errorMessage(error) });
         continue;
@@ -119,7 +123,7 @@ export async function sendDrains(rt: OutboxRuntime, lanes: readonly string[], de
       continue;
     }
     try {
-      const { messages } = rt.core.call<{ messages: unknown[] }>('nudge', { op: 'encode', drains: [lane] });
+      const { messages } = rt.core.call<{ messages: unknown[] }>('nudge', { op: 'encode', ...named(rt), drains: [lane] });
       await beforeDeadline(deadline, `drain message to lane ${lane}`, () => queue.send(messages[0]));
       rt.emit({ type: 'drain_requested', lane });
     } catch (error) {

@@ -1,6 +1,6 @@
 import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
 import { getCore } from './core/core.js';
-import { outboxConfig } from './outbox-config.js';
+import { outboxConfig, type OutboxConfig } from './outbox-config.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
 import { boundedTransaction } from './bounded.js';
 import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
@@ -73,6 +73,12 @@ export interface Outbox<R = EnqueueResult> {
   eraseTenant(tenantKey: string, opts?: { ids?: readonly string[] }): Promise<number>;
   /** This outbox's name (`createOutbox({ name })`); `null` for the default outbox. */
   readonly name: string | null;
+  /**
+   * Its key among several outboxes (`createOutboxes({ databases })`), which every nudge it
+   * sends names so that one consumer can route it to this outbox's database; `null` for an
+   * outbox of its own (`createOutbox`), whose nudges name none.
+   */
+  readonly key: string | null;
   /** Its schema: `outbox`, or `outbox_<name>` for a named outbox. */
   readonly schema: string;
   /** The kinds it registers, sorted (for `countBacklog`'s `registeredKinds`). */
@@ -89,7 +95,9 @@ export const RUN: unique symbol = Symbol.for('postbox.run');
 /** @internal What the Cloudflare handlers and the test kit drive. */
 export interface OutboxEngine {
   runtime: OutboxRuntime;
-  drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[]; signal?: AbortSignal }): Promise<RunReport>;
+  /** Its numeric options, as the core checked them: `lanes` and `handlerSessions` are the connections a drain may hold. */
+  config: OutboxConfig;
+  drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[]; signal?: AbortSignal; onBacklog?: () => void }): Promise<RunReport>;
   /** A sweep of the invocation that started at `startedAt`, by `plan` (default: planned now). */
   sweep(startedAt: number, opts: SweepOptions, plan?: SweepPlan): Promise<SweepReport>;
   /** Settles every expired lease as a crash (the sweep's first step, alone). */
@@ -119,25 +127,33 @@ export function createOutbox<const Jobs extends readonly JobDefinition<any, any>
   options: Omit<OutboxOptions<Jobs>, 'deps'> & DepsOption<JobsDeps<Jobs>>,
 ): Outbox;
 export function createOutbox(options: OutboxOptions): Outbox<any> {
+  return buildOutbox(options, null, 'createOutbox');
+}
+
+/**
+ * @internal An outbox; with `key`, one of several (`createOutboxes`): its nudges name it.
+ * `who` prefixes configuration errors.
+ */
+export function buildOutbox(options: OutboxOptions, key: string | null, who: string): Outbox<any> {
   if (!options || !Array.isArray(options.jobs) || typeof options.connect !== 'function') {
-    throw new PostboxError('invalid_config', 'createOutbox: `jobs` (an array) and `connect` (a function) are required');
+    throw new PostboxError('invalid_config', `${who}: \`jobs\` (an array) and \`connect\` (a function) are required`);
   }
-  const sql = outboxSql(checkOutboxName(options.name, 'createOutbox: name'));
+  const sql = outboxSql(checkOutboxName(options.name, `${who}: name`));
   const store = postgresOutboxStore(sql.name);
   const registry = new Map<string, JobDefinition>();
   for (const job of options.jobs) {
-    if (registry.has(job.kind)) throw new PostboxError('invalid_config', `createOutbox: kind ${job.kind} is registered twice`);
+    if (registry.has(job.kind)) throw new PostboxError('invalid_config', `${who}: kind ${job.kind} is registered twice`);
     registry.set(job.kind, job);
   }
   const core = getCore();
   // The core owns the bounds and defaults of the outbox's own numbers (docs/ABI.md, pb_claim outbox).
-  const config = outboxConfig(core, options);
+  const config = outboxConfig(core, options, who);
   const { concurrency, lanes, handlerSessions, operationTimeoutMs } = config;
   if (options.generateId !== undefined && typeof options.generateId !== 'function') {
-    throw new PostboxError('invalid_config', 'createOutbox: generateId must be a function returning a UUID');
+    throw new PostboxError('invalid_config', `${who}: generateId must be a function returning a UUID`);
   }
   if (options.recordNudges !== undefined && typeof options.recordNudges !== 'boolean') {
-    throw new PostboxError('invalid_config', 'createOutbox: recordNudges must be a boolean');
+    throw new PostboxError('invalid_config', `${who}: recordNudges must be a boolean`);
   }
   const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
   const runtime: OutboxRuntime = {
@@ -156,6 +172,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
       }
     },
     queueFor: (lane) => queueFor(options.queue, lane),
+    key,
     seed: randomSeed,
     sql,
     store,
@@ -241,6 +258,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
 
   const outbox: Outbox<any> = {
     name: sql.name,
+    key,
     schema: sql.schema,
     kinds: [...registry.keys()].sort(),
     async transaction(db, fn) {
@@ -285,6 +303,7 @@ export function createOutbox(options: OutboxOptions): Outbox<any> {
     },
     [RUN]: {
       runtime,
+      config,
       withSession,
       async drain(opts) {
         // Each connection drains on its own session; nudged targets are dealt out among them.

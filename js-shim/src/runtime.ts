@@ -15,6 +15,8 @@ export interface OutboxRuntime {
   versionTs: number | null;
   emit(event: OutboxEvent): void;
   queueFor(lane: string): QueueProducer | undefined;
+  /** The outbox's key among several (`createOutboxes`), named in every nudge it sends; null for an outbox of its own. */
+  key: string | null;
   /** The statements of this outbox's schema (the default `outbox`, or a named one's). */
   sql: OutboxSql;
   /** Where the outbox's jobs live: its schema's statements behind the store contract. */

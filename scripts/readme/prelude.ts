@@ -7,6 +7,9 @@ declare global {
   /** The reference Worker's bindings (wrangler.jsonc). */
   interface Env {
     OUTBOX_DB: Hyperdrive;
+    /** The databases of the several-databases example. */
+    HYPERDRIVE_EU: Hyperdrive;
+    HYPERDRIVE_US: Hyperdrive;
     OUTBOX_QUEUE: Queue;
     CF_VERSION_METADATA: WorkerVersionMetadata;
     /** The dashboard's CSRF signing secret (a Worker secret). */

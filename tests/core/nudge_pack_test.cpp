@@ -100,3 +100,20 @@ TEST_CASE("nudge pack: every packed body decodes back to its jobs") {
         R"({"messages":[{"ok":true,"t":"jobs","kind":"k","lane":"default","ids":[")" + id(1) + R"(",")" + id(2) +
             R"("]},{"ok":true,"t":"job","id":")" + id(3) + R"(","kind":"other","lane":"default"}]})");
 }
+
+TEST_CASE("nudge pack: an outbox's packed messages name it, and the largest still fit 58 a batch") {
+  const std::string out = call(pb_nudge, R"({"op":"pack","outbox":"eu","jobs":[)" + job(1) + "," + job(2) + "," + job(3, "other") + "]}").out;
+  CHECK(out == R"({"batches":[{"lane":"default","messages":[{"body":{"v":1,"t":"jobs","kind":"k","lane":"default","outbox":"eu","ids":[")" + id(1) + R"(",")" +
+                   id(2) + R"("]},"delaySeconds":0},{"body":{"v":1,"t":"job","id":")" + id(3) + R"(","kind":"other","lane":"default","outbox":"eu"},"delaySeconds":0}]}]})");
+  CHECK(call(pb_nudge, R"({"jobs":[)" + job(1) + R"(],"op":"pack"})").out.find("outbox") == std::string::npos);
+  CHECK(call(pb_nudge, R"({"jobs":[)" + job(1) + R"(],"outbox":null,"op":"pack"})").out.find("'outbox' must be a string") != std::string::npos);
+  CHECK(call(pb_nudge, R"({"op":"pack","outbox":"Eu","jobs":[]})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'outbox' must be a lowercase letter, then up to 31 lowercase letters, digits or _"}})");
+  // 5000 jobs of the longest kind, lane and outbox name: 50 full messages in one batch, under
+  // 256,000 bytes with 128 bytes a message for metadata.
+  std::string jobs;
+  for (int i = 0; i < 5000; ++i) jobs += (i ? "," : "") + job(i, std::string(128, 'k'), std::string(64, 'l'));
+  const std::string big = call(pb_nudge, R"({"op":"pack","outbox":")" + std::string(32, 'o') + R"(","jobs":[)" + jobs + "]}").out;
+  CHECK(count(big, R"("t":"jobs")") == 50);
+  CHECK(big.size() + 50 * 128 < 256000);
+}

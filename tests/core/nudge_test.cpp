@@ -152,3 +152,69 @@ TEST_CASE("nudge decode: hostile multi-job messages are reported one by one") {
   CHECK(decode(std::string(R"({"v":1,"t":"job","id":")") + kId + R"(","kind":"k","lane":"default","ids":7})").find(R"("ok":false)") !=
         std::string::npos);
 }
+
+TEST_CASE("nudge encode: an outbox's messages name it; a lone outbox's name none") {
+  CHECK(call(pb_nudge, std::string(R"({"op":"encode","outbox":"eu","jobs":[{"id":")") + kId + R"(","kind":"k","lane":"default"}],"drains":["bulk"]})").out ==
+        std::string(R"({"messages":[{"v":1,"t":"job","id":")") + kId +
+            R"(","kind":"k","lane":"default","outbox":"eu"},{"v":1,"t":"drain","lane":"bulk","outbox":"eu"}]})");
+  // The name may come after the lists; without it, none.
+  CHECK(call(pb_nudge, R"({"drains":["bulk"],"op":"encode","outbox":"us_2"})").out == R"({"messages":[{"v":1,"t":"drain","lane":"bulk","outbox":"us_2"}]})");
+  for (const char* bad : {R"("EU")", R"("")", R"("1eu")", R"("e-u")", R"("-")", R"(7)", R"(null)", R"("abcdefghijklmnopqrstuvwxyz0123456")"}) {
+    CAPTURE(bad);
+    CHECK(call(pb_nudge, std::string(R"({"op":"encode","drains":["bulk"],"outbox":)") + bad + "}").rc == 1);
+  }
+  CHECK(call(pb_nudge, R"({"op":"encode","drains":["bulk"],"outbox":"EU"})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'outbox' must be a lowercase letter, then up to 31 lowercase letters, digits or _"}})");
+}
+
+TEST_CASE("nudge decode: a consumer of several outboxes routes each message to the outbox it names") {
+  const std::string job = std::string(R"({"v":1,"t":"job","id":")") + kId + R"(","kind":"k","lane":"default")";
+  auto fleet = [](const std::string& consumer, const std::string& messages) {
+    return call(pb_nudge, R"({"op":"decode",)" + consumer + R"(,"messages":[)" + messages + "]}").out;
+  };
+  const std::string eu_us = R"("outboxes":["eu","us"],"defaultOutbox":"eu")";
+  CHECK(fleet(eu_us, job + R"(,"outbox":"us"})") ==
+        std::string(R"({"messages":[{"ok":true,"t":"job","id":")") + kId + R"(","kind":"k","lane":"default","outbox":"us"}]})");
+  // A message from before there were several outboxes names none: the default outbox's.
+  CHECK(fleet(eu_us, job + "}") == std::string(R"({"messages":[{"ok":true,"t":"job","id":")") + kId + R"(","kind":"k","lane":"default","outbox":"eu"}]})");
+  // An outbox this consumer does not serve: unknown_outbox, back to the queue in 60 s (then dead-lettered).
+  CHECK(fleet(eu_us, job + R"(,"outbox":"ap"})") ==
+        R"({"messages":[{"ok":false,"code":"unknown_outbox","message":"message for outbox 'ap', which this consumer does not serve","retry":true,"delaySeconds":60}]})");
+  CHECK(fleet(R"("outboxes":["eu","us"])", job + "}") ==
+        R"({"messages":[{"ok":false,"code":"unknown_outbox","message":"message names no outbox, and this consumer has no default outbox","retry":true,"delaySeconds":60}]})");
+  CHECK(fleet(R"("outboxes":["eu","us"],"defaultOutbox":null)", R"({"v":1,"t":"drain","lane":"default"})").find("unknown_outbox") != std::string::npos);
+  // A malformed name is a hostile message like any other: invalid_message, acked.
+  CHECK(fleet(eu_us, job + R"(,"outbox":"EU"})") ==
+        R"({"messages":[{"ok":false,"code":"invalid_message","message":"nudge: field 'messages[0].outbox' must be a lowercase letter, then up to 31 lowercase letters, digits or _"}]})");
+  CHECK(fleet(eu_us, job + R"(,"outbox":null})").find("invalid_message") != std::string::npos);
+  CHECK(fleet(eu_us, job + R"(,"outbox":")" + std::string(5000, 'a') + R"("})") ==
+        R"({"messages":[{"ok":false,"code":"invalid_message","message":"nudge: field 'messages[0].outbox' must be at most 32 bytes"}]})");
+  // The lane is checked first; the consumer may come after the messages.
+  CHECK(call(pb_nudge, R"({"op":"decode","messages":[{"v":1,"t":"drain","lane":"bulk","outbox":"ap"}],"lane":"default","outboxes":["eu"]})").out.find("wrong_lane") !=
+        std::string::npos);
+  CHECK(call(pb_nudge, R"({"messages":[{"v":1,"t":"drain","lane":"bulk","outbox":"eu"}],"op":"decode","outboxes":["eu"]})").out ==
+        R"({"messages":[{"ok":true,"t":"drain","lane":"bulk","outbox":"eu"}]})");
+  // A consumer of one outbox takes a message whatever it names, as consumers always did.
+  CHECK(decode(job + R"(,"outbox":"ap"})") == std::string(R"({"messages":[{"ok":true,"t":"job","id":")") + kId + R"(","kind":"k","lane":"default","outbox":"ap"}]})");
+}
+
+TEST_CASE("nudge decode: the consumer's outboxes are checked") {
+  auto consumer = [](const std::string& fields) { return call(pb_nudge, R"({"op":"decode",)" + fields + R"(,"messages":[]})").out; };
+  CHECK(consumer(R"("outboxes":[])") == R"({"error":{"code":"invalid_input","message":"nudge: field 'outboxes' must have at least 1 item"}})");
+  CHECK(consumer(R"("outboxes":["eu"],"defaultOutbox":"us")") ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'defaultOutbox' must be one of outboxes"}})");
+  CHECK(consumer(R"("defaultOutbox":"eu")") == R"({"error":{"code":"invalid_input","message":"nudge: field 'defaultOutbox' needs outboxes"}})");
+  CHECK(consumer(R"("outboxes":["eu","E"])") ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'outboxes[1]' must be a lowercase letter, then up to 31 lowercase letters, digits or _"}})");
+  CHECK(consumer(R"("outboxes":"eu")").find("invalid_input") != std::string::npos);
+  std::string many;
+  for (int i = 0; i < 65; ++i) many += std::string(i ? "," : "") + "\"o" + std::to_string(i) + "\"";
+  CHECK(consumer(R"("outboxes":[)" + many + "]") == R"({"error":{"code":"invalid_input","message":"nudge: field 'outboxes' must have at most 64 items"}})");
+  // A repeated list: the last one counts (each list within the bound).
+  std::string full;
+  for (int i = 0; i < 64; ++i) full += std::string(i ? "," : "") + "\"o" + std::to_string(i) + "\"";
+  CHECK(call(pb_nudge, R"({"op":"decode","outboxes":[)" + full + R"(],"outboxes":[)" + full + R"(],"messages":[{"v":1,"t":"drain","lane":"a","outbox":"o63"}]})").out ==
+        R"({"messages":[{"ok":true,"t":"drain","lane":"a","outbox":"o63"}]})");
+  CHECK(call(pb_nudge, R"({"op":"decode","outboxes":[)" + full + R"(],"outboxes":["eu"],"messages":[{"v":1,"t":"drain","lane":"a","outbox":"o1"}]})").out.find("unknown_outbox") !=
+        std::string::npos);
+}

@@ -629,6 +629,59 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('deadline over the platform maximum', deadline({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
   c('deadline zero budget', deadline({ invocationBudgetMs: 0 }), isError('invalid_input', 'invocationBudgetMs'));
   c('deadline missing startedAt', { op: 'deadline' }, isError('invalid_input', 'startedAt'));
+  // fleet: several outboxes, one invocation's 5 connections (lanes + handlerSessions each in a
+  // queue invocation, 1 + handlerSessions in a sweep), and the default outbox. Hand-checked.
+  const m = (key, lanes, handlerSessions) => ({ key, lanes, handlerSessions });
+  const fleetOf = (outboxes, o = {}) => ({ op: 'fleet', outboxes, ...o });
+  c('fleet two at concurrency 1', fleetOf([m('eu', 1, 1), m('us', 1, 1)], { default: 'eu' }), exactText('{"default":"eu","queueParallel":2,"sweepParallel":2}'));
+  c('fleet three at concurrency 1', fleetOf([m('eu', 1, 1), m('us', 1, 1), m('ap', 1, 1)]), exactText('{"default":null,"queueParallel":2,"sweepParallel":2}'));
+  c('fleet whole budget each', fleetOf([m('eu', 1, 4), m('us', 1, 4)]), exactText('{"default":null,"queueParallel":1,"sweepParallel":1}'));
+  c('fleet sweep holds one lane', fleetOf([m('eu', 2, 1), m('us', 2, 1)]), exactText('{"default":null,"queueParallel":1,"sweepParallel":2}'));
+  c('fleet no handler sessions', fleetOf(['a', 'b', 'c', 'd', 'e', 'f'].map((k) => m(k, 1, 0))), fields({ queueParallel: 5, sweepParallel: 5 }));
+  c('fleet hungriest bounds', fleetOf([m('a', 1, 0), m('b', 1, 4), m('c', 1, 0)]), fields({ queueParallel: 1, sweepParallel: 1 }));
+  c('fleet one is the default', fleetOf([m('eu', 1, 1)]), fields({ default: 'eu' }));
+  c('fleet parallel fits', fleetOf([m('eu', 1, 1), m('us', 1, 1), m('ap', 1, 1)], { parallel: 2 }), fields({ queueParallel: 2, sweepParallel: 2 }));
+  c('fleet parallel 1', fleetOf([m('eu', 1, 0), m('us', 1, 0)], { parallel: 1 }), fields({ queueParallel: 1, sweepParallel: 1 }));
+  c('fleet parallel over the budget', fleetOf([m('eu', 1, 1), m('us', 1, 1), m('ap', 1, 1)], { parallel: 3 }), isError('invalid_input', 'must be at most 2'));
+  c('fleet parallel over the count', fleetOf([m('eu', 1, 0)], { parallel: 64 }), fields({ queueParallel: 1 }));
+  c('fleet parallel 0', fleetOf([m('eu', 1, 0)], { parallel: 0 }), isError('invalid_input', 'parallel'));
+  c('fleet parallel 65', fleetOf([m('eu', 1, 0)], { parallel: 65 }), isError('invalid_input', 'parallel'));
+  c('fleet default unknown', fleetOf([m('eu', 1, 1)], { default: 'us' }), isError('invalid_input', 'default'));
+  c('fleet default not a string', fleetOf([m('eu', 1, 1)], { default: 7 }), isError('invalid_input', 'default'));
+  c('fleet key twice', fleetOf([m('eu', 1, 1), m('eu', 1, 0)]), isError('invalid_input', 'twice'));
+  c('fleet key uppercase', fleetOf([m('EU', 1, 1)]), isError('invalid_input', 'outboxes[0].key'));
+  c('fleet key with a dash', fleetOf([m('e-u', 1, 1)]), isError('invalid_input', 'outboxes[0].key'));
+  c('fleet key 33 bytes', fleetOf([m('e'.repeat(33), 1, 1)]), isError('invalid_input', 'outboxes[0].key'));
+  c('fleet member over the budget', fleetOf([m('eu', 2, 4)]), isError('invalid_input', 'handlerSessions'));
+  c('fleet member lanes 0', fleetOf([m('eu', 0, 1)]), isError('invalid_input', 'lanes'));
+  c('fleet member missing lanes', fleetOf([{ key: 'eu', handlerSessions: 1 }]), isError('invalid_input', 'lanes'));
+  c('fleet member not an object', fleetOf(['eu']), isError('invalid_input', 'outboxes[]'));
+  c('fleet empty', fleetOf([]), isError('invalid_input', 'outboxes'));
+  c('fleet missing outboxes', { op: 'fleet' }, isError('invalid_input', 'outboxes'));
+  c('fleet 65 outboxes', fleetOf(Array.from({ length: 65 }, (_, i) => m(`o${i}`, 1, 0))), isError('invalid_input', '64'));
+  c('fleet 64 outboxes', fleetOf(Array.from({ length: 64 }, (_, i) => m(`o${i}`, 1, 0))), fields({ queueParallel: 5 }));
+  // share: an outbox's turn, (deadline - now) / ceil(left / parallel), recovery in proportion.
+  const share = (o) => ({ op: 'share', now: NOW, startedAt: NOW, left: 1, parallel: 1, ...o });
+  c('share defaults, one outbox', share({}), exactText(`{"deadlineAt":${NOW + 840000},"budgetMs":840000,"recoveryBudgetMs":120000}`));
+  c('share first of three', share({ left: 3 }), exactText(`{"deadlineAt":${NOW + 840000},"budgetMs":280000,"recoveryBudgetMs":40000}`));
+  c('share three on two slots', share({ left: 3, parallel: 2 }), fields({ budgetMs: 420000, recoveryBudgetMs: 60000 }));
+  c('share two on two slots', share({ left: 2, parallel: 2 }), fields({ budgetMs: 840000 }));
+  c('share later in the tick', share({ now: NOW + 100000, invocationBudgetMs: 600000, recoveryBudgetMs: 60000, left: 2 }),
+    exactText(`{"deadlineAt":${NOW + 600000},"budgetMs":250000,"recoveryBudgetMs":25000}`));
+  c('share rounds down', share({ invocationBudgetMs: 10, left: 3 }), fields({ budgetMs: 3, recoveryBudgetMs: 3 }));
+  c('share recovery over the invocation', share({ invocationBudgetMs: 60000, recoveryBudgetMs: 900000, left: 2 }), fields({ budgetMs: 30000, recoveryBudgetMs: 30000 }));
+  c('share recovery zero', share({ recoveryBudgetMs: 0, left: 2 }), fields({ budgetMs: 420000, recoveryBudgetMs: 0 }));
+  c('share nulls take defaults', share({ invocationBudgetMs: null, recoveryBudgetMs: null }), fields({ budgetMs: 840000, recoveryBudgetMs: 120000 }));
+  c('share at the deadline', share({ now: NOW + 840000 }), fields({ budgetMs: 0, recoveryBudgetMs: 0 }));
+  c('share past the deadline', share({ now: NOW + 900000 }), exactText(`{"deadlineAt":${NOW + 840000},"budgetMs":0,"recoveryBudgetMs":0}`));
+  c('share invocation over 15 min', share({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
+  c('share invocation 0', share({ invocationBudgetMs: 0 }), isError('invalid_input', 'invocationBudgetMs'));
+  c('share left 0', share({ left: 0 }), isError('invalid_input', 'left'));
+  c('share parallel 65', share({ parallel: 65 }), isError('invalid_input', 'parallel'));
+  c('share missing left', (({ left, ...r }) => r)(share({})), isError('invalid_input', 'left'));
+  c('share missing startedAt', (({ startedAt, ...r }) => r)(share({})), isError('invalid_input', 'startedAt'));
+  c('fleet outboxes repeated', `{"op":"fleet","outboxes":[${Array.from({ length: 64 }, (_, i) => `{"key":"o${i}","lanes":1,"handlerSessions":0}`).join()}],"outboxes":[{"key":"eu","lanes":1,"handlerSessions":1}]}`,
+    exactText('{"default":"eu","queueParallel":1,"sweepParallel":1}'));
   c('admit missing timeoutMs', (({ timeoutMs, ...r }) => r)(admit({})), isError('invalid_input', 'timeoutMs'));
   c('admit float now', admit({ now: 0.5 }), isError('invalid_input', 'now'));
   c('op missing', { now: NOW }, isError('invalid_input', 'op'));
@@ -926,6 +979,49 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   dec('decode jobs beside old messages', [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'default' }, jobsMsg(), { v: 1, t: 'drain', lane: 'default' }],
     (o) => want(o.messages.map((m) => m.t).join() === 'job,jobs,drain', 'job, jobs, drain'));
 
+  // Several outboxes: the sender names its outbox; a consumer of several routes by it.
+  n('encode names the outbox', { op: 'encode', outbox: 'eu', jobs: [{ id: ID, kind: 'a', lane: 'default' }], drains: ['bulk'] },
+    exactText(`{"messages":[{"v":1,"t":"job","id":"${ID}","kind":"a","lane":"default","outbox":"eu"},{"v":1,"t":"drain","lane":"bulk","outbox":"eu"}]}`));
+  n('encode outbox after the lists', { drains: ['bulk'], op: 'encode', outbox: 'us_2' }, exactText('{"messages":[{"v":1,"t":"drain","lane":"bulk","outbox":"us_2"}]}'));
+  n('encode outbox absent', { op: 'encode', drains: ['bulk'] }, exactText('{"messages":[{"v":1,"t":"drain","lane":"bulk"}]}'));
+  n('encode outbox null', { op: 'encode', outbox: null, drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  n('encode outbox dash', { op: 'encode', outbox: '-', drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  n('encode outbox uppercase', { op: 'encode', outbox: 'EU', drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  n('encode outbox empty', { op: 'encode', outbox: '', drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  n('encode outbox digit first', { op: 'encode', outbox: '1eu', drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  n('encode outbox 33 bytes', { op: 'encode', outbox: 'o'.repeat(33), drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  n('encode outbox number', { op: 'encode', outbox: 7, drains: ['bulk'] }, isError('invalid_input', 'outbox'));
+  const fleetDec = (name, consumer, messages, check) => n(name, { op: 'decode', ...consumer, messages }, check);
+  const EU_US = { outboxes: ['eu', 'us'], defaultOutbox: 'eu' };
+  fleetDec('decode routes by outbox', EU_US, [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'default', outbox: 'us' }],
+    exactText(`{"messages":[{"ok":true,"t":"job","id":"${ID}","kind":"a","lane":"default","outbox":"us"}]}`));
+  fleetDec('decode unnamed goes to the default', EU_US, [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'default' }], okMsg({ outbox: 'eu' }));
+  fleetDec('decode unnamed jobs message', EU_US, [jobsMsg()], okMsg({ t: 'jobs', outbox: 'eu' }));
+  fleetDec('decode drain names its outbox', EU_US, [{ v: 1, t: 'drain', lane: 'bulk', outbox: 'us' }], okMsg({ t: 'drain', lane: 'bulk', outbox: 'us' }));
+  const unknownOutbox = one((m) => want(m.ok === false && m.code === 'unknown_outbox' && m.retry === true && m.delaySeconds === 60, `unknown_outbox, retried in 60 s: ${JSON.stringify(m)}`));
+  fleetDec('decode unknown outbox', EU_US, [{ v: 1, t: 'job', id: ID, kind: 'a', lane: 'default', outbox: 'ap' }], unknownOutbox);
+  fleetDec('decode unnamed without a default', { outboxes: ['eu', 'us'] }, [{ v: 1, t: 'drain', lane: 'default' }], unknownOutbox);
+  fleetDec('decode unnamed, default null', { outboxes: ['eu', 'us'], defaultOutbox: null }, [{ v: 1, t: 'drain', lane: 'default' }], unknownOutbox);
+  fleetDec('decode outbox uppercase', EU_US, [{ v: 1, t: 'drain', lane: 'default', outbox: 'EU' }], badMsg());
+  fleetDec('decode outbox null', EU_US, [{ v: 1, t: 'drain', lane: 'default', outbox: null }], badMsg());
+  fleetDec('decode outbox object', EU_US, [{ v: 1, t: 'drain', lane: 'default', outbox: { eu: 1 } }], badMsg());
+  fleetDec('decode outbox huge', EU_US, [{ v: 1, t: 'drain', lane: 'default', outbox: 'a'.repeat(100000) }], badMsg());
+  fleetDec('decode outbox injection', EU_US, [{ v: 1, t: 'drain', lane: 'default', outbox: 'eu"; DROP SCHEMA outbox; --' }], badMsg());
+  fleetDec('decode wrong lane before outbox', { lane: 'default', ...EU_US }, [{ v: 1, t: 'drain', lane: 'bulk', outbox: 'ap' }], badMsg('wrong_lane'));
+  fleetDec('decode mixed fleet batch', EU_US,
+    [{ v: 1, t: 'drain', lane: 'default', outbox: 'us' }, 'junk', { v: 1, t: 'drain', lane: 'default', outbox: 'ap' }, { v: 1, t: 'drain', lane: 'default' }],
+    (o) => want(o.messages.map((m) => (m.ok ? m.outbox : m.code)).join() === 'us,invalid_message,unknown_outbox,eu', 'us, invalid, unknown, eu'));
+  n('decode consumer after the messages', { messages: [{ v: 1, t: 'drain', lane: 'bulk', outbox: 'us' }], op: 'decode', outboxes: ['eu', 'us'] }, okMsg({ outbox: 'us' }));
+  dec('decode one outbox takes any name', [{ v: 1, t: 'drain', lane: 'default', outbox: 'ap' }], okMsg({ outbox: 'ap' }));
+  n('decode outboxes repeated', `{"op":"decode","outboxes":[${Array.from({ length: 64 }, (_, i) => `"o${i}"`).join()}],"outboxes":["eu"],"messages":[{"v":1,"t":"drain","lane":"default","outbox":"o1"},{"v":1,"t":"drain","lane":"default","outbox":"eu"}]}`,
+    (o) => want(o.messages.map((m) => (m.ok ? m.outbox : m.code)).join() === 'unknown_outbox,eu', 'the last list counts'));
+  n('decode outboxes empty', { op: 'decode', outboxes: [], messages: [] }, isError('invalid_input', 'outboxes'));
+  n('decode outboxes not an array', { op: 'decode', outboxes: 'eu', messages: [] }, isError('invalid_input', 'outboxes'));
+  n('decode outboxes bad key', { op: 'decode', outboxes: ['eu', 'E U'], messages: [] }, isError('invalid_input', 'outboxes[1]'));
+  n('decode outboxes 65', { op: 'decode', outboxes: Array.from({ length: 65 }, (_, i) => `o${i}`), messages: [] }, isError('invalid_input', '64'));
+  n('decode default not served', { op: 'decode', outboxes: ['eu'], defaultOutbox: 'us', messages: [] }, isError('invalid_input', 'defaultOutbox'));
+  n('decode default without outboxes', { op: 'decode', defaultOutbox: 'eu', messages: [] }, isError('invalid_input', 'defaultOutbox'));
+
   // pack: coalesced job nudges in sendBatch-sized batches.
   const packJob = (i, kind = 'k', lane = 'default', delaySeconds) => ({ id: ids(i + 1)[i], kind, lane, ...(delaySeconds === undefined ? {} : { delaySeconds }) });
   const bodies = (o) => o.batches.flatMap((b) => b.messages.map((m) => m.body));
@@ -948,6 +1044,14 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     want(o.batches.map((b) => b.messages.length).join() === '58,58,58,26', 'batches of at most 58 messages');
     want(bodies(o).every((b) => b.t === 'job'), 'single-job messages');
   });
+  n('pack names the outbox', { op: 'pack', outbox: 'eu', jobs: [0, 1].map((i) => packJob(i)) },
+    exactText(JSON.stringify({ batches: [{ lane: 'default', messages: [{ body: { v: 1, t: 'jobs', kind: 'k', lane: 'default', outbox: 'eu', ids: ids(2) }, delaySeconds: 0 }] }] })));
+  n('pack names the outbox on single-job messages', { jobs: [packJob(0)], outbox: 'eu', op: 'pack' }, (o) => want(bodies(o)[0].t === 'job' && bodies(o)[0].outbox === 'eu', 'a single-job message naming eu'));
+  n('pack outbox absent', { op: 'pack', jobs: [packJob(0)] }, (o) => want(!('outbox' in bodies(o)[0]), 'no outbox field'));
+  n('pack outbox null', { op: 'pack', outbox: null, jobs: [packJob(0)] }, isError('invalid_input', 'outbox'));
+  n('pack outbox bad', { op: 'pack', outbox: 'E', jobs: [packJob(0)] }, isError('invalid_input', 'outbox'));
+  n('pack 200 delays named', { op: 'pack', outbox: 'o'.repeat(32), jobs: Array.from({ length: 200 }, (_, i) => packJob(i, 'k', 'default', i)) },
+    (o) => want(o.batches.map((b) => b.messages.length).join() === '58,58,58,26', 'still at most 58 messages a batch'));
   n('pack empty', { op: 'pack', jobs: [] }, exactText('{"batches":[]}'));
   n('pack bad id', { op: 'pack', jobs: [packJob(0), { id: 'x', kind: 'k', lane: 'default' }] }, isError('invalid_input', 'jobs[1].id'));
   n('pack delay negative', { op: 'pack', jobs: [packJob(0, 'k', 'default', -1)] }, isError('invalid_input', 'delaySeconds'));

@@ -92,6 +92,8 @@ export interface StartWorkerOptions {
   };
   /** Name of the Hyperdrive binding pointing at `databaseUrl`. Default `OUTBOX_DB`. */
   hyperdriveBinding?: string;
+  /** More Hyperdrive bindings: binding name → connection URL (with a user and a password), beside `databaseUrl`'s. */
+  hyperdrives?: Record<string, string>;
   /** Plain-text `env` vars. */
   vars?: Record<string, string>;
   /** Default {@link DEFAULT_COMPATIBILITY_DATE}. */
@@ -259,10 +261,11 @@ export function bundleWorker(entry: string): Promise<Bundle> {
 /** Bundles `opts.entry` and starts it in Miniflare. Call `dispose()` when done. */
 export async function startWorker(opts: StartWorkerOptions): Promise<TestWorker> {
   const { dir, main } = await bundleWorker(opts.entry);
-  if (opts.databaseUrl !== undefined) {
-    const url = new URL(opts.databaseUrl);
+  for (const databaseUrl of [opts.databaseUrl, ...Object.values(opts.hyperdrives ?? {})]) {
+    if (databaseUrl === undefined) continue;
+    const url = new URL(databaseUrl);
     if (!url.username || !url.password) {
-      throw new Error('startWorker: databaseUrl needs a user and a password (Hyperdrive requires them)');
+      throw new Error('startWorker: a database URL needs a user and a password (Hyperdrive requires them)');
     }
   }
   const consumers: Record<string, { maxBatchSize?: number; maxBatchTimeout?: number; maxRetries?: number; deadLetterQueue?: string }> = {};
@@ -283,7 +286,7 @@ export async function startWorker(opts: StartWorkerOptions): Promise<TestWorker>
     modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
     compatibilityDate: opts.compatibilityDate ?? DEFAULT_COMPATIBILITY_DATE,
     compatibilityFlags: ['nodejs_compat'],
-    hyperdrives: opts.databaseUrl === undefined ? {} : { [opts.hyperdriveBinding ?? 'OUTBOX_DB']: opts.databaseUrl },
+    hyperdrives: { ...(opts.databaseUrl === undefined ? {} : { [opts.hyperdriveBinding ?? 'OUTBOX_DB']: opts.databaseUrl }), ...opts.hyperdrives },
     d1Databases: opts.d1Databases ?? [],
     durableObjects: opts.durableObjects ?? {},
     queueProducers: producers,

@@ -285,6 +285,9 @@ Status claim_deadline(od::object& root, const Where& where, JsonWriter& out) {
 
 // outbox_config.cpp
 Status claim_outbox(od::object& root, const Where& where, JsonWriter& out);
+// fleet.cpp
+Status claim_fleet(od::object& root, const Where& where, JsonWriter& out);
+Status claim_share(od::object& root, const Where& where, JsonWriter& out);
 
 // Start only if the attempt ends before the invocation does, and the lease covers the attempt's
 // first span (the timeout, or the heartbeat window) plus the settle reserve. A claim that took
@@ -321,7 +324,7 @@ AdmitDecision decide_admit(const LeaseInput& in) {
 Status run_claim(od::document& doc, JsonWriter& out) {
   static constexpr Operation kOps[] = {
       {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}, {"heartbeat", claim_heartbeat},
-      {"outbox", claim_outbox}};
+      {"outbox", claim_outbox}, {"fleet", claim_fleet}, {"share", claim_share}};
   return dispatch_op(doc, out, "claim", kOps);
 }
 

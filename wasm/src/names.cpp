@@ -19,6 +19,14 @@ bool is_name(std::string_view text, uint32_t max_bytes) {
   return true;
 }
 
+bool is_outbox_key(std::string_view text) {
+  if (text.empty() || text.size() > kMaxOutboxKeyBytes || text[0] < 'a' || text[0] > 'z') return false;
+  for (char c : text) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
 bool is_uuid(std::string_view text) {
   if (text.size() != 36) return false;
   bool lower = false;

@@ -18,6 +18,7 @@ void write_nudge(JsonWriter& out, const Nudge& n) {
   if (n.type == "job") out.field("id", n.id);
   if (n.type != "drain") out.field("kind", n.kind);
   out.field("lane", n.lane);
+  if (!n.outbox.empty()) out.field("outbox", n.outbox);
   if (n.type != "jobs") return;
   out.key("ids");
   out.begin_array();
@@ -33,6 +34,20 @@ void write_message(JsonWriter& out, const Nudge& n) {
 }
 
 namespace {
+
+constexpr std::string_view kOutboxKeyRule = "must be a lowercase letter, then up to 31 lowercase letters, digits or _";
+// A message naming an outbox its consumer does not serve comes back after this long, and after
+// the queue's retries goes to its dead-letter queue: the likeliest cause is a deploy that knows
+// the outbox and one that does not running side by side, and the message stays visible.
+constexpr int64_t kUnknownOutboxRetrySeconds = 60;
+
+Status read_outbox_key(od::value& field, const Where& where, std::string_view key, std::string_view& outbox) {
+  Result<std::string_view> s = input::read_string(field, where, key, kMaxOutboxKeyBytes);
+  if (!s) return s.take_error();
+  if (!is_outbox_key(s.value())) return field_error(where, key, kOutboxKeyRule);
+  outbox = s.value();
+  return ok_status();
+}
 
 // Reads a multi-job message's ids: 1 to kMaxIdsPerMessage UUIDs; more is too_large.
 Status read_ids(od::value& field, const Where& where, std::vector<std::string_view>& ids) {
@@ -67,6 +82,8 @@ Status read_nudge_fields(od::object& obj, const Where& where, bool wire, bool wi
         return field_error(where, key, "must be \"job\", \"jobs\" or \"drain\"");
       }
       n.type = t.value();
+    } else if (wire && key == "outbox") {
+      return read_outbox_key(field, where, key, n.outbox);
     } else if (wire && key == "ids") {
       has_ids = true;
       return read_ids(field, where, ids);
@@ -106,6 +123,10 @@ Status read_nudge_fields(od::object& obj, const Where& where, bool wire, bool wi
 
 }  // namespace
 
+Status read_outbox_field(od::value& field, const Where& where, std::string_view& outbox) {
+  return read_outbox_key(field, where, "outbox", outbox);
+}
+
 Status read_jobs(od::value& field, const Where& where, uint32_t max_count, bool with_delay, std::vector<Nudge>& jobs) {
   Result<od::array> list = input::read_array(field, where, "jobs");
   if (!list) return list.take_error();
@@ -129,6 +150,16 @@ namespace {
 // lanes whose backlog outlived a sweep's budget), in the order the two fields come. At most
 // kMaxMessages of each. "pack" is the coalescing form for job nudges.
 Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
+  // Every message names the sending outbox; the name may come after the lists in the document.
+  // Absent, the reader hands back this very view (a parsed string never points here).
+  static constexpr std::string_view kAbsent = "-";
+  Result<std::string_view> named = read_string_anywhere(root, where, "outbox", kMaxOutboxKeyBytes, kAbsent);
+  if (!named) return named.take_error();
+  std::string_view outbox;
+  if (named.value().data() != kAbsent.data()) {
+    if (!is_outbox_key(named.value())) return field_error(where, "outbox", kOutboxKeyRule);
+    outbox = named.value();
+  }
   out.begin_object();
   out.key("messages");
   out.begin_array();
@@ -143,7 +174,7 @@ Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
         Result<std::string_view> lane = input::read_string(item, item_where, "lane", kMaxLaneBytes);
         if (!lane) return lane.take_error();
         if (!is_lane(lane.value())) return field_error(item_where, "lane", "must be 1-64 bytes of [A-Za-z0-9._:-]");
-        write_message(out, Nudge{"drain", {}, {}, lane.value()});
+        write_message(out, Nudge{"drain", {}, {}, lane.value(), outbox});
         return ok_status();
       });
     }
@@ -151,7 +182,10 @@ Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
     has_jobs = true;
     std::vector<Nudge> jobs;
     Status read = read_jobs(field, where, kMaxMessages, false, jobs);
-    for (const Nudge& n : jobs) write_message(out, n);
+    for (Nudge& n : jobs) {
+      n.outbox = outbox;
+      write_message(out, n);
+    }
     return read;
   });
   if (!status) return status;
@@ -161,8 +195,30 @@ Status nudge_encode(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
-// `lane` empty: the consumer serves every lane (one queue for all), so any lane is taken.
-void decode_one(od::value& body, const Where& where, std::string_view lane, JsonWriter& out) {
+// Who reads the messages: a lane (empty: every lane, one queue for all) and, for a consumer
+// of several outboxes, the outboxes it serves and the one that takes messages naming none.
+struct Consumer {
+  std::string_view lane;
+  bool fleet = false;
+  std::string_view outboxes[kMaxOutboxes];
+  size_t outbox_count = 0;
+  std::string_view fallback;  // "defaultOutbox"; empty: none
+};
+
+bool serves(const Consumer& c, std::string_view outbox) {
+  for (size_t i = 0; i < c.outbox_count; ++i) {
+    if (c.outboxes[i] == outbox) return true;
+  }
+  return false;
+}
+
+void refuse(JsonWriter& out, std::string_view code, const std::string& message) {
+  out.field_bool("ok", false);
+  out.field("code", code);
+  out.field("message", message);
+}
+
+void decode_one(od::value& body, const Where& where, const Consumer& c, JsonWriter& out) {
   out.begin_object();
   od::object obj;
   Nudge n;
@@ -171,30 +227,66 @@ void decode_one(od::value& body, const Where& where, std::string_view lane, Json
                       ? read_nudge_fields(obj, where, true, false, n, ids)
                       : Status(input::family_error(where, ErrorCode::invalid_message, "must be an object"));
   if (!status) {
-    out.field_bool("ok", false);
-    out.field("code", error_code_name(status.error().code));
-    out.field("message", status.error().message);
-  } else if (!lane.empty() && n.lane != lane) {
-    out.field_bool("ok", false);
-    out.field("code", "wrong_lane");
-    out.field("message", "message for lane " + input::quoted(n.lane) + " arrived on lane " + input::quoted(lane));
+    refuse(out, error_code_name(status.error().code), status.error().message);
+  } else if (!c.lane.empty() && n.lane != c.lane) {
+    refuse(out, "wrong_lane", "message for lane " + input::quoted(n.lane) + " arrived on lane " + input::quoted(c.lane));
+  } else if (c.fleet && (n.outbox.empty() ? c.fallback.empty() : !serves(c, n.outbox))) {
+    // Well formed, but for no outbox here: it goes back to the queue (then to its dead-letter
+    // queue) rather than be dropped, since the job waits in a database this consumer cannot name.
+    refuse(out, "unknown_outbox",
+           n.outbox.empty() ? std::string("message names no outbox, and this consumer has no default outbox")
+                            : "message for outbox " + input::quoted(n.outbox) + ", which this consumer does not serve");
+    out.field_bool("retry", true);
+    out.field("delaySeconds", kUnknownOutboxRetrySeconds);
   } else {
+    // An older deploy's message names no outbox: it is the default outbox's.
+    if (c.fleet && n.outbox.empty()) n.outbox = c.fallback;
     out.field_bool("ok", true);
     write_nudge(out, n);
   }
   out.end_object();
 }
 
-Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
-  // The lane must be known before the messages; it may come after them in the document.
-  // Without one, the consumer serves every lane: each message names its own.
-  od::value probe;
-  const bool has_lane = root.find_field_unordered("lane").get(probe) != simdjson::NO_SUCH_FIELD;
+// Reads the consumer: lane, outboxes and defaultOutbox, wherever they sit (the messages are
+// decoded against them, and may come first in the document), then rewinds the object.
+Status read_consumer(od::object& root, const Where& where, Consumer& c) {
+  bool has_default = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "lane") {
+      Result<std::string_view> lane = input::read_string(field, where, key, kMaxLaneBytes);
+      if (!lane) return lane.take_error();
+      if (!is_lane(lane.value())) return field_error(where, key, "must be 1-64 bytes of [A-Za-z0-9._:-]");
+      c.lane = lane.value();
+    } else if (key == "outboxes") {
+      Result<od::array> list = input::read_array(field, where, key);
+      if (!list) return list.take_error();
+      c.fleet = true;
+      c.outbox_count = 0;  // a repeated field: the last one counts (and the list stays in bounds)
+      return input::for_each_element(list.value(), where, key, kMaxOutboxes, [&](od::value& item, uint32_t index) -> Status {
+        return read_outbox_key(item, where, "outboxes[" + decimal_string(index) + "]", c.outboxes[c.outbox_count++]);
+      });
+    } else if (key == "defaultOutbox") {
+      has_default = true;
+      if (input::take_null(field)) return ok_status();
+      return read_outbox_key(field, where, key, c.fallback);
+    }
+    return ok_status();
+  });
+  if (!status) return status;
+  if (c.fleet && c.outbox_count == 0) return field_error(where, "outboxes", "must have at least 1 item");
+  if (has_default && !c.fleet) return field_error(where, "defaultOutbox", "needs outboxes");
+  if (!c.fallback.empty() && !serves(c, c.fallback)) return field_error(where, "defaultOutbox", "must be one of outboxes");
   bool empty = false;
   if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
-  Result<std::string_view> lane = has_lane ? read_string_anywhere(root, where, "lane", kMaxLaneBytes) : Result<std::string_view>(std::string_view());
-  if (!lane) return lane.take_error();
-  if (has_lane && !is_lane(lane.value())) return field_error(where, "lane", "must be 1-64 bytes of [A-Za-z0-9._:-]");
+  return ok_status();
+}
+
+Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
+  // Without a lane, the consumer serves every lane: each message names its own. Without
+  // outboxes, it serves one outbox, and takes a message whatever outbox it names.
+  Consumer consumer;
+  Status read = read_consumer(root, where, consumer);
+  if (!read) return read;
 
   out.begin_object();
   out.key("messages");
@@ -208,7 +300,7 @@ Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
     return input::for_each_element(messages.value(), where, key, kMaxMessages, [&](od::value& item, uint32_t index) {
       Where item_where = where.indexed("messages", index);
       item_where.code = ErrorCode::invalid_message;
-      decode_one(item, item_where, lane.value(), out);
+      decode_one(item, item_where, consumer, out);
       return ok_status();
     });
   });

@@ -18,16 +18,18 @@ namespace {
 // One call takes an enqueueMany list's worth of jobs.
 constexpr uint32_t kMaxPackJobs = 5000;
 // Queues: a message at most 128 KB, a sendBatch at most 100 messages and 256 KB, each message
-// counting ~100 bytes of metadata beside its body. The longest body (100 ids, the longest kind
-// and lane) is a few KB of JSON; Workers send it v8-serialised, which is no longer for these
-// ASCII-only bodies. So a batch of kMessagesPerBatch messages fits whatever they hold.
+// counting ~100 bytes of metadata beside its body. The longest body (100 ids, the longest kind,
+// lane and outbox name) is a few KB of JSON; Workers send it v8-serialised, which is no longer
+// for these ASCII-only bodies. So a batch of kMessagesPerBatch messages fits whatever they hold.
 constexpr size_t kMessageOverheadBytes = 128;
 constexpr size_t kBatchBudgetBytes = 256000;
-constexpr size_t kMaxBodyBytes = sizeof R"({"v":1,"t":"jobs","kind":"","lane":"","ids":[]})" +
-                                 kMaxIdsPerMessage * sizeof R"("00000000-0000-0000-0000-000000000000",)" +
-                                 kMaxKindBytes + kMaxLaneBytes;
-constexpr size_t kMessagesPerBatch = kBatchBudgetBytes / (kMaxBodyBytes + kMessageOverheadBytes);
-static_assert(kMessagesPerBatch >= 50 && kMessagesPerBatch <= kMaxMessages && kMaxBodyBytes < 128000);
+// Each literal's size less its terminating NUL; every id counted with a comma.
+constexpr size_t kMaxBodyBytes = (sizeof R"({"v":1,"t":"jobs","kind":"","lane":"","outbox":"","ids":[]})" - 1) +
+                                 kMaxIdsPerMessage * (sizeof R"("00000000-0000-0000-0000-000000000000",)" - 1) +
+                                 kMaxKindBytes + kMaxLaneBytes + kMaxOutboxKeyBytes;
+constexpr size_t kMessagesPerBatch = 58;
+static_assert(kMessagesPerBatch * (kMaxBodyBytes + kMessageOverheadBytes) <= kBatchBudgetBytes);
+static_assert(kMessagesPerBatch <= kMaxMessages && kMaxBodyBytes < 128000);
 
 // A message: up to kMaxIdsPerMessage jobs of one group, from `first` on in input order.
 struct Message {
@@ -77,7 +79,7 @@ void write_body(JsonWriter& out, const Jobs& jobs, const Message& m) {
   for (size_t i = m.first; ids.size() < m.count; ++i) {
     if (jobs.group[i] == jobs.group[m.first]) ids.push_back(jobs.list[i].id);
   }
-  Nudge n{"jobs", {}, head.kind, head.lane};
+  Nudge n{"jobs", {}, head.kind, head.lane, head.outbox};
   n.ids = ids.data();
   n.id_count = ids.size();
   write_message(out, n);
@@ -132,13 +134,17 @@ void write_batch(JsonWriter& out, const Jobs& jobs, const Message* first, const 
 Status nudge_pack(od::object& root, const Where& where, JsonWriter& out) {
   Jobs jobs;
   bool has_jobs = false;
+  std::string_view outbox;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "outbox") return read_outbox_field(field, where, outbox);
     if (key != "jobs") return ok_status();
     has_jobs = true;
     return read_jobs(field, where, kMaxPackJobs, true, jobs.list);
   });
   if (!status) return status;
   if (!has_jobs) return input::missing(where, "jobs");
+  // One outbox packs its own jobs: every message names it (none for a lone outbox).
+  for (Nudge& n : jobs.list) n.outbox = outbox;
   assign_groups(jobs);
 
   // A batch ends at a new lane or at kMessagesPerBatch messages.

@@ -42,7 +42,7 @@ struct SweepInput {
   int64_t now = 0;
   int64_t started_at = 0;
   int64_t invocation_budget_ms = kDefaultInvocationBudgetMs;
-  int64_t recovery_budget_ms = 120000;
+  int64_t recovery_budget_ms = kDefaultRecoveryBudgetMs;
   int64_t sweep_lease_budget_ms = 180000;
   // A handed-off job is not nudged again for this long: a consumer busy with a full
   // invocation (15 min at most) may not have reached it yet, and a re-nudge every sweep only

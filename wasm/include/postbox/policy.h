@@ -18,6 +18,9 @@ constexpr int64_t kMaxTimeoutMs = 600000;      // 10 minutes
 // a minute of it for closing connections and returning.
 constexpr int64_t kDefaultInvocationBudgetMs = 840000;
 constexpr int64_t kMaxInvocationBudgetMs = 900000;
+// A cron sweep's recovery of expired leases may take this long from the sweep's start, and is
+// held back from the schedules that run before it.
+constexpr int64_t kDefaultRecoveryBudgetMs = 120000;
 // Leases. A lease covers a span of work S plus a margin M(S) = clamp(S, 6 s, 30 s). Of the
 // margin, a third is the settle reserve R (what an attempt must leave on its lease to settle)
 // and the rest the claim slack K (how long a claimed job may wait for a slot). S is the
