@@ -1,8 +1,7 @@
 // One operator action's whole life under one bound: connecting, its transaction and closing.
 // A server that never answers (a wedged proxy, a stopped backend) or a lock held elsewhere
 // must fail the action within the bound, and leave no connection behind.
-import { PostboxError } from './errors.js';
-import { errorMessage } from './session.js';
+import { PostboxError, errorMessage } from './errors.js';
 import type { Connector, LaneConnection, LaneDb } from './types.js';
 
 const timeoutError = (what: string, timeoutMs: number, cause?: unknown): PostboxError =>

@@ -1,10 +1,9 @@
 // Running an outbox outside Cloudflare's handlers: a drain, a consumer that keeps draining
 // until told to stop, and the sweep and recovery on their own. Nothing here imports a
 // Node-only module: the same calls work in workerd (a Durable Object, say) and in Node.
-import { PostboxError } from './errors.js';
+import { PostboxError, errorMessage } from './errors.js';
 import { RUN, type Outbox } from './outbox.js';
 import { addReport, emptyReport, type RunReport } from './runner.js';
-import { errorMessage } from './session.js';
 import type { SweepOptions, SweepReport } from './sweep.js';
 
 /** Options of {@link runDrain}. */

@@ -1,5 +1,17 @@
 import type { EnqueueRefusal } from './types.js';
-import type { WebhookRejection } from './webhooks/verify.js';
+
+/** Why a webhook was refused. */
+export type WebhookRejection =
+  /** `webhook-id`, `webhook-timestamp` or `webhook-signature` is absent (`missing` names them). */
+  | 'missing_headers'
+  /** `webhook-timestamp` is not whole seconds. */
+  | 'invalid_timestamp'
+  /** Older than the tolerance: possibly a replayed capture. */
+  | 'timestamp_too_old'
+  /** Newer than the tolerance: a clock far off, or forged. */
+  | 'timestamp_too_new'
+  /** No `v1` signature matches any of the secrets for this id, timestamp and body. */
+  | 'no_matching_signature';
 
 /** The codes of the core's error documents (docs/ABI.md), passed on as they are. */
 export type CoreErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_policy' | 'invalid_cron' | 'invalid_message' | 'unknown_op' | 'too_large';
@@ -57,5 +69,15 @@ export class EnqueueRefusedError extends PostboxError {
     this.name = 'EnqueueRefusedError';
     this.result = result;
     this.index = index;
+  }
+}
+
+/** A thrown value as text: an Error's message, a string as it is, anything else as JSON. */
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  } catch {
+    return String(error);
   }
 }

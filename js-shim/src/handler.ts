@@ -2,11 +2,11 @@
 // ctx.db, its lease (ctx.heartbeat, automatic beats, the stop point: lease.ts), and the mapping of whatever the handler did (returned, threw, hung) to an outcome.
 import type { Finished, ClaimedRow } from './attempt.js';
 import { LANE_DB } from './db.js';
-import { PostboxError } from './errors.js';
+import { PostboxError, errorMessage } from './errors.js';
 import { AttemptLease, lostError, type Admitted, type LostReason } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { Deadline } from './deadline.js';
-import { errorMessage, type HandlerSessions, type LaneSession } from './session.js';
+import { type HandlerSessions, type LaneSession } from './session.js';
 import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
 
 /**

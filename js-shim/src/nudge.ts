@@ -1,6 +1,7 @@
 import { beforeDeadline, type Deadline } from './deadline.js';
 import type { OutboxRuntime } from './runtime.js';
-import { errorMessage, LaneSession } from './session.js';
+import { errorMessage } from './errors.js';
+import { LaneSession } from './session.js';
 
 export interface PendingNudge {
   id: string;

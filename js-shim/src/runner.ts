@@ -5,12 +5,13 @@
 // settle, wait or stop; `plan`: which kinds still fit the deadline; `admit`: whether a buffered
 // job may still start). Settlements with hooks run in their own transactions, queued on the
 // same session, while the other slots go on.
+import { errorMessage } from './errors.js';
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
 import type { PumpAnswer } from './core/core.js';
 import type { Admitted } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
-import { errorMessage, type LaneSession } from './session.js';
+import { type LaneSession } from './session.js';
 import { afterFailure, decidePairs, needsHooks, recordAll, settleAll, settleHooked, settleWrites, writeAfterFailure, writeSettled, type Settlement } from './settle.js';
 import type { ClaimInput } from './store/contract.js';
 

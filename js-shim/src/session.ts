@@ -1,5 +1,5 @@
 import { beforeDeadline, deadlineError, type Deadline } from './deadline.js';
-import { PostboxError } from './errors.js';
+import { PostboxError, errorMessage } from './errors.js';
 import type { Connector, LaneConnection, LaneDb } from './types.js';
 
 /**
@@ -199,12 +199,3 @@ export class HandlerSessions {
 
 const closedError = (): PostboxError =>
   new PostboxError('session_closed', 'the outbox session has ended (a query queued before its connection was replaced ran after the end)');
-
-export function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  try {
-    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
-  } catch {
-    return String(error);
-  }
-}

@@ -1,11 +1,12 @@
 // Settlement: the core decides each attempt's transition; this writes them. Plain ones go in
 // one statement (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
+import { errorMessage } from './errors.js';
 import { emptyReport, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
 import { fromHandlerOutcome, redact } from './handler.js';
 import type { OutboxRuntime } from './runtime.js';
-import { errorMessage, type LaneSession } from './session.js';
+import { type LaneSession } from './session.js';
 import type { SettleWrite } from './store/contract.js';
 import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, LaneDb } from './types.js';
 

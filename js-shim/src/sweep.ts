@@ -1,7 +1,8 @@
+import { errorMessage } from './errors.js';
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
 import type { OutboxRuntime } from './runtime.js';
 import type { CorePolicy, JobDefinition } from './types.js';
-import { errorMessage, type LaneSession } from './session.js';
+import { type LaneSession } from './session.js';
 import { isDeadlineError, type Deadline } from './deadline.js';
 import { sendDrains, sendNudges } from './nudge.js';
 

@@ -1,10 +1,10 @@
+import { errorMessage } from '../errors.js';
 import { isCoreError } from '../core/core.js';
 import { deadlineError, isDeadlineError } from '../deadline.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
 import { sendDrains } from '../nudge.js';
 import { RUN, type Outbox, type OutboxEngine } from '../outbox.js';
 import { addReport, emptyReport, type RunReport } from '../runner.js';
-import { errorMessage } from '../session.js';
 import type { OutboxEvent } from '../types.js';
 
 /** The parts of a Cloudflare `MessageBatch` Postbox uses. */

@@ -1,9 +1,9 @@
-import { PostboxError } from '../errors.js';
+import { PostboxError, errorMessage } from '../errors.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
 import { RUN, type Outbox } from '../outbox.js';
 import { run } from '../queries/statement.js';
 import type { OutboxRuntime } from '../runtime.js';
-import { errorMessage, type LaneSession } from '../session.js';
+import { type LaneSession } from '../session.js';
 import { planSweep, type SweepOptions, type SweepReport } from '../sweep.js';
 import type { EnqueueResult, LaneDb } from '../types.js';
 import { inTurns, type OutboxFactory, type OutboxFleetFactory } from './queue.js';

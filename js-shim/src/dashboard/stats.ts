@@ -25,7 +25,7 @@ export async function attemptRates(
   opts: { since: number; bucketMs: number; buckets: number; tenantKey?: string | null },
 ): Promise<RateBucket[]> {
   const params: unknown[] = [opts.since, opts.bucketMs, opts.since + opts.bucketMs * opts.buckets];
-  const scoped = opts.tenantKey === undefined ? '' : `AND EXISTS (SELECT 1 FROM ${s}.job j WHERE j.id = a.job_id AND ${tenantFilter(opts.tenantKey, params).replace('tenant_scope', 'j.tenant_scope')})`;
+  const scoped = opts.tenantKey === undefined ? '' : `AND EXISTS (SELECT 1 FROM ${s}.job j WHERE j.id = a.job_id AND ${tenantFilter(opts.tenantKey, params, 'j.tenant_scope')})`;
   const { rows } = await q.query(
     `SELECT floor((extract(epoch from a.finished_at) * 1000 - $1::bigint) / $2::bigint)::int AS bucket,
             count(*) FILTER (WHERE a.outcome = 'ok')::int AS ok,

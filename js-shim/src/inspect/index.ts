@@ -7,53 +7,21 @@ import { getCore } from '../core/core.js';
 import type { TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
 import type { JobStatus } from '../types.js';
+import type { AttemptView, JobFilter, JobView } from '../store/contract.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
 import { gradeHealth, readHealthFacts, type HealthGrade, type HorizonHolder, type TableHealth } from './health.js';
 import { postgresOutboxStore, tenantFilter } from '../store/postgres.js';
 import { checkLimit, decodeCursor } from '../store/shared.js';
 import { readOnly, type ReadOptions } from './read.js';
 
+export type { AttemptView, JobFilter, JobView };
+
 /** The store of the outbox a read names (checked by `readOnly` first). */
 const storeOf = (opts: ReadOptions) => postgresOutboxStore(checkOutboxName(opts.outbox, 'outbox'));
-
-/** A job as operators see it. Times are `Date`s. */
-export interface JobView {
-  id: string;
-  kind: string;
-  lane: string;
-  status: JobStatus;
-  payload: unknown;
-  tenantKey: string | null;
-  dedupeKey: string | null;
-  correlationId: string | null;
-  metadata: Record<string, unknown> | null;
-  attempts: number;
-  crashes: number;
-  lastErrorCode: string | null;
-  lastErrorMessage: string | null;
-  dueAt: Date;
-  createdAt: Date;
-  finishedAt: Date | null;
-}
 
 /** One job by id, or `null` (also when it belongs to another tenant than `tenantKey`). */
 export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions): Promise<JobView | null> {
   return readOnly(db, opts, (q) => storeOf(opts).getJob(q, opts.tenantKey === undefined ? { id: opts.id } : { id: opts.id, tenantKey: opts.tenantKey }));
-}
-
-/** Filters shared by `listJobs` and `countJobs`. */
-export interface JobFilter {
-  status?: JobStatus;
-  kind?: string;
-  tenantKey?: string | null;
-  correlationId?: string;
-  createdAtOrAfter?: Date;
-  createdAfter?: Date;
-  createdBefore?: Date;
-  /** Finished (succeeded, dead or cancelled) strictly after this time. */
-  finishedAfter?: Date;
-  /** Finished strictly before this time. */
-  finishedBefore?: Date;
 }
 
 /** A page of jobs, oldest first by default; pass `nextCursor` back as `cursor` with the same filters. */
@@ -184,23 +152,6 @@ export async function aggregateAttemptOutcomes(
       p50Ms: Math.round(Number(r.pct[0])), p95Ms: Math.round(Number(r.pct[1])), p99Ms: Math.round(Number(r.pct[2])), maxMs: Math.round(Number(r.max_ms)),
     }));
   });
-}
-
-/** One attempt of a job, as `listAttempts` returns it. */
-export interface AttemptView {
-  /** The attempt's number (every claim ever made, so it keeps counting across replays). */
-  attempt: number;
-  /**
-   * `null` while it runs; then ok, retry, fail, cancel, timeout, crash, claim_late, released,
-   * hook_failed, invalid_payload or defer (the core's settle outcomes, docs/ABI.md).
-   */
-  outcome: string | null;
-  code: string | null;
-  message?: string;
-  startedAt: Date;
-  finishedAt: Date | null;
-  /** `finishedAt - startedAt`, or `null` while it runs. */
-  durationMs: number | null;
 }
 
 /** Every attempt of one job, in order (none for an unknown id). */

@@ -6,6 +6,7 @@
  * @module
  */
 import { PostboxError } from '../errors.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../store/shared.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
@@ -273,8 +274,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   }
 
   async listJobs(db: Db, query: ListJobsQuery): Promise<JobPage> {
-    const limit = query.limit;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new PostboxError('invalid_input', 'limit must be an integer in 1..1000');
+    const limit = checkLimit(query.limit);
     const order = query.order === 'desc' ? 'DESC' : 'ASC';
     const params: SqlValue[] = [];
     let sql = `SELECT ${JOB_VIEW_COLUMNS} FROM ${this.sql.job} WHERE ${where(query, params)}`;
@@ -288,32 +288,22 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     const rows = await this.#one(db, sql, params);
     const jobs = rows.slice(0, limit).map(toView);
     const last = rows.length > limit ? rows[limit - 1] : undefined;
-    return { jobs, nextCursor: last ? `${Number(last.created_at)}.${String(last.id)}` : null };
+    return { jobs, nextCursor: last ? encodeCursor(Number(last.created_at), String(last.id)) : null };
   }
 
   async countJobs(db: Db, filter: JobFilter): Promise<Record<JobStatus, number>> {
     const params: SqlValue[] = [];
     const rows = await this.#one(db, `SELECT status, count(*) AS n FROM ${this.sql.job} WHERE ${where(filter, params)} GROUP BY status`, params);
-    const counts: Record<JobStatus, number> = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 };
+    const counts = emptyCounts();
     for (const r of rows) counts[r.status as JobStatus] = Number(r.n);
     return counts;
   }
 
   async listAttempts(db: Db, query: { jobId: string }): Promise<AttemptView[]> {
     const rows = await this.#one(db, this.sql.listAttempts, [query.jobId]);
-    return rows.map((r): AttemptView => {
-      const startedAt = Number(r.started_at);
-      const finishedAt = r.finished_at === null ? null : Number(r.finished_at);
-      return {
-        attempt: Number(r.seq),
-        outcome: r.outcome === null ? null : String(r.outcome),
-        code: r.error_code === null ? null : String(r.error_code),
-        ...(r.error_message === null ? {} : { message: String(r.error_message) }),
-        startedAt: new Date(startedAt),
-        finishedAt: finishedAt === null ? null : new Date(finishedAt),
-        durationMs: finishedAt === null ? null : finishedAt - startedAt,
-      };
-    });
+    return rows.map((r) =>
+      attemptView(Number(r.seq), str(r.outcome), str(r.error_code), str(r.error_message), Number(r.started_at), r.finished_at === null ? null : Number(r.finished_at)),
+    );
   }
 
   // ---- schedules ---------------------------------------------------------------------------
@@ -469,10 +459,4 @@ function where(filter: JobFilter, params: SqlValue[]): string {
   if (filter.finishedAfter) add('finished_at > ?', ms(filter.finishedAfter, 'finishedAfter'));
   if (filter.finishedBefore) add('finished_at < ?', ms(filter.finishedBefore, 'finishedBefore'));
   return parts.join(' AND ');
-}
-
-function decodeCursor(cursor: string): [number, string] {
-  const match = typeof cursor === 'string' ? /^(\d+)\.([0-9a-f-]{36})$/i.exec(cursor) : null;
-  if (!match) throw new PostboxError('invalid_input', 'cursor is malformed: pass back nextCursor as it was returned');
-  return [Number(match[1]), match[2]!];
 }

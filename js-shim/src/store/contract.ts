@@ -16,10 +16,61 @@
  * keep compiling.
  * @module
  */
-import type { AttemptView, JobFilter, JobView } from '../inspect/index.js';
 import type { JobStatus } from '../types.js';
 
-export type { AttemptView, JobFilter, JobView, JobStatus };
+export type { JobStatus };
+
+/** A job as operators see it. Times are `Date`s. */
+export interface JobView {
+  id: string;
+  kind: string;
+  lane: string;
+  status: JobStatus;
+  payload: unknown;
+  tenantKey: string | null;
+  dedupeKey: string | null;
+  correlationId: string | null;
+  metadata: Record<string, unknown> | null;
+  attempts: number;
+  crashes: number;
+  lastErrorCode: string | null;
+  lastErrorMessage: string | null;
+  dueAt: Date;
+  createdAt: Date;
+  finishedAt: Date | null;
+}
+
+/** Filters shared by `listJobs` and `countJobs`. */
+export interface JobFilter {
+  status?: JobStatus;
+  kind?: string;
+  tenantKey?: string | null;
+  correlationId?: string;
+  createdAtOrAfter?: Date;
+  createdAfter?: Date;
+  createdBefore?: Date;
+  /** Finished (succeeded, dead or cancelled) strictly after this time. */
+  finishedAfter?: Date;
+  /** Finished strictly before this time. */
+  finishedBefore?: Date;
+}
+
+/** One attempt of a job, as `listAttempts` returns it. */
+export interface AttemptView {
+  /** The attempt's number (every claim ever made, so it keeps counting across replays). */
+  attempt: number;
+  /**
+   * `null` while it runs; then ok, retry, fail, cancel, timeout, crash, claim_late, released,
+   * hook_failed, invalid_payload or defer (the core's settle outcomes, docs/ABI.md).
+   */
+  outcome: string | null;
+  code: string | null;
+  message?: string;
+  startedAt: Date;
+  finishedAt: Date | null;
+  /** `finishedAt - startedAt`, or `null` while it runs. */
+  durationMs: number | null;
+}
 
 /** One job to append (the caller has validated and serialised it; the core has set its due time). */
 export interface AppendItem {

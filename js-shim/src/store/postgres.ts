@@ -8,7 +8,7 @@
  */
 import { runTransaction, type TransactionalDb } from '../db.js';
 import { PostboxError } from '../errors.js';
-import type { AttemptView, JobFilter, JobView } from '../inspect/index.js';
+import type { AttemptView, JobFilter, JobView } from './contract.js';
 import { outboxSql, type OutboxSql } from '../queries/index.js';
 import { claimedFromArray } from '../queries/claim.js';
 import { run } from '../queries/statement.js';
@@ -317,11 +317,11 @@ export function textArray<T>(items: readonly T[], pick: (item: T) => string | nu
   return out + '}';
 }
 
-/** A tenant filter: omitted means any tenant, `null` only jobs without one. */
-export function tenantFilter(tenantKey: string | null | undefined, params: unknown[]): string {
+/** A tenant filter on `column` (a job's tenant_scope, qualified when the statement joins): omitted means any tenant, `null` only jobs without one. */
+export function tenantFilter(tenantKey: string | null | undefined, params: unknown[], column = 'tenant_scope'): string {
   if (tenantKey === undefined) return 'TRUE';
   params.push(tenantKey);
-  return `tenant_scope = COALESCE('t:' || $${params.length}::text, 'n')`;
+  return `${column} = COALESCE('t:' || $${params.length}::text, 'n')`;
 }
 
 function where(filter: JobFilter, params: unknown[]): string {

@@ -1,7 +1,7 @@
 // A receiver's check of a signed webhook. The timestamp's tolerance is the core's decision
 // (pb_webhook timestamp); signatures are compared by crypto.subtle.verify, in constant time.
 import { getCore } from '../core/core.js';
-import { PostboxError } from '../errors.js';
+import { PostboxError, type WebhookRejection } from '../errors.js';
 import { fromBase64, hmacKey, secretList, signedContent, type Bytes } from './sign.js';
 
 const encoder = new TextEncoder();
@@ -21,18 +21,7 @@ export interface VerifyWebhookOptions {
   now?: number | Date;
 }
 
-/** Why a webhook was refused. */
-export type WebhookRejection =
-  /** `webhook-id`, `webhook-timestamp` or `webhook-signature` is absent (`missing` names them). */
-  | 'missing_headers'
-  /** `webhook-timestamp` is not whole seconds. */
-  | 'invalid_timestamp'
-  /** Older than the tolerance: possibly a replayed capture. */
-  | 'timestamp_too_old'
-  /** Newer than the tolerance: a clock far off, or forged. */
-  | 'timestamp_too_new'
-  /** No `v1` signature matches any of the secrets for this id, timestamp and body. */
-  | 'no_matching_signature';
+export type { WebhookRejection };
 
 /** The result of {@link verifyWebhook}. */
 export type WebhookVerification =
