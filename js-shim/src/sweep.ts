@@ -208,13 +208,14 @@ export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): P
   return step ? recoverUntil(rt, session, step) : emptyReport();
 }
 
-/** The recovery step: batches of its limit until one comes back short or its deadline passes. */
+/** The recovery step: batches of its limit for as long as the core says (until one comes back short or its deadline passes). */
 async function recoverUntil(rt: OutboxRuntime, session: LaneSession, step: Extract<SweepStep, { type: 'recover' }>): Promise<RunReport> {
   const report = emptyReport();
   for (;;) {
     const { found, ...batch } = await recover(rt, session, step.limit);
     addReport(report, batch);
-    if (found < step.limit || rt.clock.now() >= step.deadlineAt) return report;
+    const { again } = rt.core.call<{ again: boolean }>('sweep', { op: 'recover', now: rt.clock.now(), deadlineAt: step.deadlineAt, limit: step.limit, found });
+    if (!again) return report;
   }
 }
 

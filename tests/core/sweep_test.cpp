@@ -123,3 +123,32 @@ TEST_CASE("sweep retention: another batch while the last was full and the budget
   CHECK(again(R"("now":1000,"deleted":-1)").find("invalid_input") != std::string::npos);
   CHECK(call(pb_sweep, R"({"op":"retention","startedAt":0,"budgetMs":0,"deadlineAt":0,"limit":0,"now":0,"deleted":0})").out.find("invalid_input") != std::string::npos);
 }
+
+TEST_CASE("sweep recover: another batch while the last was full and the step's deadline has not passed") {
+  auto again = [](const std::string& fields) {
+    return call(pb_sweep, R"({"op":"recover","deadlineAt":2000,"limit":500,)" + fields + "}").out;
+  };
+  const std::string yes = R"({"again":true})", no = R"({"again":false})";
+  CHECK(again(R"("now":1000,"found":500)") == yes);
+  CHECK(again(R"("now":1999,"found":500)") == yes);
+  // A short batch: every expired lease of this listing is settled.
+  CHECK(again(R"("now":1000,"found":499)") == no);
+  CHECK(again(R"("now":1000,"found":0)") == no);
+  // The deadline is the step's own (its budget from the sweep's start, capped by the invocation).
+  CHECK(again(R"("now":2000,"found":500)") == no);
+  CHECK(again(R"("now":5000,"found":500)") == no);
+  CHECK(call(pb_sweep, R"({"op":"recover","deadlineAt":2000,"limit":500,"now":1000})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'found' is required"}})");
+  CHECK(again(R"("now":1000,"found":-1)").find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"recover","deadlineAt":2000,"limit":0,"now":1000,"found":0})").out.find("'limit'") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"recover","deadlineAt":2000,"limit":10001,"now":1000,"found":0})").out.find("'limit'") != std::string::npos);
+}
+
+TEST_CASE("sweep schedule: occurrences start only before the plan's schedulesUntil") {
+  CHECK(call(pb_sweep, R"({"op":"schedule","now":999,"until":1000})").out == R"({"start":true})");
+  CHECK(call(pb_sweep, R"({"op":"schedule","now":1000,"until":1000})").out == R"({"start":false})");
+  CHECK(call(pb_sweep, R"({"op":"schedule","now":1001,"until":1000})").out == R"({"start":false})");
+  CHECK(call(pb_sweep, R"({"op":"schedule","now":1000})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'until' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"schedule","now":"soon","until":1000})").out.find("invalid_input") != std::string::npos);
+}

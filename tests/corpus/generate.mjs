@@ -792,6 +792,18 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   w('retention missing deleted', (({ deleted, ...r }) => r)(ret({})), isError('invalid_input', 'deleted'));
   w('retention limit zero', ret({ limit: 0 }), isError('invalid_input', 'limit'));
   w('retention negative deleted', ret({ deleted: -1 }), isError('invalid_input', 'deleted'));
+  const rec = (o) => ({ op: 'recover', now: NOW, deadlineAt: NOW + 120000, limit: 500, found: 500, ...o });
+  w('recover full batch before the deadline', rec({}), again(true));
+  w('recover short batch', rec({ found: 499 }), again(false));
+  w('recover nothing found', rec({ found: 0 }), again(false));
+  w('recover at the deadline', rec({ now: NOW + 120000 }), again(false));
+  w('recover 1ms before the deadline', rec({ now: NOW + 119999 }), again(true));
+  w('recover missing found', (({ found, ...r }) => r)(rec({})), isError('invalid_input', 'found'));
+  w('recover limit over 10000', rec({ limit: 10001 }), isError('invalid_input', 'limit'));
+  const start = (v) => (o) => want(o.start === v, `start ${v}`);
+  w('schedule before until', { op: 'schedule', now: NOW - 1, until: NOW }, start(true));
+  w('schedule at until', { op: 'schedule', now: NOW, until: NOW }, start(false));
+  w('schedule missing until', { op: 'schedule', now: NOW }, isError('invalid_input', 'until'));
 }
 
 // ---------------------------------------------------------------------------------------------

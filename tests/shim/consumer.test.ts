@@ -158,6 +158,25 @@ test('runRecovery and runSweep recover a crashed attempt without a Cron Trigger'
   assert.deepEqual(await statuses('consumer.crashy'), { succeeded: 1 });
 });
 
+test('recovery goes on in batches while they come back full: 1,200 expired leases in one runRecovery', async () => {
+  const start = Date.parse('2026-11-30T13:00:00.000Z');
+  const clock = createTestClock(start);
+  const job = defineJob({ kind: 'consumer.many-crashed', payload: z.object({ i: z.number() }), timeoutMs: 1_000, handle: async () => ok() });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), clock });
+  await outbox.transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job, Array.from({ length: 1200 }, (_, i) => ({ payload: { i } }))));
+  // As 1,200 claims whose isolates died would leave them: running, the lease run out a second ago.
+  await pool.query(
+    `UPDATE outbox.job SET status = 'running', attempt_seq = attempt_seq + 1, started_at = to_timestamp($2 / 1000.0),
+            lease_expires_at = to_timestamp($2 / 1000.0) WHERE kind = $1`,
+    [job.kind, start - 1000],
+  );
+  const report = await runRecovery(outbox);
+  // The core's recovery batch is 500: two full batches, then a short one ends the step.
+  assert.equal(report.recovered, 1200);
+  assert.deepEqual(await statuses(job.kind), { retrying: 1200 });
+  assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE j.kind = $1 AND a.outcome = 'crash'`, [job.kind])).rows[0].n, 1200);
+});
+
 test('ctx.signal read for the first time after the timeout is already aborted, with the timeout as its reason', async () => {
   let seen: { aborted: boolean; code: unknown } | undefined;
   const job = defineJob({

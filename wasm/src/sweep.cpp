@@ -3,6 +3,7 @@
 // kinds this deploy does not register, then retention in batches within its own budget. A kind whose lease is longer than the sweep may hold one is never run here: it is
 // handed to its lane's queue consumer instead, which has a whole invocation for it.
 #include <algorithm>
+#include <iterator>
 
 #include "postbox/small_sort.h"
 
@@ -19,6 +20,8 @@ namespace {
 
 constexpr uint32_t kMaxReserved = 32;
 constexpr int64_t kRecoverLimit = 500;
+// The largest recovery batch the recover op accepts (the plan asks for kRecoverLimit).
+constexpr int64_t kMaxRecoverLimit = 10000;
 // Retention deletes in batches of this many jobs (one statement each) by default: a batch holds
 // its row locks for one statement only, so a long retention never blocks claims for long.
 constexpr int64_t kRetentionBatch = 1000;
@@ -288,29 +291,13 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
 // counted from the step's first batch and capped by the invocation's deadline, is not spent.
 Status sweep_retention(od::object& root, const Where& where, JsonWriter& out) {
   int64_t now = 0, started_at = 0, deadline_at = 0, budget_ms = 0, limit = 0, deleted = 0;
-  struct Field {
-    std::string_view name;
-    int64_t* target;
-    int64_t min;
-    int64_t max;
-    bool seen;
-  } fields[] = {{"now", &now, 0, input::kMaxSafeInteger, false},          {"startedAt", &started_at, 0, input::kMaxSafeInteger, false},
-                {"deadlineAt", &deadline_at, 0, input::kMaxSafeInteger, false}, {"budgetMs", &budget_ms, 0, kMaxInvocationBudgetMs, false},
-                {"limit", &limit, 1, kMaxRetentionBatch, false},           {"deleted", &deleted, 0, input::kMaxSafeInteger, false}};
-  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
-    for (Field& f : fields) {
-      if (key != f.name) continue;
-      Result<int64_t> n = input::read_int(field, where, key, f.min, f.max);
-      if (!n) return n.take_error();
-      *f.target = n.value();
-      f.seen = true;
-    }
-    return ok_status();
-  });
-  if (!status) return status;
-  for (const Field& f : fields) {
-    if (!f.seen) return input::missing(where, f.name);
-  }
+  input::IntField fields[] = {{"now", &now},
+                              {"startedAt", &started_at},
+                              {"deadlineAt", &deadline_at},
+                              {"budgetMs", &budget_ms, 0, kMaxInvocationBudgetMs},
+                              {"limit", &limit, 1, kMaxRetentionBatch},
+                              {"deleted", &deleted}};
+  if (Status status = input::read_int_fields(root, where, fields, std::size(fields)); !status) return status;
   const int64_t until = std::min(started_at + budget_ms, deadline_at);
   out.begin_object();
   out.field_bool("again", deleted >= limit && now < until);
@@ -318,10 +305,36 @@ Status sweep_retention(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// Whether recovery lists another batch of expired leases: the last one was full (more may be
+// expired) and the recover step's deadline (its own budget from the sweep's start, capped by
+// the invocation) has not passed.
+Status sweep_recover(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t now = 0, deadline_at = 0, limit = 0, found = 0;
+  input::IntField fields[] = {{"now", &now}, {"deadlineAt", &deadline_at}, {"limit", &limit, 1, kMaxRecoverLimit}, {"found", &found}};
+  if (Status status = input::read_int_fields(root, where, fields, std::size(fields)); !status) return status;
+  out.begin_object();
+  out.field_bool("again", found >= limit && now < deadline_at);
+  out.end_object();
+  return ok_status();
+}
+
+// Whether the schedules run before a sweep may start another occurrence: only before the plan's
+// schedulesUntil, so recovery keeps its budget. An occurrence not started is deferred, not lost:
+// it stays unrecorded and the next tick catches it up.
+Status sweep_schedule(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t now = 0, until = 0;
+  input::IntField fields[] = {{"now", &now}, {"until", &until}};
+  if (Status status = input::read_int_fields(root, where, fields, std::size(fields)); !status) return status;
+  out.begin_object();
+  out.field_bool("start", now < until);
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace
 
 Status run_sweep(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"plan", sweep_plan}, {"retention", sweep_retention}};
+  static constexpr Operation kOps[] = {{"plan", sweep_plan}, {"retention", sweep_retention}, {"recover", sweep_recover}, {"schedule", sweep_schedule}};
   return dispatch_op(doc, out, "sweep", kOps);
 }
 

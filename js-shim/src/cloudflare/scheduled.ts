@@ -263,7 +263,7 @@ async function runSchedules(
     if (plan.baseline !== null) await tryOnSession(rt, session, record(schedule.name, plan.baseline));
     for (const { at: occurrence, key } of plan.occurrences) {
       // Past the core's cutoff the rest is left unrecorded: the next tick catches it up.
-      if (rt.clock.now() >= until) {
+      if (!rt.core.call<{ start: boolean }>('sweep', { op: 'schedule', now: rt.clock.now(), until }).start) {
         deferred++;
         continue;
       }

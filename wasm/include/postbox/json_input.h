@@ -94,4 +94,16 @@ Result<od::object> root_object(od::document& doc, const Where& where);
 // A field that must be present: "settle: field 'now' is required".
 Error missing(const Where& where, std::string_view field);
 
+// One required integer of an object read by read_int_fields, with its bounds.
+struct IntField {
+  std::string_view name;
+  int64_t* target;
+  int64_t lo = 0;
+  int64_t hi = kMaxSafeInteger;
+};
+
+// Reads every field named in `fields` (at most 32), each a required integer within its bounds,
+// in one pass over obj; other keys are ignored, as every reader here ignores them.
+Status read_int_fields(od::object& obj, const Where& where, IntField* fields, size_t count);
+
 }  // namespace postbox::input
