@@ -90,6 +90,11 @@ TEST_CASE("share: each outbox's turn is what is left of the invocation, split ov
   // At or past the deadline: a turn of 0 (the outbox waits for the next invocation).
   CHECK(share(R"("now":900000,"startedAt":0,"left":1,"parallel":1)") == R"({"deadlineAt":840000,"budgetMs":0,"recoveryBudgetMs":0})");
   CHECK(share(R"("now":840000,"startedAt":0,"left":1,"parallel":1)") == R"({"deadlineAt":840000,"budgetMs":0,"recoveryBudgetMs":0})");
+  // A clock before the invocation's start (stepped back, or hostile input): never more than the
+  // whole invocation, and no overflow however far apart the two are (found by the fuzzer).
+  CHECK(share(R"("now":1000,"startedAt":61000,"left":1,"parallel":1)") == R"({"deadlineAt":901000,"budgetMs":840000,"recoveryBudgetMs":120000})");
+  CHECK(share(R"("now":1700000840000,"startedAt":271700000000000,"left":1,"parallel":1)") ==
+        R"({"deadlineAt":271700000840000,"budgetMs":840000,"recoveryBudgetMs":120000})");
   CHECK(share(R"("now":0,"startedAt":0,"invocationBudgetMs":null,"recoveryBudgetMs":null,"left":1,"parallel":1)") ==
         R"({"deadlineAt":840000,"budgetMs":840000,"recoveryBudgetMs":120000})");
   CHECK(share(R"("now":0,"startedAt":0,"invocationBudgetMs":900001,"left":1,"parallel":1)").find("'invocationBudgetMs' must be an integer in [1, 900000]") != std::string::npos);

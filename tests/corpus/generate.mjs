@@ -674,6 +674,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('share nulls take defaults', share({ invocationBudgetMs: null, recoveryBudgetMs: null }), fields({ budgetMs: 840000, recoveryBudgetMs: 120000 }));
   c('share at the deadline', share({ now: NOW + 840000 }), fields({ budgetMs: 0, recoveryBudgetMs: 0 }));
   c('share past the deadline', share({ now: NOW + 900000 }), exactText(`{"deadlineAt":${NOW + 840000},"budgetMs":0,"recoveryBudgetMs":0}`));
+  c('share now before startedAt', share({ now: NOW - 60000 }), fields({ budgetMs: 840000, recoveryBudgetMs: 120000 }));
+  c('share startedAt far after now', { op: 'share', now: 1700000840000, startedAt: 271700000000000, left: 1, parallel: 1 }, fields({ budgetMs: 840000, recoveryBudgetMs: 120000 }));
   c('share invocation over 15 min', share({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
   c('share invocation 0', share({ invocationBudgetMs: 0 }), isError('invalid_input', 'invocationBudgetMs'));
   c('share left 0', share({ left: 0 }), isError('invalid_input', 'left'));

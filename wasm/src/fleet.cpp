@@ -180,7 +180,9 @@ Status claim_share(od::object& root, const Where& where, JsonWriter& out) {
   const int64_t now = values[0], invocation = values[2], left = values[4], parallel = values[5];
   const int64_t deadline_at = values[1] + invocation;
   const int64_t turns = (left + parallel - 1) / parallel;
-  const int64_t budget = now >= deadline_at ? 0 : (deadline_at - now) / turns;
+  // A turn never gets more than the whole invocation, even when `now` is before `startedAt` (a
+  // clock stepped back, or hostile input); that bound also keeps the products below in range.
+  const int64_t budget = now >= deadline_at ? 0 : std::min(invocation, (deadline_at - now) / turns);
   out.begin_object();
   out.field("deadlineAt", deadline_at);
   out.field("budgetMs", budget);
