@@ -218,3 +218,17 @@ TEST_CASE("nudge decode: the consumer's outboxes are checked") {
   CHECK(call(pb_nudge, R"({"op":"decode","outboxes":[)" + full + R"(],"outboxes":["eu"],"messages":[{"v":1,"t":"drain","lane":"a","outbox":"o1"}]})").out.find("unknown_outbox") !=
         std::string::npos);
 }
+
+TEST_CASE("nudge redeliver: a message sent back after an infrastructure failure waits 5 s, doubling per delivery, at most 5 min") {
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[1,2,3,4,5,6,7]})").out == R"({"delaySeconds":[5,10,20,40,80,160,300]})");
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[1000000,1]})").out == R"({"delaySeconds":[300,5]})");
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[]})").out == R"({"delaySeconds":[]})");
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[0]})").out ==
+        R"({"error":{"code":"invalid_input","message":"nudge: field 'attempts' must be an integer in [1, 1000000]"}})");
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[1.5]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_nudge, R"({"op":"redeliver"})").out == R"({"error":{"code":"invalid_input","message":"nudge: field 'attempts' is required"}})");
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[1],"attempts":[2]})").out.find("given twice") != std::string::npos);
+  std::string many;
+  for (int i = 0; i < 101; ++i) many += std::string(i ? "," : "") + "1";
+  CHECK(call(pb_nudge, R"({"op":"redeliver","attempts":[)" + many + "]}").out.find("at most 100") != std::string::npos);
+}

@@ -912,6 +912,13 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     exactText(`{"messages":[{"v":1,"t":"job","id":"${ID}","kind":"email.welcome","lane":"default"}]}`));
   n('encode several', { op: 'encode', jobs: [{ id: ID, kind: 'a', lane: 'x' }, { id: ID.toUpperCase(), kind: 'b', lane: 'y' }] }, (o) => want(o.messages.length === 2, 'two messages'));
   n('encode none', { op: 'encode', jobs: [] }, exactText('{"messages":[]}'));
+  n('redeliver doubling', { op: 'redeliver', attempts: [1, 2, 3, 6, 7, 50] }, exactText('{"delaySeconds":[5,10,20,160,300,300]}'));
+  n('redeliver none', { op: 'redeliver', attempts: [] }, exactText('{"delaySeconds":[]}'));
+  n('redeliver zero attempts', { op: 'redeliver', attempts: [0] }, isError('invalid_input', 'attempts'));
+  n('redeliver over a million', { op: 'redeliver', attempts: [1000001] }, isError('invalid_input', 'attempts'));
+  n('redeliver not a list', { op: 'redeliver', attempts: 3 }, isError('invalid_input', 'attempts'));
+  n('redeliver missing', { op: 'redeliver' }, isError('invalid_input', 'attempts'));
+  n('redeliver 101', { op: 'redeliver', attempts: Array(101).fill(1) }, isError('invalid_input', 'attempts'));
   n('encode drains', { op: 'encode', drains: ['bulk', 'default'] },
     exactText('{"messages":[{"v":1,"t":"drain","lane":"bulk"},{"v":1,"t":"drain","lane":"default"}]}'));
   n('encode jobs then drains', { op: 'encode', jobs: [{ id: ID, kind: 'a', lane: 'x' }], drains: ['x'] },

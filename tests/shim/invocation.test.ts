@@ -75,6 +75,24 @@ beforeEach(async () => {
 });
 
 describe('one invocation deadline bounds every await', () => {
+  test('a queue batch whose database does not answer is sent back, each message after the core\'s delay for its delivery count', async () => {
+    const [created] = await post(stalled, '/enqueue', { jobs: [{ payload: { key: 'unanswered', do: 'ok' } }] });
+    assert.equal(created.status, 'created');
+    proxy.freeze();
+    try {
+      const out = await post(stalled, '/drain-short', {
+        budgetMs: 3_000,
+        jobs: [{ id: created.id, kind: 'test.echo', attempts: 1 }, { id: created.id, kind: 'test.echo', attempts: 3 }],
+      });
+      assert.equal(out.acked, false);
+      assert.equal(out.retried, false, 'not the whole batch at once, with no delay');
+      assert.deepEqual(out.answers, [{ id: 'm0', ack: false, delaySeconds: 5 }, { id: 'm1', ack: false, delaySeconds: 20 }]);
+    } finally {
+      proxy.thaw();
+    }
+    assert.equal((await env.job(created.id)).status, 'pending', 'nothing claimed it: the job waits for the next nudge or sweep');
+  });
+
   test('a settle stuck on a silent connection ends at the queue invocation\'s deadline; the sweep recovers the job and nothing is lost', async () => {
     const [created] = await post(stalled, '/enqueue', { jobs: [{ payload: { key: 'stuck', do: 'sleep', ms: 1_000 } }] });
     assert.equal(created.status, 'created');

@@ -40,6 +40,13 @@ constexpr std::string_view kOutboxKeyRule = "must be a lowercase letter, then up
 // the queue's retries goes to its dead-letter queue: the likeliest cause is a deploy that knows
 // the outbox and one that does not running side by side, and the message stays visible.
 constexpr int64_t kUnknownOutboxRetrySeconds = 60;
+// A message whose drain failed on the infrastructure (a database down or slow, the invocation's
+// deadline) comes back after 5 s, doubling with each delivery up to 5 min (a default cron period,
+// after which the sweep has found the jobs anyway): an immediate redelivery would most likely
+// fail the same way and spend the queue's retries within seconds.
+constexpr int64_t kRedeliverFirstSeconds = 5;
+constexpr int64_t kRedeliverMaxSeconds = 300;
+constexpr int64_t kMaxDeliveries = 1000000;
 
 Status read_outbox_key(od::value& field, const Where& where, std::string_view key, std::string_view& outbox) {
   Result<std::string_view> s = input::read_string(field, where, key, kMaxOutboxKeyBytes);
@@ -311,10 +318,40 @@ Status nudge_decode(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// The delay of each message sent back to the queue after an infrastructure failure, from the
+// number of times the queue has delivered it (`message.attempts`, 1 on the first delivery).
+Status nudge_redeliver(od::object& root, const Where& where, JsonWriter& out) {
+  bool has_attempts = false;
+  out.begin_object();
+  out.key("delaySeconds");
+  out.begin_array();
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "attempts") return ok_status();
+    if (has_attempts) return input::field_error(where, key, "is given twice");
+    has_attempts = true;
+    Result<od::array> list = input::read_array(field, where, key);
+    if (!list) return list.take_error();
+    return input::for_each_element(list.value(), where, key, kMaxMessages, [&](od::value& item, uint32_t index) -> Status {
+      (void)index;
+      Result<int64_t> n = input::read_int(item, where, "attempts", 1, kMaxDeliveries);
+      if (!n) return n.take_error();
+      int64_t delay = kRedeliverFirstSeconds;
+      for (int64_t i = 1; i < n.value() && delay < kRedeliverMaxSeconds; ++i) delay *= 2;
+      out.integer(std::min(delay, kRedeliverMaxSeconds));
+      return ok_status();
+    });
+  });
+  if (!status) return status;
+  if (!has_attempts) return input::missing(where, "attempts");
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace
 
 Status run_nudge(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"encode", nudge_encode}, {"decode", nudge_decode}, {"pack", nudge_pack}};
+  static constexpr Operation kOps[] = {{"encode", nudge_encode}, {"decode", nudge_decode}, {"pack", nudge_pack}, {"redeliver", nudge_redeliver}};
   return dispatch_op(doc, out, "nudge", kOps);
 }
 

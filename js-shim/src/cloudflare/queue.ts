@@ -5,6 +5,7 @@ import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fle
 import { sendDrains } from '../nudge.js';
 import { RUN, type Outbox, type OutboxEngine } from '../outbox.js';
 import { addReport, emptyReport, type RunReport } from '../runner.js';
+import type { OutboxRuntime } from '../runtime.js';
 import type { OutboxEvent } from '../types.js';
 
 /** The parts of a Cloudflare `MessageBatch` Postbox uses. */
@@ -124,10 +125,20 @@ export function createQueueHandler<Env>(outboxFor: (env: Env, ctx?: ExecutionCon
           ? { type: 'deadline_exceeded', where: `queue ${batch.queue}`, severity: 'error' }
           : { type: 'infra_error', where: `queue ${batch.queue}`, error: errorMessage(error) },
       );
-      batch.retryAll();
+      redeliver(rt, batch.messages);
     }
     return report;
   };
+}
+
+/** Sends messages whose drain failed back to the queue, each after the core's delay for its delivery count. */
+function redeliver(rt: OutboxRuntime, messages: readonly QueueBatch['messages'][number][]): void {
+  // A queue batch holds at most 100 messages, the most the core takes a call.
+  for (let at = 0; at < messages.length; at += 100) {
+    const part = messages.slice(at, at + 100);
+    const { delaySeconds } = rt.core.call<{ delaySeconds: number[] }>('nudge', { op: 'redeliver', attempts: part.map((m) => m.attempts) });
+    part.forEach((message, i) => message.retry({ delaySeconds: delaySeconds[i]! }));
+  }
 }
 
 /** A group of a batch: one outbox's nudged jobs per lane, its drain requests and its messages. */
@@ -219,7 +230,7 @@ async function drainGroup(group: Group, queue: string, turns: Turns, left: numbe
         ? { type: 'deadline_exceeded', where: `queue ${queue}`, severity: 'error' }
         : { type: 'infra_error', where: `queue ${queue}`, error: errorMessage(error) },
     );
-    for (const message of group.messages) message.retry();
+    redeliver(rt, group.messages);
     return { outbox: group.key, messages: group.messages.length, ok: false, error: errorMessage(error), ...report };
   }
 }
