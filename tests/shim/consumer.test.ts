@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok, PostboxError, runConsumer, runDrain, runRecovery, runSweep, type RunReport } from 'postbox';
-import { createPgConnector } from 'postbox/pg';
+import { createPgConnector, createPgPoolConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock } from 'postbox/testing';
 import { startPostgres, withClient, type PgServer } from '../support/postgres.ts';
@@ -175,6 +175,33 @@ test('recovery goes on in batches while they come back full: 1,200 expired lease
   assert.equal(report.recovered, 1200);
   assert.deepEqual(await statuses(job.kind), { retrying: 1200 });
   assert.equal((await pool.query(`SELECT count(*)::int AS n FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE j.kind = $1 AND a.outcome = 'crash'`, [job.kind])).rows[0].n, 1200);
+});
+
+test('the drain statement keeps one generic plan over a table of finished jobs, instead of planning every call', async () => {
+  const kind = 'consumer.planned';
+  const job = defineJob({ kind, payload: z.object({ i: z.number() }), timeoutMs: 1_000, handle: async () => ok() });
+  // A backlog of 30,000 jobs due tomorrow, analysed: a table where a plan that knows the claim's
+  // small limit and its instant looks far cheaper than the generic one.
+  await pool.query(
+    `INSERT INTO outbox.job (id, kind, lane, payload, status, due_at, created_at, updated_at)
+     SELECT gen_random_uuid(), $1, 'default', '{}', 'pending', now() + interval '1 day', now(), now() FROM generate_series(1, 30000)`,
+    [kind],
+  );
+  await pool.query('ANALYZE outbox.job');
+  const one = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    const outbox = createOutbox({ jobs: [job], connect: createPgPoolConnector(one), concurrency: 1, handlerSessions: 0 });
+    await outbox.transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job, Array.from({ length: 120 }, (_, i) => ({ payload: { i } }))));
+    assert.equal((await runDrain(outbox)).succeeded, 120);
+    // The pool's one client was the drain's session: its prepared statements and their plans.
+    const { rows } = await one.query(`SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'postbox_settle_then_claim%'`);
+    const due = rows.find((r) => r.name.startsWith('postbox_settle_then_claim_due'));
+    assert.ok(due, JSON.stringify(rows));
+    // The server tries five custom plans before it compares them with the generic one.
+    assert.ok(due.custom <= 5 && due.generic >= 10, `plans of the drain statement: ${JSON.stringify(due)}`);
+  } finally {
+    await one.end();
+  }
 });
 
 test('ctx.signal read for the first time after the timeout is already aborted, with the timeout as its reason', async () => {

@@ -20,15 +20,23 @@ export type Pick = 'due' | 'targets';
  */
 export function claimCtes(s: string, first: number, pick: Pick): string {
   const p = (i: number) => `$${first + i}`;
-  const claimable = `j.status IN ('pending', 'retrying') AND j.due_at <= ${ts('$1')}
-     AND j.lane = ${p(0)} AND j.kind = ANY(${p(1)}::text[])
-     AND (j.version_ts IS NULL OR j.version_ts <= COALESCE(${p(4)}::bigint, 9007199254740991))`;
+  // In the drain's pick every value is read through a scalar subquery, so that no plan can see
+  // it: a custom plan that knows the instant, the lane, the kinds and the small limit looks far
+  // cheaper than the generic one once a backlog of some thousands of jobs waits (delayed or
+  // backing off), so the server planned the statement afresh on every call (~400 µs, more than
+  // its execution at concurrency 1). Hidden, custom and generic plans cost the same and the
+  // server keeps the generic one, which uses the same index (bench/probe-drain.ts --statements
+  // shows plans per call). The nudged pick keeps its values visible: its ids are its plan.
+  const v = pick === 'due' ? (sql: string) => `(SELECT ${sql})` : (sql: string) => sql;
+  const claimable = `j.status IN ('pending', 'retrying') AND j.due_at <= ${v(ts('$1'))}
+     AND j.lane = ${v(`${p(0)}::text`)} AND j.kind = ANY(${v(`${p(1)}::text[]`)}::text[])
+     AND (j.version_ts IS NULL OR j.version_ts <= ${v(`COALESCE(${p(4)}::bigint, 9007199254740991)`)})`;
   const picked =
     pick === 'due'
       ? `SELECT j.id FROM ${s}.job j
    WHERE ${claimable}
    ORDER BY j.due_at, j.id
-   LIMIT ${p(3)}
+   LIMIT ${v(`${p(3)}::bigint`)}
    FOR UPDATE SKIP LOCKED`
       : `SELECT j.id FROM ${s}.job j
     JOIN unnest(${p(5)}::uuid[], ${p(6)}::text[]) AS t(id, kind) ON j.id = t.id AND j.kind = t.kind
