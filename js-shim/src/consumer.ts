@@ -39,7 +39,11 @@ export interface ConsumerOptions {
   signal: AbortSignal;
   /** Lanes to drain, each on its own loop. Default every lane a registered job uses. */
   lanes?: readonly string[];
-  /** How long a lane waits after a drain that found nothing due (or failed). Default 1,000 ms. */
+  /**
+   * How long a lane waits after a drain that found nothing due. Default 1,000 ms; 0 to 3,600,000.
+   * After failed drains in a row it waits longer, as the core decides: from 1 s (or `idleMs`, if
+   * longer), doubling per failure, up to 30 s (or `idleMs`).
+   */
   idleMs?: number;
   /** How long each drain may run before the next starts (ms). Default the core's 840,000. */
   budgetMs?: number;
@@ -50,7 +54,8 @@ export interface ConsumerOptions {
 /**
  * Drains the outbox's lanes continuously in a long-lived process: each lane drains until
  * nothing is due, waits `idleMs` (or until `signal` aborts) and drains again. A failed drain
- * is reported as an `infra_error` event and retried after `idleMs`. When `signal` aborts,
+ * is reported as an `infra_error` event and retried after a wait that doubles with each failure
+ * in a row (1 s to 30 s; see `idleMs`). When `signal` aborts,
  * nothing more is claimed, claimed jobs that have not started are released (due again at
  * once, nothing charged), running handlers finish and are settled; then the promise resolves
  * with the counts of every drain. Expired leases are not recovered here: run
@@ -68,10 +73,14 @@ export async function runConsumer(outbox: Outbox<any>, options: ConsumerOptions)
   if (!signal || typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
     throw new PostboxError('invalid_input', 'runConsumer: `signal` (an AbortSignal) is required');
   }
-  const idleMs = options.idleMs ?? 1_000;
-  if (!Number.isFinite(idleMs) || idleMs < 0) throw new PostboxError('invalid_input', 'runConsumer: idleMs must be a non-negative number');
   const engine = outbox[RUN];
   const rt = engine.runtime;
+  const idleMs = options.idleMs ?? null;
+  if (idleMs !== null && (!Number.isInteger(idleMs) || idleMs < 0 || idleMs > 3_600_000)) {
+    throw new PostboxError('invalid_input', 'runConsumer: idleMs must be an integer from 0 to 3,600,000');
+  }
+  // The core decides each wait: none after a claim, idleMs after an empty drain, longer after failures in a row.
+  const waitMs = (claimed: number, failures: number) => rt.core.call<{ waitMs: number }>('claim', { op: 'idle', idleMs, claimed, failures }).waitMs;
   const registered = [...new Set(rt.policies.map((p) => p.lane))];
   const lanes = options.lanes ?? registered;
   if (lanes.length === 0) throw new PostboxError('invalid_input', 'runConsumer: no lane to drain');
@@ -81,18 +90,21 @@ export async function runConsumer(outbox: Outbox<any>, options: ConsumerOptions)
   const total = emptyReport();
   await Promise.all(
     [...new Set(lanes)].map(async (lane) => {
+      let failures = 0;
       while (!signal.aborted) {
         let report: RunReport;
         try {
           report = await runDrain(outbox, { lane, signal, ...(options.budgetMs === undefined ? {} : { budgetMs: options.budgetMs }) });
+          failures = 0;
         } catch (error) {
           rt.emit({ type: 'infra_error', where: `consumer ${lane}`, error: errorMessage(error) });
-          await idle(idleMs, signal);
+          await idle(waitMs(0, ++failures), signal);
           continue;
         }
         addReport(total, report);
-        if (report.claimed === 0) {
-          await idle(idleMs, signal);
+        const wait = waitMs(report.claimed, 0);
+        if (wait > 0) {
+          await idle(wait, signal);
           continue;
         }
         try {

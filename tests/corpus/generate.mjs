@@ -676,6 +676,16 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('share past the deadline', share({ now: NOW + 900000 }), exactText(`{"deadlineAt":${NOW + 840000},"budgetMs":0,"recoveryBudgetMs":0}`));
   c('share now before startedAt', share({ now: NOW - 60000 }), fields({ budgetMs: 840000, recoveryBudgetMs: 120000 }));
   c('share startedAt far after now', { op: 'share', now: 1700000840000, startedAt: 271700000000000, left: 1, parallel: 1 }, fields({ budgetMs: 840000, recoveryBudgetMs: 120000 }));
+  const idle = (o) => ({ op: 'idle', claimed: 0, failures: 0, ...o });
+  c('idle after a claim', idle({ claimed: 5 }), exactText('{"waitMs":0}'));
+  c('idle after an empty drain', idle({}), exactText('{"waitMs":1000}'));
+  c('idle set', idle({ idleMs: 50 }), exactText('{"waitMs":50}'));
+  c('idle after 1 failure', idle({ idleMs: 50, failures: 1 }), exactText('{"waitMs":1000}'));
+  c('idle after 4 failures', idle({ failures: 4 }), exactText('{"waitMs":8000}'));
+  c('idle after many failures', idle({ failures: 40 }), exactText('{"waitMs":30000}'));
+  c('idle long idle caps failures', idle({ idleMs: 45000, failures: 3 }), exactText('{"waitMs":45000}'));
+  c('idle missing failures', { op: 'idle', claimed: 0 }, isError('invalid_input', 'failures'));
+  c('idle negative idleMs', idle({ idleMs: -5 }), isError('invalid_input', 'idleMs'));
   c('share invocation over 15 min', share({ invocationBudgetMs: 900001 }), isError('invalid_input', 'invocationBudgetMs'));
   c('share invocation 0', share({ invocationBudgetMs: 0 }), isError('invalid_input', 'invocationBudgetMs'));
   c('share left 0', share({ left: 0 }), isError('invalid_input', 'left'));

@@ -109,6 +109,29 @@ test('a consumer survives a database that is down and catches up once it is back
   assert.equal((await consumer).succeeded, 1);
 });
 
+test('a consumer whose database stays down asks it less and less often: 1 s, 2 s, 4 s … after failures in a row', async () => {
+  const job = defineJob({ kind: 'consumer.down', payload: z.object({}), timeoutMs: 5_000, handle: async () => ok() });
+  const tries: number[] = [];
+  const outbox = createOutbox({
+    jobs: [job],
+    connect: async () => {
+      tries.push(Date.now());
+      throw new Error('connection refused');
+    },
+    events: () => undefined,
+  });
+  const stop = new AbortController();
+  // idleMs 20 is the wait after an empty drain; failures back off from 1 s regardless.
+  const consumer = runConsumer(outbox, { signal: stop.signal, idleMs: 20 });
+  await sleep(3_500);
+  stop.abort();
+  await consumer;
+  // Tries at about 0, 1 and 3 s (the next would be at 7 s); at a 20 ms wait there would be ~170.
+  assert.ok(tries.length >= 2 && tries.length <= 4, `tries at ${tries.map((t) => t - tries[0]!).join(', ')} ms`);
+  assert.ok(tries[1]! - tries[0]! >= 900, `the first wait was ${tries[1]! - tries[0]!} ms`);
+  if (tries.length >= 3) assert.ok(tries[2]! - tries[1]! >= 1_900, `the second wait was ${tries[2]! - tries[1]!} ms`);
+});
+
 test('runConsumer refuses what it cannot run', async () => {
   const job = defineJob({ kind: 'consumer.bad', payload: z.object({}), timeoutMs: 1_000, handle: async () => ok() });
   const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url) });

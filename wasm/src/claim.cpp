@@ -288,6 +288,8 @@ Status claim_outbox(od::object& root, const Where& where, JsonWriter& out);
 // fleet.cpp
 Status claim_fleet(od::object& root, const Where& where, JsonWriter& out);
 Status claim_share(od::object& root, const Where& where, JsonWriter& out);
+// consumer_idle.cpp
+Status claim_idle(od::object& root, const Where& where, JsonWriter& out);
 
 // Start only if the attempt ends before the invocation does, and the lease covers the attempt's
 // first span (the timeout, or the heartbeat window) plus the settle reserve. A claim that took
@@ -324,7 +326,7 @@ AdmitDecision decide_admit(const LeaseInput& in) {
 Status run_claim(od::document& doc, JsonWriter& out) {
   static constexpr Operation kOps[] = {
       {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}, {"heartbeat", claim_heartbeat},
-      {"outbox", claim_outbox}, {"fleet", claim_fleet}, {"share", claim_share}};
+      {"outbox", claim_outbox}, {"fleet", claim_fleet}, {"share", claim_share}, {"idle", claim_idle}};
   return dispatch_op(doc, out, "claim", kOps);
 }
 
