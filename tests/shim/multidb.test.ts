@@ -230,7 +230,7 @@ describe('one database down', () => {
     const result = await worker.queue('postbox-multi', [{ id: 'm-us', body: job(u1!, 'us') }, { id: 'm-eu', body: job(e2!, 'eu') }]);
     assert.equal(result.outcome, 'ok');
     assert.deepEqual(result.explicitAcks, ['m-eu']);
-    assert.deepEqual(result.retryMessages, [{ msgId: 'm-us' }]);
+    assert.deepEqual(result.retryMessages, [{ msgId: 'm-us', delaySeconds: 5 }]);
     assert.equal(await statusIn('eu', e2!), 'succeeded');
     const queueRun = (await get('/reports')).filter((r: any) => r.handler === 'queue').at(-1).report;
     const us = queueRun.outboxes.find((r: any) => r.outbox === 'us');
