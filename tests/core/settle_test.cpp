@@ -284,6 +284,16 @@ TEST_CASE("settle: a batch's shared policies, named by index, decide as the same
         R"({"results":[{"error":{"code":"invalid_input","message":"settle: field 'batch[0].policy' must be an object"}}]})");
 }
 
+TEST_CASE("settle: ok({ commit }) on a store that cannot run it fails the job at once, never retries it") {
+  const std::string out = settle(default_policy(), kJob, R"({"type":"commit_unsupported","code":"ignored","message":"ignored too"})");
+  CHECK(out.find(R"("status":"dead")") != std::string::npos);
+  CHECK(out.find(R"x("errorCode":"commit_unsupported","errorMessage":"the handler returned ok({ commit }), but this store cannot run user code inside its settlement transaction")x") !=
+        std::string::npos);
+  CHECK(out.find(R"("attemptOutcome":"fail")") != std::string::npos);
+  // Charged like any failure; dead whatever budget is left (20 attempts by default, 3 used here).
+  CHECK(settle(default_policy(), kJob, R"({"type":"commit_unsupported"})").find(R"("attempts":3,)") != std::string::npos);
+}
+
 TEST_CASE("settle: a handler that returned no outcome, or threw unclassified, retries under a fixed code") {
   const std::string none = settle(default_policy(), kJob, R"({"type":"none"})");
   CHECK(none.find(R"("status":"retrying")") != std::string::npos);

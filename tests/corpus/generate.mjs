@@ -246,6 +246,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   s('attempt number of a crash', settle({ type: 'crash' }, { attempts: 4, crashes: 1 }), fields({ attempts: 4, attempt: 5 }));
   s('thrown unclassified', settle({ type: 'thrown', message: 'boom' }), fields({ status: 'retrying', attempts: 1, errorCode: 'unexpected', errorMessage: 'boom', attemptOutcome: 'retry' }));
   s('thrown ignores a code', settle({ type: 'thrown', code: 'x', message: 'boom' }), fields({ errorCode: 'unexpected' }));
+  s('commit unsupported', settle({ type: 'commit_unsupported' }), fields({ status: 'dead', attempts: 1, errorCode: 'commit_unsupported', attemptOutcome: 'fail' }));
+  s('commit unsupported ignores code and message', settle({ type: 'commit_unsupported', code: 'x', message: 'y' }), fields({ errorCode: 'commit_unsupported' }));
   s('cancel default reason', settle({ type: 'cancel' }), fields({ status: 'cancelled', errorCode: 'cancelled', finished: true }));
   s('cancel with message', settle({ type: 'cancel', reason: 'gdpr', message: 'erased' }), fields({ status: 'cancelled', errorMessage: 'erased' }));
   s('fail', settle({ type: 'fail', code: 'bad_address', message: 'no such mailbox' }, { attempts: 4 }),

@@ -268,6 +268,14 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
         has_type = true;
         return ok_status();
       }
+      // ok({ commit }) on a store that cannot run user code inside its settlement transaction:
+      // the commit can never run there, and a retry would only repeat the handler's side effect.
+      if (s && s.value() == "commit_unsupported") {
+        unclassified = s.value();
+        outcome.type = OutcomeType::fail;
+        has_type = true;
+        return ok_status();
+      }
       if (!s || !outcome_from_name(s.value(), outcome.type)) {
         return field_error(inner, key,
                            "must be one of ok, retry, fail, cancel, timeout, crash, claim_late, released, "
@@ -309,6 +317,9 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   if (unclassified == "none") {
     outcome.code = "invalid_outcome";
     if (!outcome.message) outcome.message = "handler returned no outcome: return ok(), retry(), fail() or cancel()";
+  } else if (unclassified == "commit_unsupported") {
+    outcome.code = "commit_unsupported";
+    outcome.message = "the handler returned ok({ commit }), but this store cannot run user code inside its settlement transaction";
   } else if (!unclassified.empty()) {
     outcome.code = "unexpected";
   }

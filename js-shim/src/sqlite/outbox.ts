@@ -9,7 +9,9 @@
  *
  * Heartbeats work as with `createOutbox` (the same lease: `ctx.heartbeat()`, automatic beats, the
  * stop point). What it does not do (yet) that `createOutbox` does on PostgreSQL: `ok({ commit })`
- * and `onTransition` hooks (a handler's `commit` settles as `hook_failed`), Queue nudges,
+ * and `onTransition` hooks (a store of D1 batches or Durable Object transactions cannot run user
+ * code inside its settlement: `onTransition` is refused when the outbox is created, and a handler
+ * that returns `ok({ commit })` fails its job at once as `commit_unsupported`), Queue nudges,
  * schedules, reserved sweeps, deploy versions and concurrency across drains.
  * @module
  */
@@ -134,6 +136,11 @@ type CoreOutcome = { type: string; code?: string; after?: number; reason?: strin
 export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(options: SqliteOutboxOptions<Db, Tx, S> & { store: S & OutboxStore<Db, Tx> }): SqliteOutbox<Db, Tx, S> {
   const core = getCore();
   const store = options.store;
+  // A D1 batch or a Durable Object's storage transaction cannot run user code: refused here, at
+  // once, rather than silently never called.
+  if ((options as { onTransition?: unknown }).onTransition !== undefined) {
+    throw new PostboxError('invalid_config', 'createSqliteOutbox: onTransition needs a store that runs user code inside its settlement transaction; a SQLite store (D1, Durable Objects) cannot');
+  }
   const now = options.now ?? Date.now;
   // Bounds and defaults are the core's, as for createOutbox (pb_claim outbox); only this
   // outbox's own default concurrency (8: a Durable Object's drain is its only consumer) is set here.
@@ -307,7 +314,8 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       } catch {
         outcome = undefined;
       }
-      return { ...fromHandler(outcome ?? { type: 'retry', code: 'unexpected' }), message: error instanceof Error ? error.message : String(error) };
+      // Unclaimed by classify: `thrown`, which the core classifies.
+      return { ...(outcome ? fromHandler(outcome) : { type: 'thrown' }), message: error instanceof Error ? error.message : String(error) };
     });
     let timer: ReturnType<typeof setTimeout> | undefined;
     // Real time, whatever the outbox's clock says (as createOutbox).
@@ -439,10 +447,12 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   };
 }
 
+/** A handler's outcome as the core's settle reads it; what the handler did instead of naming one (`none`, a commit this store cannot run) the core classifies. */
 function fromHandler(outcome: HandlerOutcome | undefined): CoreOutcome {
   switch (outcome?.type) {
     case 'ok':
-      return outcome.commit ? { type: 'hook_failed', message: 'ok({ commit }) is not supported on a SQLite store yet' } : { type: 'ok' };
+      // A SQLite store cannot run user code inside its settlement transaction.
+      return outcome.commit ? { type: 'commit_unsupported' } : { type: 'ok' };
     case 'retry':
       return outcome.after === undefined ? { type: 'retry', code: outcome.code } : { type: 'retry', code: outcome.code, after: outcome.after };
     case 'fail':
@@ -452,6 +462,6 @@ function fromHandler(outcome: HandlerOutcome | undefined): CoreOutcome {
     case 'defer':
       return { type: 'defer', code: outcome.code, after: outcome.after };
     default:
-      return { type: 'retry', code: 'invalid_outcome', message: 'handler returned no outcome: return ok(), retry(), fail() or cancel()' };
+      return { type: 'none' };
   }
 }
