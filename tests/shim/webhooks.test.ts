@@ -350,7 +350,10 @@ describe('delivery inside workerd', () => {
   });
 
   test('the breaker opens after 3 consecutive failures, pauses deliveries uncharged, then half-opens and closes', async () => {
-    scripts.set('/down', [{ status: 503 }, { status: 503 }, { status: 503 }]);
+    // The probe's answer takes 500 ms, so that every other delivery of its drain looks at the
+    // endpoint while the probe is out (a fast probe could close the breaker before a slower
+    // slot looked, and that slot would rightly send).
+    scripts.set('/down', [{ status: 503 }, { status: 503 }, { status: 503 }, { status: 200, delayMs: 500 }]);
     const failing = await enqueue(
       ...[1, 2, 3].map((n) => ({ url: `${base}/down`, endpoint: 'ep-breaker', eventType: 'x', body: `{"n":${n}}` })),
     );
