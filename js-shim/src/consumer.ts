@@ -76,11 +76,10 @@ export async function runConsumer(outbox: Outbox<any>, options: ConsumerOptions)
   const engine = outbox[RUN];
   const rt = engine.runtime;
   const idleMs = options.idleMs ?? null;
-  if (idleMs !== null && (!Number.isInteger(idleMs) || idleMs < 0 || idleMs > 3_600_000)) {
-    throw new PostboxError('invalid_input', 'runConsumer: idleMs must be an integer from 0 to 3,600,000');
-  }
   // The core decides each wait: none after a claim, idleMs after an empty drain, longer after failures in a row.
   const waitMs = (claimed: number, failures: number) => rt.core.call<{ waitMs: number }>('claim', { op: 'idle', idleMs, claimed, failures }).waitMs;
+  // Asked once before anything runs: an idleMs out of the core's bounds is refused here (invalid_input), not mid-loop.
+  waitMs(0, 0);
   const registered = [...new Set(rt.policies.map((p) => p.lane))];
   const lanes = options.lanes ?? registered;
   if (lanes.length === 0) throw new PostboxError('invalid_input', 'runConsumer: no lane to drain');

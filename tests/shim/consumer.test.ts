@@ -139,6 +139,8 @@ test('runConsumer refuses what it cannot run', async () => {
   await assert.rejects(runConsumer(outbox, {} as never), code('invalid_input'));
   await assert.rejects(runConsumer(outbox, { signal: new AbortController().signal, lanes: ['nope'] }), code('invalid_input'));
   await assert.rejects(runConsumer(outbox, { signal: new AbortController().signal, idleMs: -1 }), code('invalid_input'));
+  await assert.rejects(runConsumer(outbox, { signal: new AbortController().signal, idleMs: 2.5 }), code('invalid_input'));
+  await assert.rejects(runConsumer(outbox, { signal: new AbortController().signal, idleMs: 3_600_001 }), code('invalid_input'));
   // Already aborted: resolves at once, having claimed nothing.
   assert.equal((await runConsumer(outbox, { signal: AbortSignal.abort() })).claimed, 0);
 });
