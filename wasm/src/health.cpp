@@ -132,21 +132,6 @@ Result<int> grade_holder(od::object& holder, const Where& where) {
   return by_time > by_xids ? by_time : by_xids;
 }
 
-// Calls fn(object, where) for each object of the array `field` (at most max_count, else too_large).
-template <typename Fn>
-Status for_each_object(od::value& field, const Where& where, std::string_view key, uint32_t max_count, Fn&& fn) {
-  Result<od::array> list = input::read_array(field, where, key);
-  if (!list) return list.take_error();
-  Where capped = where;
-  capped.code = ErrorCode::too_large;
-  return input::for_each_element(list.value(), capped, key, max_count, [&](od::value& value, uint32_t index) -> Status {
-    const Where item_where = where.indexed(key, index);
-    od::object obj;
-    if (value.get_object().get(obj) != simdjson::SUCCESS) return input::family_error(item_where, ErrorCode::invalid_input, "must be an object");
-    return fn(obj, item_where, index);
-  });
-}
-
 }  // namespace
 
 Status backlog_health(od::object& root, const Where& where, JsonWriter& out) {
@@ -158,7 +143,7 @@ Status backlog_health(od::object& root, const Where& where, JsonWriter& out) {
   std::optional<int64_t> dead_letters;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "tables") {
-      return for_each_object(field, where, key, kMaxTables, [&](od::object& t, const Where& w, uint32_t i) -> Status {
+      return input::for_each_object(field, where, key, kMaxTables, [&](od::object& t, const Where& w, uint32_t i) -> Status {
         Result<TableGrades> g = grade_table(t, w);
         if (!g) return g.take_error();
         tables[i] = g.value();
@@ -167,7 +152,7 @@ Status backlog_health(od::object& root, const Where& where, JsonWriter& out) {
       });
     }
     if (key == "horizon") {
-      return for_each_object(field, where, key, kMaxHolders, [&](od::object& h, const Where& w, uint32_t i) -> Status {
+      return input::for_each_object(field, where, key, kMaxHolders, [&](od::object& h, const Where& w, uint32_t i) -> Status {
         Result<int> g = grade_holder(h, w);
         if (!g) return g.take_error();
         holders[i] = g.value();

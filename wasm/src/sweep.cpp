@@ -1,13 +1,16 @@
 // pb_sweep: how one cron invocation spends its time. Recovery of expired leases comes first
 // (bounded by its own budget), then each reserved sweep, then a drain of everything due, then
-// kinds this deploy does not register, then retention in batches within its own budget. A kind whose lease is longer than the sweep may hold one is never run here: it is
-// handed to its lane's queue consumer instead, which has a whole invocation for it.
+// kinds this deploy does not register, then retention in batches within its own budget, then
+// (unless compaction is off) the rebuilds of indexes a held horizon bloated. A kind whose lease
+// is longer than the sweep may hold one is never run here: it is handed to its lane's queue
+// consumer instead, which has a whole invocation for it.
 #include <algorithm>
 #include <iterator>
 
 #include "postbox/small_sort.h"
 
 #include "postbox/families.h"
+#include "postbox/index_compaction.h"
 #include "postbox/names.h"
 #include "postbox/policy.h"
 
@@ -56,6 +59,8 @@ struct SweepInput {
   int64_t dead_ms = 7776000000;      // 90 days
   int64_t retention_batch = kRetentionBatch;
   int64_t retention_budget_ms = kRetentionBudgetMs;
+  // Whether the plan ends with a compact step (index rebuilds after a held horizon).
+  bool compaction = true;
   std::vector<Policy> policies;
 };
 
@@ -146,6 +151,10 @@ Status read_sweep(od::object& root, const Where& where, SweepInput& in) {
       });
     } else if (key == "retention") {
       return read_retention(field, where, in);
+    } else if (key == "compaction") {
+      Result<bool> on = input::read_bool(field, where, key);
+      if (!on) return on.take_error();
+      in.compaction = on.value();
     } else if (key == "policies") {
       has_policies = true;
       return read_policies(field, where, in.policies);
@@ -282,6 +291,14 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   out.field("deadlineAt", deadline_at);
   out.end_object();
 
+  if (in.compaction) {
+    out.begin_object();
+    out.field("type", "compact");
+    out.field("maxRebuilds", kMaxRebuildsPerSweep);
+    out.field("deadlineAt", deadline_at);
+    out.end_object();
+  }
+
   out.end_array();
   out.end_object();
   return ok_status();
@@ -334,7 +351,7 @@ Status sweep_schedule(od::object& root, const Where& where, JsonWriter& out) {
 }  // namespace
 
 Status run_sweep(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"plan", sweep_plan}, {"retention", sweep_retention}, {"recover", sweep_recover}, {"schedule", sweep_schedule}};
+  static constexpr Operation kOps[] = {{"plan", sweep_plan}, {"retention", sweep_retention}, {"recover", sweep_recover}, {"schedule", sweep_schedule}, {"compact", sweep_compact}};
   return dispatch_op(doc, out, "sweep", kOps);
 }
 

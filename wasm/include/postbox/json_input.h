@@ -84,6 +84,22 @@ Status for_each_element(od::array& arr, const Where& where, std::string_view fie
                         });
 }
 
+// Calls fn(object, where, index) for each object of the array `field` (at most max_count, else
+// too_large); an element that is not an object is invalid_input, named by its index.
+template <typename Fn>
+Status for_each_object(od::value& field, const Where& where, std::string_view key, uint32_t max_count, Fn&& fn) {
+  Result<od::array> list = read_array(field, where, key);
+  if (!list) return list.take_error();
+  Where capped = where;
+  capped.code = ErrorCode::too_large;
+  return for_each_element(list.value(), capped, key, max_count, [&](od::value& value, uint32_t index) -> Status {
+    const Where item_where = where.indexed(key, index);
+    od::object obj;
+    if (value.get_object().get(obj) != simdjson::SUCCESS) return family_error(item_where, ErrorCode::invalid_input, "must be an object");
+    return fn(obj, item_where, index);
+  });
+}
+
 // Checks the whole document is well-formed JSON (every token, depth ≤ kMaxDepth, nothing
 // trailing), then rewinds it for reading. On-Demand alone would skip unread values unchecked.
 Status validate_document(od::document& doc, std::string_view family);

@@ -1,0 +1,101 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+
+using postbox::test::call;
+
+namespace {
+
+constexpr int64_t kMiB = 1024 * 1024;
+const std::string kNow = "1700000000000";
+
+// One compact call at kNow with a deadline 10 min away and nothing held.
+std::string compact(const std::string& indexes, const std::string& horizon = "[]", const std::string& extra = "") {
+  return call(pb_sweep, R"({"op":"compact","now":)" + kNow + R"(,"deadlineAt":1700000600000,"rebuilt":0,"horizon":)" + horizon +
+                            R"(,"indexes":)" + indexes + extra + "}")
+      .out;
+}
+
+std::string index(const std::string& name, int64_t bytes, const std::string& baseline, const std::string& rebuilt_at = "null",
+                  bool valid = true) {
+  return R"({"name":")" + name + R"(","valid":)" + (valid ? "true" : "false") + R"(,"bytes":)" + std::to_string(bytes) +
+         R"(,"baselineBytes":)" + baseline + R"(,"rebuiltAt":)" + rebuilt_at + "}";
+}
+
+}  // namespace
+
+TEST_CASE("compact: an index without a baseline records its size; growth with the data is recorded too") {
+  CHECK(compact("[" + index("job_pkey", 16384, "null") + "]") ==
+        R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":16384}],"rebuild":null})");
+  // Under 2x, or under 8 MiB past the baseline: growth, not bloat.
+  CHECK(compact("[" + index("job_pkey", 20 * kMiB, std::to_string(11 * kMiB)) + "," + index("job_lease", 7 * kMiB, "16384") + "]") ==
+        R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":20971520},{"name":"job_lease","bytes":7340032}],"rebuild":null})");
+  // A smaller index (vacuum never shrinks one; a rebuild elsewhere may) keeps its baseline.
+  CHECK(compact("[" + index("job_pkey", 8 * kMiB, std::to_string(9 * kMiB)) + "]") == R"({"held":false,"drop":[],"record":[],"rebuild":null})");
+}
+
+TEST_CASE("compact: an index at 2x its baseline and 8 MiB past it is rebuilt, the most bloated first") {
+  const std::string out = compact("[" + index("job_pkey", 40 * kMiB, std::to_string(4 * kMiB)) + "," +
+                                  index("job_created", 90 * kMiB, std::to_string(5 * kMiB)) + "," +
+                                  index("attempt_pkey", 12 * kMiB, std::to_string(4 * kMiB)) + "]");
+  CHECK(out == R"({"held":false,"drop":[],"record":[],"rebuild":{"name":"job_created","bytes":94371840,"baselineBytes":5242880,"rebuiltAt":1700000000000}})");
+  // Exactly at both thresholds counts; one byte short of either does not.
+  CHECK(compact("[" + index("job_lease", 16 * kMiB, std::to_string(8 * kMiB)) + "]").find(R"("rebuild":{"name":"job_lease")") != std::string::npos);
+  CHECK(compact("[" + index("job_lease", 16 * kMiB - 1, std::to_string(8 * kMiB)) + "]").find(R"("rebuild":null)") != std::string::npos);
+  CHECK(compact("[" + index("job_lease", 9 * kMiB - 1, std::to_string(kMiB)) + "]").find(R"("rebuild":null)") != std::string::npos);
+}
+
+TEST_CASE("compact: a held horizon stops every action") {
+  const std::string bloated = "[" + index("job_pkey", 40 * kMiB, std::to_string(4 * kMiB)) + "," + index("job_lease", 1, "null") + "," +
+                              index("job_pkey_ccnew", 1, "null", "null", false) + "]";
+  CHECK(compact(bloated, R"([{"kind":"session","ageMs":30000,"xidAge":12}])") == R"({"held":true,"drop":[],"record":[],"rebuild":null})");
+  CHECK(compact(bloated, R"([{"kind":"slot","ageMs":null,"xidAge":100000}])") == R"({"held":true,"drop":[],"record":[],"rebuild":null})");
+  // Younger than 30 s and fewer than 100,000 transactions behind: not held.
+  CHECK(compact(bloated, R"([{"kind":"session","ageMs":29999,"xidAge":99999},{"kind":"slot","ageMs":null,"xidAge":5}])") ==
+        R"({"held":false,"drop":["job_pkey_ccnew"],"record":[{"name":"job_lease","bytes":1}],"rebuild":{"name":"job_pkey","bytes":41943040,"baselineBytes":4194304,"rebuiltAt":1700000000000}})");
+}
+
+TEST_CASE("compact: leftovers of an interrupted rebuild of ours are dropped; other indexes are left alone") {
+  const std::string out = compact("[" + index("job_pkey_ccnew", 1, "null", "null", false) + "," + index("attempt_finished_ccold12", 1, "null", "null", false) + "," +
+                                  index("job_pkey_ccnewer", 1, "null", "null", false) + "," + index("mine_ccnew", 1, "null", "null", false) + "," +
+                                  index("job_claimable", 1, "null", "null", false) + "," + index("mine", 90 * kMiB, "1") + "]");
+  CHECK(out == R"({"held":false,"drop":["job_pkey_ccnew","attempt_finished_ccold12"],"record":[],"rebuild":null})");
+}
+
+TEST_CASE("compact: the cooldown, the per-sweep count and the room before the deadline") {
+  const std::string bloated = index("job_pkey", 40 * kMiB, std::to_string(4 * kMiB), "%");
+  auto with = [&](const std::string& rebuilt_at, const std::string& extra = "") {
+    std::string i = bloated;
+    i.replace(i.find('%'), 1, rebuilt_at);
+    return compact("[" + i + "]", "[]", extra);
+  };
+  CHECK(with("1699978400001").find(R"("rebuild":null)") != std::string::npos);  // 6 h less 1 ms ago
+  CHECK(with("1699978400000").find(R"("rebuild":{)") != std::string::npos);     // 6 h ago
+  CHECK(with("null", R"(,"rebuilt":4)").find(R"("rebuild":null)") != std::string::npos);
+  CHECK(with("null", R"(,"rebuilt":3)").find(R"("rebuild":{)") != std::string::npos);
+  // The last key wins: a deadline 59,999 ms away leaves no room, 60,000 ms does.
+  CHECK(with("null", R"(,"deadlineAt":1700000059999)").find(R"("rebuild":null)") != std::string::npos);
+  CHECK(with("null", R"(,"deadlineAt":1700000060000)").find(R"("rebuild":{)") != std::string::npos);
+}
+
+TEST_CASE("compact: invalid inputs") {
+  CHECK(call(pb_sweep, R"({"op":"compact","deadlineAt":1,"indexes":[]})").out == R"({"error":{"code":"invalid_input","message":"sweep: field 'now' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"indexes":[]})").out == R"({"error":{"code":"invalid_input","message":"sweep: field 'deadlineAt' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1})").out == R"({"error":{"code":"invalid_input","message":"sweep: field 'indexes' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[{"name":"job_pkey"}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'indexes[0].bytes' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[3]})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: indexes[0]: must be an object"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[{"name":"job_pkey","bytes":-1}]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"horizon":[{"ageMs":"old"}]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[{"name":"job_pkey","bytes":1,"valid":1}]})").out.find("invalid_input") != std::string::npos);
+}
+
+TEST_CASE("sweep plan: compaction can be turned off") {
+  const std::string base = R"({"op":"plan","now":0,"startedAt":0,"policies":[])";
+  CHECK(call(pb_sweep, base + R"(,"compaction":false})").out.find("compact") == std::string::npos);
+  CHECK(call(pb_sweep, base + R"(,"compaction":true})").out.find(R"({"type":"compact","maxRebuilds":4,"deadlineAt":840000})") != std::string::npos);
+  CHECK(call(pb_sweep, base + R"(,"compaction":"no"})").out.find("invalid_input") != std::string::npos);
+}
