@@ -723,7 +723,7 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   const w = (name, input, check) => add('sweep', name, input, check);
   w('plan full', plan({}), (o) => {
     want(o.deadlineAt === NOW + 840000, 'deadlineAt = startedAt + invocationBudgetMs');
-    want(JSON.stringify(o.steps.map((s) => s.type)) === '["recover","reserved","drain","handoff","unregistered","retention"]', 'steps in order');
+    want(JSON.stringify(o.steps.map((s) => s.type)) === '["recover","reserved","drain","handoff","unregistered","retention","compact"]', 'steps in order');
     want(step(o, 'recover').deadlineAt === NOW + 120000, 'recovery ends at now + recoveryBudgetMs');
     want(o.schedulesUntil === NOW + 840000 - 120000, 'schedules stop at the deadline less the recovery budget');
     want(step(o, 'handoff').limit === 100, 'hand-off limit 100');
@@ -794,6 +794,24 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     const u = step(o, 'unregistered');
     want(u.recoverLimit === 500 && u.policy.maxCrashes === 3 && u.policy.maxAttempts === 20 && u.policy.timeoutMs === 600000, 'default policy, longest timeout');
   });
+  w('plan compaction off', plan({ compaction: false }), (o) => want(!step(o, 'compact'), 'no compact step'));
+  w('plan compaction default', plan({}), (o) => want(step(o, 'compact').maxRebuilds === 4 && step(o, 'compact').deadlineAt === NOW + 840000, 'compact last, 4 rebuilds at most'));
+  w('plan compaction not a boolean', plan({ compaction: 1 }), isError('invalid_input', 'compaction'));
+  const MiB = 1024 * 1024;
+  const ix = (name, bytes, baselineBytes, o = {}) => ({ name, valid: true, bytes, baselineBytes, rebuiltAt: null, ...o });
+  const cp = (indexes, o = {}) => ({ op: 'compact', now: NOW, deadlineAt: NOW + 600000, rebuilt: 0, horizon: [], indexes, ...o });
+  w('compact records a first baseline', cp([ix('job_pkey', 16384, null)]), (o) => want(o.record.length === 1 && o.record[0].bytes === 16384 && o.rebuild === null, 'recorded'));
+  w('compact records growth', cp([ix('job_pkey', 20 * MiB, 11 * MiB)]), (o) => want(o.record[0]?.bytes === 20 * MiB, 'under 2x is growth'));
+  w('compact rebuilds the most bloated', cp([ix('job_pkey', 40 * MiB, 4 * MiB), ix('job_created', 90 * MiB, 5 * MiB)]), (o) => want(o.rebuild?.name === 'job_created' && o.rebuild.rebuiltAt === NOW, 'job_created first'));
+  w('compact held by a session', cp([ix('job_pkey', 40 * MiB, 4 * MiB)], { horizon: [{ kind: 'session', ageMs: 600000, xidAge: 50000 }] }), (o) => want(o.held && o.rebuild === null && o.record.length === 0, 'held'));
+  w('compact held by a slot', cp([ix('job_pkey', 40 * MiB, 4 * MiB)], { horizon: [{ kind: 'slot', ageMs: null, xidAge: 100000 }] }), (o) => want(o.held, 'held'));
+  w('compact cooldown', cp([ix('job_pkey', 40 * MiB, 4 * MiB, { rebuiltAt: NOW - 3600000 })]), (o) => want(o.rebuild === null, 'rebuilt an hour ago'));
+  w('compact per-sweep count', cp([ix('job_pkey', 40 * MiB, 4 * MiB)], { rebuilt: 4 }), (o) => want(o.rebuild === null, 'four already'));
+  w('compact no room left', cp([ix('job_pkey', 40 * MiB, 4 * MiB)], { deadlineAt: NOW + 59999 }), (o) => want(o.rebuild === null, 'under a minute left'));
+  w('compact drops leftovers', cp([ix('job_lease_ccnew1', 1, null, { valid: false }), ix('other_ccnew', 1, null, { valid: false })]), (o) => want(JSON.stringify(o.drop) === '["job_lease_ccnew1"]', 'ours only'));
+  w('compact leaves foreign indexes', cp([ix('my_index', 90 * MiB, 1)]), (o) => want(o.record.length === 0 && o.rebuild === null, 'not ours'));
+  w('compact missing indexes', (({ indexes, ...r }) => r)(cp([])), isError('invalid_input', 'indexes'));
+  w('compact bytes negative', cp([ix('job_pkey', -1, null)]), isError('invalid_input', 'bytes'));
   const ret = (o) => ({ op: 'retention', now: NOW, startedAt: NOW, deadlineAt: NOW + 840000, budgetMs: 60000, limit: 1000, deleted: 1000, ...o });
   const again = (v) => (o) => want(o.again === v, `again ${v}`);
   w('retention full batch within budget', ret({}), again(true));
