@@ -32,6 +32,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".job, :"schema".attempt TO :"wo
 GRANT SELECT, INSERT, UPDATE ON :"schema".schedule_run TO :"worker";
 -- postbox/webhooks: each endpoint's breaker, created by its first delivery, updated after each.
 GRANT SELECT, INSERT, UPDATE ON :"schema".webhook_endpoint TO :"worker";
+GRANT SELECT, INSERT, UPDATE ON :"schema".index_baseline TO :"worker";
 -- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
 GRANT SELECT, INSERT ON :"schema".job TO :"app";
 GRANT SELECT ON :"schema".attempt TO :"app";
@@ -50,6 +51,11 @@ ALTER ROLE :"worker" SET lock_timeout = '5s';
 ALTER ROLE :"worker" SET statement_timeout = '14min';
 -- The app's own transactions get the same protection against orphaned locks.
 ALTER ROLE :"app" SET idle_in_transaction_session_timeout = '60s';
+-- PostgreSQL 17's MAINTAIN privilege lets the worker rebuild the outbox's indexes after a held
+-- horizon bloated them (the sweep's compact step, REINDEX CONCURRENTLY); before 17 only the
+-- tables' owner may, and the sweep reports the rebuild it could not run (event compaction_refused).
+SELECT format('GRANT MAINTAIN ON %I.job, %I.attempt TO %I', :'schema', :'schema', :'worker')
+ WHERE current_setting('server_version_num')::int >= 170000 \gexec
 -- PostgreSQL 17 adds transaction_timeout: no transaction outlives an invocation.
 SELECT format('ALTER ROLE %I SET transaction_timeout = %L', :'worker', '15min')
  WHERE current_setting('server_version_num')::int >= 170000 \gexec

@@ -33,6 +33,14 @@ export interface SweepOptions {
    * Default 15 min.
    */
   handoffCooldownMs?: number;
+  /**
+   * Index compaction (PostgreSQL), on by default: once nothing holds the xmin horizon, an index
+   * of `job` or `attempt` at twice its baseline size and 8 MiB past it (a held horizon's bloat,
+   * which VACUUM never gives back) is rebuilt with REINDEX CONCURRENTLY, at most 4 per sweep and
+   * once per 6 h each. Needs the tables' owner, or PostgreSQL 17's MAINTAIN privilege
+   * (examples/roles/roles.sql grants it); without either, `compaction_refused` says so.
+   */
+  compaction?: boolean;
 }
 
 type SweepStep =
@@ -41,7 +49,16 @@ type SweepStep =
   | { type: 'drain'; kinds: string[]; deadlineAt: number }
   | { type: 'handoff'; nudgedBefore: number; limit: number; lanes: { lane: string; kinds: string[] }[] }
   | { type: 'unregistered'; dueBefore: number; recoverLimit: number; policy: CorePolicy }
-  | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number; budgetMs: number; deadlineAt: number };
+  | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number; budgetMs: number; deadlineAt: number }
+  | { type: 'compact'; maxRebuilds: number; deadlineAt: number };
+
+/** The core's compaction decision (docs/ABI.md, pb_sweep `compact`). */
+interface CompactDecision {
+  held: boolean;
+  drop: string[];
+  record: { name: string; bytes: number }[];
+  rebuild: { name: string; bytes: number; baselineBytes: number; rebuiltAt: number } | null;
+}
 
 /** What a sweep did. */
 export interface SweepReport extends RunReport {
@@ -50,6 +67,8 @@ export interface SweepReport extends RunReport {
   deleted: number;
   /** Pending jobs, due for a while, of kinds this deploy does not register, per kind (`unknown_kind` events). */
   unregistered: { kind: string; count: number }[];
+  /** Indexes the compact step rebuilt. */
+  rebuiltIndexes: string[];
   /** Steps that failed (reported as `infra_error` events); the others still ran. */
   failedSteps: string[];
 }
@@ -72,6 +91,7 @@ export function planSweep(rt: OutboxRuntime, startedAt: number, opts: SweepOptio
     ...(opts.invocationBudgetMs === undefined ? {} : { invocationBudgetMs: opts.invocationBudgetMs }),
     ...(opts.recoveryBudgetMs === undefined ? {} : { recoveryBudgetMs: opts.recoveryBudgetMs }),
     ...(opts.handoffCooldownMs === undefined ? {} : { handoffCooldownMs: opts.handoffCooldownMs }),
+    ...(opts.compaction === undefined ? {} : { compaction: opts.compaction }),
     reserved: (opts.reserved ?? []).map((r) => ({ name: r.name, kinds: r.kinds, maxJobs: r.budget.maxJobs, deadlineMs: r.budget.deadlineMs })),
     retention: {
       ...(opts.retention?.succeededRetentionMs === undefined ? {} : { succeededMs: opts.retention.succeededRetentionMs }),
@@ -86,10 +106,10 @@ export function planSweep(rt: OutboxRuntime, startedAt: number, opts: SweepOptio
 /**
  * The cron backstop: runs the core's plan (planned when the sweep starts) in order: recover
  * expired leases, reserved sweeps, drain, hand long jobs to their queue, report unregistered
- * kinds, retention. The session gives up at the plan's deadline.
+ * kinds, retention, index compaction. The session gives up at the plan's deadline.
  */
 export async function runSweep(rt: OutboxRuntime, session: LaneSession, plan: SweepPlan): Promise<SweepReport> {
-  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unregistered: [], failedSteps: [] };
+  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unregistered: [], rebuiltIndexes: [], failedSteps: [] };
   const deadline = { at: plan.deadlineAt, now: () => rt.clock.now() };
   for (const step of plan.steps) {
     // One step's failure (say, a dropped connection) must not cost the others their turn.
@@ -164,6 +184,39 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
       }
       break;
     }
+    case 'compact':
+      await compact(rt, session, step, report);
+      break;
+  }
+}
+
+/**
+ * Reads the indexes' facts, and does what the core decides from them, until it decides no
+ * rebuild: leftovers dropped, baselines recorded, then one rebuild, and a fresh look.
+ */
+async function compact(rt: OutboxRuntime, session: LaneSession, step: Extract<SweepStep, { type: 'compact' }>, report: SweepReport): Promise<void> {
+  const store = rt.store.compaction;
+  if (!store) return;
+  for (;;) {
+    const facts = await session.exclusive((q) => store.compactionFacts(q));
+    const now = rt.clock.now();
+    const decision = rt.core.call<CompactDecision>('sweep', {
+      op: 'compact', now, deadlineAt: step.deadlineAt, rebuilt: report.rebuiltIndexes.length, horizon: facts.horizon, indexes: facts.indexes,
+    });
+    for (const name of decision.drop) await session.exclusive((q) => store.dropIndex(q, name));
+    if (decision.record.length > 0) await session.exclusive((q) => store.recordIndexBaselines(q, now, decision.record));
+    const rebuild = decision.rebuild;
+    if (!rebuild) return;
+    try {
+      await session.exclusive((q) => store.rebuildIndex(q, rebuild.name, rebuild.rebuiltAt));
+    } catch (error) {
+      // Not the owner (and no MAINTAIN): every later sweep would be refused the same way.
+      if ((error as { code?: unknown }).code !== '42501') throw error;
+      rt.emit({ type: 'compaction_refused', index: rebuild.name, bytes: rebuild.bytes, error: errorMessage(error), severity: 'warn' });
+      return;
+    }
+    report.rebuiltIndexes.push(rebuild.name);
+    rt.emit({ type: 'index_rebuilt', index: rebuild.name, bytes: rebuild.bytes, baselineBytes: rebuild.baselineBytes });
   }
 }
 

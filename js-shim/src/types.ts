@@ -238,6 +238,10 @@ export type OutboxEvent =
   | { type: 'dlq_message'; queue: string; messageId: string; body: unknown }
   | { type: 'recovered'; jobs: number }
   | { type: 'retention'; deleted: number; batches: number }
+  /** The sweep rebuilt an index a held horizon had bloated: `bytes` before, against its `baselineBytes`. */
+  | { type: 'index_rebuilt'; index: string; bytes: number; baselineBytes: number }
+  /** The sweep may not rebuild a bloated index (not the tables' owner; PostgreSQL 17: no MAINTAIN privilege). */
+  | { type: 'compaction_refused'; index: string; bytes: number; error: string; severity: 'warn' }
   | { type: 'handoff'; lane: string; jobs: number }
   /**
    * `count` pending jobs of `kind`, due for over 5 minutes, that this deploy does not register:

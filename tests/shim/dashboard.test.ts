@@ -484,7 +484,7 @@ describe('inside workerd', () => {
         return JSON.parse(text) as OutboxHealth;
       };
       const before = await health();
-      assert.deepEqual(before.tables.map((t) => t.table), ['outbox.attempt', 'outbox.job', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
+      assert.deepEqual(before.tables.map((t) => t.table), ['outbox.attempt', 'outbox.index_baseline', 'outbox.job', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
       const attempt = before.tables.find((t) => t.table === 'outbox.attempt')!;
       assert.ok(attempt.deadTuples >= 5000, `attempt dead tuples: ${attempt.deadTuples}`);
       assert.equal(attempt.grades.deadTuples, 'error', 'more dead than live tuples');
@@ -513,7 +513,7 @@ describe('inside workerd', () => {
       const body = await page.text();
       assert.equal(page.status, 200, body);
       assert.match(body, /Dead tuples in outbox\.attempt<\/strong> \(error\)/);
-      for (const t of ['job', 'attempt', 'schedule_run', 'webhook_endpoint']) assert.match(body, new RegExp(`<tr><td>outbox\\.${t}</td>`));
+      for (const t of ['job', 'attempt', 'schedule_run', 'webhook_endpoint', 'index_baseline']) assert.match(body, new RegExp(`<tr><td>outbox\\.${t}</td>`));
       assert.match(body, new RegExp(`session ${herePid} \\(this-db-holder\\)`));
       assert.match(body, /prepared transaction pb-this-db/);
       assert.doesNotMatch(body, new RegExp(`session ${otherPid}\\b|other-db-holder|pb-other-db`));

@@ -107,7 +107,13 @@ function buildTables<S extends string>(schemaName: S) {
       check('webhook_endpoint_disabled_has_reason', sql`(${t.state} = 'disabled') = (${t.disabledReason} IS NOT NULL)`),
     ],
   );
-  return { schema, job, attempt, scheduleRun, webhookEndpoint };
+  const indexBaseline = schema.table('index_baseline', {
+    name: text('name').primaryKey(),
+    baselineBytes: bigint('baseline_bytes', { mode: 'number' }),
+    rebuiltAt: tstz('rebuilt_at'),
+    updatedAt: tstz('updated_at').notNull(),
+  });
+  return { schema, job, attempt, scheduleRun, webhookEndpoint, indexBaseline };
 }
 
 /** The drizzle tables of one outbox, as {@link outboxTables} returns them. */
@@ -123,6 +129,8 @@ export const outboxJob = defaults.job;
 export const outboxAttempt = defaults.attempt;
 /** `outbox.schedule_run`: per schedule, the latest occurrence a tick dealt with (catch-up starts after it). */
 export const outboxScheduleRun = defaults.scheduleRun;
+/** `outbox.index_baseline`: per index, its size while no snapshot held the horizon (the sweep's compaction). */
+export const outboxIndexBaseline = defaults.indexBaseline;
 /** `outbox.webhook_endpoint`: each webhook endpoint's breaker state (`postbox/webhooks`). */
 export const outboxWebhookEndpoint = defaults.webhookEndpoint;
 
@@ -165,7 +173,7 @@ const named = new Map<string, OutboxTables>();
 
 /**
  * The drizzle tables of a named outbox (`createOutbox({ name })`), in its schema
- * `outbox_<name>`: `{ schema, job, attempt, scheduleRun, webhookEndpoint }`, the same columns, indexes and
+ * `outbox_<name>`: `{ schema, job, attempt, scheduleRun, webhookEndpoint, indexBaseline }`, the same columns, indexes and
  * checks as the default tables. Without a name, the default outbox's. Built once per name;
  * throws `PostboxError('invalid_config')` for an invalid name.
  *
@@ -184,7 +192,7 @@ export function outboxTables(name?: string | null): OutboxTables {
 }
 
 /** Every Postbox table, in the order drift is reported. */
-const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun, t.webhookEndpoint];
+const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun, t.webhookEndpoint, t.indexBaseline];
 
 /** One difference between the database and the schema Postbox expects. */
 export type SchemaDrift =

@@ -16,6 +16,7 @@
  * keep compiling.
  * @module
  */
+import type { HorizonHolder } from '../queries/horizon.js';
 import type { JobStatus } from '../types.js';
 
 export type { JobStatus };
@@ -293,6 +294,39 @@ export interface RetentionInput {
   limit: number;
 }
 
+/** One of the store's indexes as the sweep's compaction sees it (docs/ABI.md, pb_sweep `compact`). */
+export interface IndexFact {
+  /** The index, unqualified (`job_pkey`): its schema is the outbox's. */
+  name: string;
+  /** `false` for an index an interrupted concurrent rebuild left behind. */
+  valid: boolean;
+  bytes: number;
+  /** Its size when last recorded while nothing held the horizon; `null`: none yet, or just rebuilt. */
+  baselineBytes: number | null;
+  /** When the sweep last rebuilt it (epoch ms); `null`: never. */
+  rebuiltAt: number | null;
+}
+
+/** What the compact step decides on: the indexes of the tables that churn, and the horizon's holders. */
+export interface CompactionFacts {
+  indexes: IndexFact[];
+  horizon: HorizonHolder[];
+}
+
+/**
+ * Index compaction, for a store whose indexes keep the pages a held horizon made them grow
+ * (PostgreSQL's B-trees); a store without it leaves the whole capability out.
+ */
+export interface IndexCompaction<Db> {
+  compactionFacts(db: Db): Promise<CompactionFacts>;
+  /** Records each index's size as its baseline, at `now`. */
+  recordIndexBaselines(db: Db, now: number, indexes: readonly { name: string; bytes: number }[]): Promise<void>;
+  /** Rebuilds the index without blocking writes, then clears its baseline and records `rebuiltAt`. */
+  rebuildIndex(db: Db, name: string, rebuiltAt: number): Promise<void>;
+  /** Drops a leftover of an interrupted rebuild (without blocking writes). */
+  dropIndex(db: Db, name: string): Promise<void>;
+}
+
 /**
  * Due (pending/retrying, due at or before `now`) jobs of `lane` and `kinds` to hand to the lane's
  * queue, oldest due first, at most `limit`, skipping those nudged at or after `nudgedBefore`.
@@ -380,6 +414,9 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
 
   /** Retention; returns how many jobs were deleted. */
   deleteFinished(db: Db, input: RetentionInput): Promise<number>;
+
+  /** Index compaction after a held horizon; absent where the store's indexes need none. */
+  readonly compaction?: IndexCompaction<Db>;
 
   /** Due jobs to hand to their lane's queue; see {@link HandoffQuery}. */
   listDueForHandoff(db: Db, query: HandoffQuery): Promise<JobLaneRef[]>;

@@ -11,11 +11,12 @@ import { PostboxError } from '../errors.js';
 import type { AttemptView, JobFilter, JobView } from './contract.js';
 import { outboxSql, type OutboxSql } from '../queries/index.js';
 import { claimedFromArray } from '../queries/claim.js';
+import { pgIndexCompaction } from '../queries/compaction.js';
 import { run } from '../queries/statement.js';
 import { ms, ts } from '../queries/time.js';
 import type { JobStatus, LaneDb, Queryable } from '../types.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobLaneRef, JobPage,
+  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
@@ -49,11 +50,14 @@ const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, co
 export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
   /** The outbox's statements (its schema). */
   readonly sql: OutboxSql;
+  /** Rebuilds of the indexes a held horizon bloated (the sweep's compact step). */
+  readonly compaction: IndexCompaction<Queryable>;
   readonly #heartbeatMany: string;
 
   constructor(name?: string | null) {
     this.sql = outboxSql(name);
     const s = this.sql.ident;
+    this.compaction = pgIndexCompaction(this.sql.schema, s);
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
     // A live lease means running (job_running_has_lease); by primary key, as the settle (queries/settle.ts).
     this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}

@@ -1,0 +1,70 @@
+/**
+ * Index compaction's SQL (the sweep's compact step; the core decides, migration 0007 explains
+ * why): the facts, the baselines, and the concurrent rebuilds and drops, which take no lock that
+ * blocks a claim, settle or enqueue.
+ * @module
+ */
+import type { CompactionFacts, IndexCompaction } from '../store/contract.js';
+import type { Queryable } from '../types.js';
+import { HORIZON_HOLDERS, horizonHolders, jsonList } from './horizon.js';
+import { ms, ts } from './time.js';
+
+/** The tables whose rows every job rewrites: their indexes are the ones a held horizon bloats. */
+const CHURNING_TABLES = ['job', 'attempt'];
+
+/** Index compaction of the outbox in `schema` (unquoted, compared as a value; `ident` as written in SQL). */
+export function pgIndexCompaction(schema: string, ident: string): IndexCompaction<Queryable> {
+  const quoted = (name: string) => `${ident}."${name.replaceAll('"', '""')}"`;
+  return {
+    async compactionFacts(db): Promise<CompactionFacts> {
+      const { rows } = await db.query(
+        `WITH i AS (
+           SELECT c.relname AS name, x.indisvalid AS valid, pg_relation_size(c.oid) AS bytes,
+                  b.baseline_bytes, ${ms('b.rebuilt_at')} AS rebuilt_ms
+             FROM pg_index x
+             JOIN pg_class c ON c.oid = x.indexrelid
+             JOIN pg_class t ON t.oid = x.indrelid
+             JOIN pg_namespace n ON n.oid = t.relnamespace
+             LEFT JOIN ${ident}.index_baseline b ON b.name = c.relname
+            WHERE n.nspname = $1 AND t.relname = ANY($2::text[])
+         ), h AS (
+${HORIZON_HOLDERS}         )
+         SELECT (SELECT coalesce(json_agg(i ORDER BY i.name), '[]') FROM i) AS indexes,
+                (SELECT coalesce(json_agg(h ORDER BY h.xid_age DESC), '[]') FROM h) AS horizon`,
+        [schema, CHURNING_TABLES],
+      );
+      const num = (v: unknown) => (v === null || v === undefined ? null : Number(v));
+      return {
+        indexes: jsonList(rows[0]?.indexes).map((i) => ({
+          name: String(i.name), valid: i.valid === true, bytes: Number(i.bytes), baselineBytes: num(i.baseline_bytes), rebuiltAt: num(i.rebuilt_ms),
+        })),
+        horizon: horizonHolders(rows[0]?.horizon),
+      };
+    },
+
+    async recordIndexBaselines(db, now, indexes): Promise<void> {
+      if (indexes.length === 0) return;
+      await db.query(
+        `INSERT INTO ${ident}.index_baseline (name, baseline_bytes, updated_at)
+         SELECT name, bytes, ${ts('$3')} FROM unnest($1::text[], $2::bigint[]) AS r(name, bytes)
+         ON CONFLICT (name) DO UPDATE SET baseline_bytes = EXCLUDED.baseline_bytes, updated_at = EXCLUDED.updated_at`,
+        [indexes.map((i) => i.name), indexes.map((i) => i.bytes), now],
+      );
+    },
+
+    async rebuildIndex(db, name, rebuiltAt): Promise<void> {
+      // Not in a transaction (REINDEX CONCURRENTLY refuses one). The baseline is cleared only
+      // once the rebuild is done: a failed one leaves the bloated index measured against the old.
+      await db.query(`REINDEX INDEX CONCURRENTLY ${quoted(name)}`);
+      await db.query(
+        `INSERT INTO ${ident}.index_baseline (name, baseline_bytes, rebuilt_at, updated_at) VALUES ($1, NULL, ${ts('$2')}, ${ts('$2')})
+         ON CONFLICT (name) DO UPDATE SET baseline_bytes = NULL, rebuilt_at = EXCLUDED.rebuilt_at, updated_at = EXCLUDED.updated_at`,
+        [name, rebuiltAt],
+      );
+    },
+
+    async dropIndex(db, name): Promise<void> {
+      await db.query(`DROP INDEX CONCURRENTLY IF EXISTS ${quoted(name)}`);
+    },
+  };
+}
