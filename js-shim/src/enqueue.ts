@@ -5,7 +5,7 @@ import { type DedupeVerdict, dedupeItem, heldResult } from './dedupe.js';
 import { EnqueueRefusedError, PostboxError } from './errors.js';
 import type { PendingNudge } from './nudge.js';
 import type { AppendRow } from './store/contract.js';
-import type { PostgresOutboxStore } from './store/postgres.js';
+import type { OutboxStore } from './store/contract.js';
 import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from './types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
@@ -31,8 +31,8 @@ export interface EnqueueEnv {
   versionTs: number | null;
   generateId: () => string;
   strict: boolean;
-  /** The outbox's store (its schema). */
-  store: PostgresOutboxStore;
+  /** The outbox's store. */
+  store: OutboxStore<unknown, Queryable>;
 }
 
 /** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */

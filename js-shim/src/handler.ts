@@ -16,8 +16,8 @@ import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types
 export const HANDLER_RUNTIME: unique symbol = Symbol.for('postbox.handlerRuntime');
 export interface HandlerRuntime {
   now(): number;
-  /** The outbox's statements, so Postbox's own handlers write to its schema. */
-  sql: import('./queries/index.js').OutboxSql;
+  /** The store's webhook endpoints (postbox/webhooks writes them with ctx.db); absent where it keeps none. */
+  webhookEndpoints: import('./store/contract.js').WebhookEndpointStore<Queryable> | undefined;
   emit(event: import('./types.js').OutboxEvent): void;
 }
 
@@ -34,7 +34,7 @@ const handlerRuntimes = new WeakMap<OutboxRuntime, HandlerRuntime>();
 function handlerRuntimeOf(rt: OutboxRuntime): HandlerRuntime {
   let hr = handlerRuntimes.get(rt);
   if (!hr) {
-    hr = { now: () => rt.clock.now(), emit: rt.emit, sql: rt.sql };
+    hr = { now: () => rt.clock.now(), emit: rt.emit, webhookEndpoints: rt.store.webhookEndpoints };
     handlerRuntimes.set(rt, hr);
   }
   return hr;

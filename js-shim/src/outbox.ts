@@ -174,7 +174,6 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     queueFor: (lane) => queueFor(options.queue, lane),
     key,
     seed: randomSeed,
-    sql,
     store,
   };
   const enqueueEnv = (): EnqueueEnv => ({

@@ -5,14 +5,13 @@
 // settle, wait or stop; `plan`: which kinds still fit the deadline; `admit`: whether a buffered
 // job may still start). Settlements with hooks run in their own transactions, queued on the
 // same session, while the other slots go on.
-import { errorMessage } from './errors.js';
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
 import type { PumpAnswer } from './core/core.js';
 import type { Admitted } from './lease.js';
 import type { OutboxRuntime } from './runtime.js';
 import { type LaneSession } from './session.js';
-import { afterFailure, decidePairs, needsHooks, recordAll, settleAll, settleHooked, settleWrites, writeAfterFailure, writeSettled, type Settlement } from './settle.js';
+import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, writeSettled, type Settlement } from './settle.js';
 import type { ClaimInput } from './store/contract.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
@@ -208,30 +207,29 @@ class LanePump {
     const items: Settlement[] = carry.length > 0 ? decidePairs(this.rt, now, carry) : [];
     try {
       if (items.length > 0) {
-        const out = await this.session.exclusive((q) => this.rt.store.settleThenClaim(q, { now, items: settleWrites(items) }, claim));
-        recordAll(this.rt, this.report, items, { settled: new Set(out.settled), failed: new Set() });
+        // The settlements with the claim riding on them; a failure is the writer's to handle.
+        const out = await writeSettled(this.rt, this.session, now, items, { claim });
+        recordAll(this.rt, this.report, items, out);
+        if (out.claimed === null) {
+          if (chunk) this.targets!.unshift(...chunk);
+          // The session failed (the writer has written the settlements on a fresh one): stop
+          // claiming, let what runs finish, and release what waits for a slot. A row's data at
+          // fault took only the claim down: the drain goes on claiming.
+          if (out.failure !== null) {
+            this.#failure = out.failure;
+            this.#release();
+          }
+          return;
+        }
         rows = out.claimed;
       } else {
         rows = await this.session.exclusive((q) => this.rt.store.claim(q, claim));
       }
     } catch (error) {
-      // The statement failed as a whole, so it claimed nothing.
+      // The claim alone failed: it claimed nothing. Stop claiming on a fresh session.
       if (chunk) this.targets!.unshift(...chunk);
-      if (items.length > 0) {
-        this.rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
-        const answer = afterFailure(this.rt, this.session, error, { part: 'write', tries: 1, rows: items.length });
-        if (answer.next === 'split' || answer.next === 'sanitize') {
-          // One settlement's data was refused, not the session: the core has the settlements
-          // written apart from it, and the drain goes on claiming.
-          recordAll(this.rt, this.report, items, await writeAfterFailure(this.rt, this.session, now, items, answer));
-          return;
-        }
-      }
-      // Write its settlements on a fresh session, stop claiming, let what runs finish, and
-      // release what waits for a slot.
       this.#failure = error;
       await this.session.replace();
-      if (items.length > 0) recordAll(this.rt, this.report, items, await writeSettled(this.rt, this.session, now, items));
       this.#release();
       return;
     }

@@ -1,8 +1,7 @@
 import type { OutboxOptions } from './config.js';
 import type { Core } from './core/core.js';
-import type { OutboxSql } from './queries/index.js';
-import type { PostgresOutboxStore } from './store/postgres.js';
-import type { Clock, CorePolicy, JobDefinition, OutboxEvent, QueueProducer } from './types.js';
+import type { OutboxStore } from './store/contract.js';
+import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable } from './types.js';
 
 /** What every I/O routine of an outbox needs: the core, the registry, the clock, the sinks. */
 export interface OutboxRuntime {
@@ -17,10 +16,8 @@ export interface OutboxRuntime {
   queueFor(lane: string): QueueProducer | undefined;
   /** The outbox's key among several (`createOutboxes`), named in every nudge it sends; null for an outbox of its own. */
   key: string | null;
-  /** The statements of this outbox's schema (the default `outbox`, or a named one's). */
-  sql: OutboxSql;
-  /** Where the outbox's jobs live: its schema's statements behind the store contract. */
-  store: PostgresOutboxStore;
+  /** Where the outbox's jobs live, behind the store contract: a lane session's handle, and a transaction's. */
+  store: OutboxStore<LaneDb, Queryable>;
   /** A uint32 of entropy for the core's jitter. */
   seed(): number;
 }

@@ -1,13 +1,13 @@
 // Settlement: the core decides each attempt's transition; this writes them. Plain ones go in
-// one statement (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
+// one statement through writeSettled (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
 import { errorMessage } from './errors.js';
-import { emptyReport, type Finished, type RunReport } from './attempt.js';
+import { emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
 import { fromHandlerOutcome, redact } from './handler.js';
 import type { OutboxRuntime } from './runtime.js';
 import { type LaneSession } from './session.js';
-import type { SettleWrite } from './store/contract.js';
+import type { ClaimInput, SettleWrite } from './store/contract.js';
 import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, LaneDb } from './types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
@@ -198,18 +198,31 @@ export function afterFailure(rt: OutboxRuntime, session: LaneSession, error: unk
   });
 }
 
+/** A write of settlements, and what the claim riding on its first statement (if one did) came to. */
+export interface WrittenWithClaim extends Written {
+  /** The claim's jobs; `null` when no claim rode along or its statement failed (it claimed nothing). */
+  claimed: ClaimedRow[] | null;
+  /** The failure that took the claim's statement down when the session was at fault; `null` otherwise. */
+  failure: unknown;
+}
+
 /**
- * Writes settlements. As the core decides from the failure: a lost session is tried again on a
- * fresh one; a statement refused for one row's data is split until that row is alone, and
- * that row is written again with its error text replaced, so no other row shares its fate.
+ * The one writer of plain settlements, for the drain's statements and every other settle alike.
+ * With `claim`, the lane's next claim rides on the first statement (one round trip; see
+ * runner.ts). As the core decides from a failure: a lost session is tried again on a fresh one;
+ * a statement refused for one row's data is split until that row is alone, and that row is
+ * written again with its error text replaced, so no other row shares its fate. Retries never
+ * carry the claim.
  */
-export function writeSettled(rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], sanitized = false): Promise<Written> {
-  if (items.length === 0) return Promise.resolve({ settled: NOTHING, failed: NOTHING });
-  return writeTry(rt, session, now, items, 1, sanitized);
+export function writeSettled(
+  rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], opts: { claim?: ClaimInput; sanitized?: boolean } = {},
+): Promise<WrittenWithClaim> {
+  if (items.length === 0) return Promise.resolve({ settled: NOTHING, failed: NOTHING, claimed: null, failure: null });
+  return writeTry(rt, session, now, items, 1, opts.sanitized ?? false, opts.claim);
 }
 
 /** Carries out the core's answer to a failed write of `items`; `retry` writes them again. */
-export async function writeAfterFailure(
+async function writeAfterFailure(
   rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], answer: FailureAnswer, tries = 1, sanitized = false,
 ): Promise<Written> {
   if (answer.next === 'split') {
@@ -219,19 +232,29 @@ export async function writeAfterFailure(
   }
   if (answer.next === 'sanitize') {
     const [f, d] = items[0]!;
-    return writeSettled(rt, session, now, [[f, { ...d, errorMessage: answer.errorMessage ?? null }]], true);
+    return writeSettled(rt, session, now, [[f, { ...d, errorMessage: answer.errorMessage ?? null }]], { sanitized: true });
   }
   await session.replace();
   if (answer.next !== 'retry') return { settled: NOTHING, failed: new Set(items.map(([f]) => f.row.id)) };
   return writeTry(rt, session, now, items, tries + 1, sanitized);
 }
 
-async function writeTry(rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], tries: number, sanitized: boolean): Promise<Written> {
+async function writeTry(
+  rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], tries: number, sanitized: boolean, claim?: ClaimInput,
+): Promise<WrittenWithClaim> {
   try {
-    return { settled: await session.exclusive((q) => writeSettlements(rt, q, now, items)), failed: NOTHING };
+    if (claim) {
+      const out = await session.exclusive((q) => rt.store.settleThenClaim(q, { now, items: settleWrites(items) }, claim));
+      return { settled: new Set(out.settled), failed: NOTHING, claimed: out.claimed, failure: null };
+    }
+    return { settled: await session.exclusive((q) => writeSettlements(rt, q, now, items)), failed: NOTHING, claimed: null, failure: null };
   } catch (error) {
     rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
-    return writeAfterFailure(rt, session, now, items, afterFailure(rt, session, error, { part: 'write', tries, rows: items.length, sanitized }), tries, sanitized);
+    const answer = afterFailure(rt, session, error, { part: 'write', tries, rows: items.length, sanitized });
+    const written = await writeAfterFailure(rt, session, now, items, answer, tries, sanitized);
+    // A row's data at fault (split, sanitize) leaves the session good: its caller claims on.
+    const rowAtFault = answer.next === 'split' || answer.next === 'sanitize';
+    return { settled: written.settled, failed: written.failed, claimed: null, failure: claim && !rowAtFault ? error : null };
   }
 }
 

@@ -231,3 +231,42 @@ TEST_CASE("settle defer: nothing charged, counters kept, due after `after`, the 
         R"({"status":"retrying","dueAt":1000,"attempts":3,"crashes":1,"streakCode":"http_500","streak":3,"errorCode":"deferred",)"
         R"("errorMessage":null,"finished":false,"charged":false,"attemptOutcome":"defer","attempt":4,"events":[]})");
 }
+
+TEST_CASE("webhook config: the defaults and what is derived from the request timeout") {
+  CHECK(call(pb_webhook, R"({"op":"config"})").out ==
+        R"({"requestTimeoutMs":15000,"timeoutMs":20000,"probeMs":50000,)"
+        R"("scheduleMs":[5000,300000,1800000,7200000,18000000,36000000,36000000,50400000,50400000,57600000],"maxAttempts":11,)"
+        R"("maxRetryAfterMs":21600000,"breaker":{"threshold":10,"cooldownMs":300000,"disableAfterMs":432000000},)"
+        R"("endpointReads":3,"recordTries":5,"probeTakenMs":1000})");
+  // The job's timeout is the request's plus 5 s; a lost probe is replaced 30 s after that.
+  CHECK(call(pb_webhook, R"({"op":"config","requestTimeoutMs":1})").out.find(R"("requestTimeoutMs":1,"timeoutMs":5001,"probeMs":35001,)") == 1);
+  CHECK(call(pb_webhook, R"({"op":"config","requestTimeoutMs":590000})").out.find(R"("timeoutMs":595000,"probeMs":625000,)") != std::string::npos);
+}
+
+TEST_CASE("webhook config: a schedule, a Retry-After cap and the breaker as given") {
+  const std::string out =
+      call(pb_webhook, R"({"op":"config","scheduleMs":[0,60000],"maxRetryAfterMs":0,"breaker":{"threshold":1,"cooldownMs":0,"disableAfterMs":null}})").out;
+  CHECK(out.find(R"("scheduleMs":[0,60000],"maxAttempts":3,"maxRetryAfterMs":0,"breaker":{"threshold":1,"cooldownMs":0,"disableAfterMs":null})") != std::string::npos);
+  // A breaker given in part keeps the other defaults.
+  CHECK(call(pb_webhook, R"({"op":"config","breaker":{"threshold":3}})").out.find(R"("breaker":{"threshold":3,"cooldownMs":300000,"disableAfterMs":432000000})") !=
+        std::string::npos);
+}
+
+TEST_CASE("webhook config: out-of-range settings are typed errors naming the field") {
+  const auto message = [](const std::string& in) { return call(pb_webhook, in).out; };
+  CHECK(message(R"({"op":"config","requestTimeoutMs":0})") ==
+        R"({"error":{"code":"invalid_input","message":"webhook: field 'requestTimeoutMs' must be an integer in [1, 590000]"}})");
+  CHECK(message(R"({"op":"config","requestTimeoutMs":590001})").find("requestTimeoutMs") != std::string::npos);
+  CHECK(message(R"({"op":"config","requestTimeoutMs":1.5})").find("invalid_input") != std::string::npos);
+  CHECK(message(R"({"op":"config","scheduleMs":[]})") ==
+        R"({"error":{"code":"invalid_input","message":"webhook: field 'scheduleMs' must have at least one entry"}})");
+  CHECK(message(R"({"op":"config","scheduleMs":[-1]})").find("scheduleMs") != std::string::npos);
+  CHECK(message(R"({"op":"config","scheduleMs":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33]})")
+            .find("must have at most 32 items") != std::string::npos);
+  CHECK(message(R"({"op":"config","maxRetryAfterMs":604800001})").find("maxRetryAfterMs") != std::string::npos);
+  CHECK(message(R"({"op":"config","breaker":{"threshold":0}})") ==
+        R"({"error":{"code":"invalid_input","message":"webhook: field 'breaker.threshold' must be an integer in [1, 1000]"}})");
+  CHECK(message(R"({"op":"config","breaker":{"cooldownMs":-5}})").find("breaker.cooldownMs") != std::string::npos);
+  CHECK(message(R"({"op":"config","breaker":{"disableAfterMs":"never"}})").find("breaker.disableAfterMs") != std::string::npos);
+  CHECK(message(R"({"op":"config","breaker":7})").find("breaker") != std::string::npos);
+}

@@ -1493,6 +1493,23 @@ function bruteDue(expr, at, lastAt) {
 
 {
   const w = (name, input, check) => add('webhook', name, input, check);
+  const cfg = (o) => ({ op: 'config', ...o });
+  w('config defaults', cfg({}), (o) => {
+    want(o.requestTimeoutMs === 15000 && o.timeoutMs === 20000 && o.probeMs === 50000, 'timeout + 5 s; probe + 30 s');
+    want(o.scheduleMs.length === 10 && o.maxAttempts === 11 && o.scheduleMs.reduce((a, b) => a + b, 0) === 257705000, 'eleven attempts over 71.6 h');
+    want(o.breaker.threshold === 10 && o.breaker.cooldownMs === 300000 && o.breaker.disableAfterMs === 432000000, 'breaker defaults');
+    want(o.maxRetryAfterMs === 21600000 && o.endpointReads === 3 && o.recordTries === 5 && o.probeTakenMs === 1000, 'caps and loops');
+  });
+  w('config request timeout set', cfg({ requestTimeoutMs: 2000 }), (o) => want(o.timeoutMs === 7000 && o.probeMs === 37000, 'derived'));
+  w('config schedule set', cfg({ scheduleMs: [1000, 2000, 3000] }), (o) => want(o.maxAttempts === 4, 'entries + 1'));
+  w('config breaker in part', cfg({ breaker: { cooldownMs: 1000 } }), (o) => want(o.breaker.threshold === 10 && o.breaker.cooldownMs === 1000, 'the rest default'));
+  w('config never disable', cfg({ breaker: { disableAfterMs: null } }), (o) => want(o.breaker.disableAfterMs === null, 'null kept'));
+  w('config request timeout zero', cfg({ requestTimeoutMs: 0 }), isError('invalid_input', 'requestTimeoutMs'));
+  w('config request timeout over', cfg({ requestTimeoutMs: 590001 }), isError('invalid_input', 'requestTimeoutMs'));
+  w('config schedule empty', cfg({ scheduleMs: [] }), isError('invalid_input', 'scheduleMs'));
+  w('config schedule too long', cfg({ scheduleMs: Array.from({ length: 33 }, () => 1) }), isError('invalid_input', 'scheduleMs'));
+  w('config threshold zero', cfg({ breaker: { threshold: 0 } }), isError('invalid_input', 'threshold'));
+  w('config retry-after cap over', cfg({ maxRetryAfterMs: 604800001 }), isError('invalid_input', 'maxRetryAfterMs'));
   const outcome = (extra) => ({ op: 'outcome', now: NOW, ...extra });
   const table = (status) => {
     if (status >= 200 && status <= 299) return { type: 'ok', code: null, signal: 'success' };

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { z } from 'zod';
-import { createOutbox, defineJob, ok } from 'postbox';
+import { createOutbox, defineJob, ok, runSweep, type OutboxEvent } from 'postbox';
 import { listJobs } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
@@ -131,5 +131,47 @@ test('the worker role runs the outbox under its guardrails', async () => {
     await worker.query('INSERT INTO outbox.later VALUES (1)');
   } finally {
     await worker.end();
+  }
+});
+
+test('the worker role rebuilds a bloated index on PostgreSQL 17 (MAINTAIN); before 17 the sweep says it may not, once per cooldown', async () => {
+  const events: OutboxEvent[] = [];
+  const outbox = createOutbox({ jobs: [note], connect: createPgConnector(as('pb_worker')), events: (e) => events.push(e) });
+  // The first sweep takes the baselines, as the worker.
+  assert.deepEqual((await runSweep(outbox)).failedSteps, []);
+  const owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  try {
+    assert.ok(Number((await owner.query(`SELECT baseline_bytes FROM outbox.index_baseline WHERE name = 'job_pkey'`)).rows[0].baseline_bytes) > 0);
+    // 200,000 jobs come and go: the primary key keeps their pages.
+    await owner.query(
+      `INSERT INTO outbox.job (id, kind, status, payload, due_at, created_at, updated_at, finished_at, attempts, attempt_seq)
+       SELECT gen_random_uuid(), 'roles.note', 'succeeded', '{}'::jsonb, now(), now(), now(), now(), 1, 1 FROM generate_series(1, 200000)`,
+    );
+    await owner.query(`DELETE FROM outbox.job WHERE status = 'succeeded' AND payload = '{}'::jsonb`);
+    await owner.query('VACUUM outbox.job');
+    const pg17 = Number((await owner.query('SHOW server_version_num')).rows[0].server_version_num) >= 170000;
+    const report = await runSweep(outbox);
+    assert.deepEqual(report.failedSteps, []);
+    const refused = events.filter((e) => e.type === 'compaction_refused');
+    const pkeyBytes = Number((await owner.query(`SELECT pg_relation_size('outbox.job_pkey') AS b`)).rows[0].b);
+    if (pg17) {
+      assert.ok(report.rebuiltIndexes.includes('job_pkey'), JSON.stringify(report.rebuiltIndexes));
+      assert.deepEqual(refused, []);
+      assert.ok(pkeyBytes < 1024 * 1024, `job_pkey ${pkeyBytes} bytes after its rebuild`);
+    } else {
+      assert.deepEqual(report.rebuiltIndexes, []);
+      assert.equal(refused.length, 1, JSON.stringify(refused));
+      assert.match((refused[0] as { error: string }).error, /must be owner/);
+      // A refusal starts that index's cooldown: later sweeps try each other bloated index once,
+      // then stop trying (and warning).
+      for (let i = 0; i < 4; i++) await runSweep(outbox);
+      const indexes = events.filter((e) => e.type === 'compaction_refused').map((e) => (e as { index: string }).index);
+      assert.ok(indexes.includes('job_pkey') && indexes.length <= 4, JSON.stringify(indexes));
+      assert.equal(new Set(indexes).size, indexes.length, `each refused once: ${JSON.stringify(indexes)}`);
+      assert.ok(pkeyBytes > 4 * 1024 * 1024, 'the index is as bloated as it was');
+    }
+  } finally {
+    await owner.end();
   }
 });

@@ -234,6 +234,11 @@ bool signal_from_name(std::string_view name, Signal& signal) {
 
 }  // namespace webhook
 
+namespace webhook {
+// A webhook job's settings (wasm/src/webhook_config.cpp).
+Status run_config(od::object& root, const Where& where, JsonWriter& out);
+}  // namespace webhook
+
 namespace {
 
 using namespace webhook;
@@ -279,7 +284,7 @@ Status read_endpoint(od::value& v, const Where& where, Endpoint& e) {
   return ok_status();
 }
 
-// Out of line: the four ops share one copy of the field reader.
+// Out of line: the four ops it serves share one copy of the field reader.
 [[gnu::noinline]] Status read_webhook(od::object& root, const Where& where, WebhookInput& in) {
   return input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "now") {
@@ -440,6 +445,7 @@ Status run_timestamp(od::object& root, const Where& where, JsonWriter& out) {
 }
 
 constexpr Operation kOps[] = {
+    {"config", webhook::run_config},
     {"outcome", run_outcome},
     {"gate", run_gate},
     {"record", run_record},

@@ -1,7 +1,6 @@
 import { PostboxError, errorMessage } from '../errors.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
 import { RUN, type Outbox } from '../outbox.js';
-import { run } from '../queries/statement.js';
 import type { OutboxRuntime } from '../runtime.js';
 import { type LaneSession } from '../session.js';
 import { planSweep, type SweepOptions, type SweepReport } from '../sweep.js';
@@ -234,16 +233,16 @@ async function runSchedules(
     for (const s of schedules) rt.emit({ type: 'schedule_failed', schedule: s.name, cron: s.cron, error: errorMessage(error), severity: 'error' });
     return { runs: [], deferred: 0 };
   };
-  const read = await tryOnSession(rt, session, (q) => run(q, rt.sql.scheduleLastRuns, [schedules.map((s) => s.name)]));
+  const read = await tryOnSession(rt, session, (q) => rt.store.lastScheduleRuns(q, schedules.map((s) => s.name)));
   // Nothing is enqueued without knowing what was: the next tick catches these occurrences up.
   if (!read.ok) return failAll(read.error);
-  const lastAt = new Map<string, number>(read.value.rows.map((r: { name: string; last_at: string }) => [r.name, Number(r.last_at)]));
+  const lastAt = read.value;
   const { schedules: due } = rt.core.call<{ schedules: DueSchedule[] }>('cron', {
     op: 'due',
     at,
     schedules: schedules.map((s) => ({ name: s.name, expr: s.cron, lastAt: lastAt.get(s.name) ?? null })),
   });
-  const record = (name: string, occurrence: number) => (q: LaneDb) => run(q, rt.sql.scheduleRecord, [name, occurrence, rt.clock.now()]);
+  const record = (name: string, occurrence: number) => (q: LaneDb) => rt.store.recordScheduleRun(q, { name, at: occurrence, now: rt.clock.now() });
 
   const ran: ScheduleRun[] = [];
   let deferred = 0;

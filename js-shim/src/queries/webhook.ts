@@ -43,3 +43,4 @@ RETURNING id`;
 /** WebhookEndpointList: every endpoint's state, for operators. */
 export const webhookEndpointList = (s: string) => `
 SELECT id, ${COLUMNS}, disabled_reason, ${ms('updated_at')} AS updated_ms FROM ${s}.webhook_endpoint ORDER BY id`;
+

@@ -309,14 +309,14 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   // ---- schedules ---------------------------------------------------------------------------
 
   /** Each named schedule's latest handled occurrence (epoch ms). */
-  async scheduleLastRuns(db: Db, names: readonly string[]): Promise<Map<string, number>> {
+  async lastScheduleRuns(db: Db, names: readonly string[]): Promise<Map<string, number>> {
     if (names.length === 0) return new Map();
     const rows = await this.#one(db, this.sql.scheduleLastRuns, [JSON.stringify(names)]);
     return new Map(rows.map((r) => [String(r.name), Number(r.last_at)]));
   }
 
   /** Records an occurrence as handled; never moves a schedule's record back. */
-  async scheduleRecord(db: Db | Tx, input: { name: string; at: number; now: number }): Promise<void> {
+  async recordScheduleRun(db: Db, input: { name: string; at: number; now: number }): Promise<void> {
     await this.#one(db, this.sql.scheduleRecord, [input.name, input.at, input.now]);
   }
 }

@@ -321,10 +321,30 @@ export interface IndexCompaction<Db> {
   compactionFacts(db: Db): Promise<CompactionFacts>;
   /** Records each index's size as its baseline, at `now`. */
   recordIndexBaselines(db: Db, now: number, indexes: readonly { name: string; bytes: number }[]): Promise<void>;
-  /** Rebuilds the index without blocking writes, then clears its baseline and records `rebuiltAt`. */
+  /**
+   * Rebuilds the index without blocking writes, then clears its baseline and records `rebuiltAt`;
+   * a rebuild refused for want of privilege (SQLSTATE 42501) records `rebuiltAt` alone, then throws.
+   */
   rebuildIndex(db: Db, name: string, rebuiltAt: number): Promise<void>;
   /** Drops a leftover of an interrupted rebuild (without blocking writes). */
   dropIndex(db: Db, name: string): Promise<void>;
+}
+
+/** A webhook endpoint's breaker state as stored, with the version a write must name. */
+export interface StoredWebhookEndpoint {
+  state: { state: 'closed' | 'open' | 'half_open' | 'disabled'; failures: number; openedAt: number | null; failingSince: number | null };
+  version: string;
+}
+
+/** The breaker state of webhook endpoints (postbox/webhooks), for a store that keeps it. */
+export interface WebhookEndpointStore<Db> {
+  /**
+   * The endpoint's state, created closed by its first delivery; `null` when a concurrent first
+   * delivery is creating it and its row is not yet visible (ask again).
+   */
+  readEndpoint(db: Db, id: string, now: number): Promise<StoredWebhookEndpoint | null>;
+  /** Stores the core's decision over the version it was made from; `false` when another delivery wrote first. */
+  writeEndpoint(db: Db, input: { id: string; state: StoredWebhookEndpoint['state']; reason: string | null; now: number; version: string }): Promise<boolean>;
 }
 
 /**
@@ -426,6 +446,15 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
    * outbox registers), counted per kind, sorted by kind: no claim of this outbox takes them.
    */
   countUnregistered(db: Db, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]>;
+
+  /** Each named schedule's latest handled occurrence (epoch ms); a schedule never recorded is absent. */
+  lastScheduleRuns(db: Db, names: readonly string[]): Promise<Map<string, number>>;
+
+  /** Records `at` as the schedule's latest handled occurrence; it never moves back (two ticks at once leave the later). */
+  recordScheduleRun(db: Db, input: { name: string; at: number; now: number }): Promise<void>;
+
+  /** Webhook endpoints' breaker state, written in the delivering job's transaction; absent where the store keeps none. */
+  readonly webhookEndpoints?: WebhookEndpointStore<Tx>;
 
   /** Records when jobs were last nudged (the hand-off cooldown reads it). */
   recordNudges(db: Db, input: { now: number; ids: readonly string[] }): Promise<void>;

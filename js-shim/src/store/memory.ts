@@ -59,6 +59,8 @@ interface Tables {
   rows: Map<string, Row>;
   /** `<tenant scope>\0<dedupe key>` → the id holding it. */
   dedupe: Map<string, string>;
+  /** Schedule name → its latest handled occurrence (epoch ms). */
+  scheduleRuns: Map<string, number>;
 }
 
 /**
@@ -73,7 +75,7 @@ export class MemoryOutboxDatabase {
   /** @internal The tables of one outbox. */
   tables(name: string | null): Tables {
     let t = this.#outboxes.get(name);
-    if (!t) this.#outboxes.set(name, (t = { rows: new Map(), dedupe: new Map() }));
+    if (!t) this.#outboxes.set(name, (t = { rows: new Map(), dedupe: new Map(), scheduleRuns: new Map() }));
     return t;
   }
 
@@ -320,6 +322,19 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       if (waiting(r) && r.dueAt < query.dueBefore && !query.kinds.includes(r.kind)) counts.set(r.kind, (counts.get(r.kind) ?? 0) + 1);
     }
     return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([kind, count]) => ({ kind, count }));
+  }
+
+  async lastScheduleRuns(_db: unknown, names: readonly string[]): Promise<Map<string, number>> {
+    const runs = new Map<string, number>();
+    for (const name of names) {
+      const at = this.#t.scheduleRuns.get(name);
+      if (at !== undefined) runs.set(name, at);
+    }
+    return runs;
+  }
+
+  async recordScheduleRun(_db: unknown, input: { name: string; at: number; now: number }): Promise<void> {
+    this.#t.scheduleRuns.set(input.name, Math.max(this.#t.scheduleRuns.get(input.name) ?? input.at, input.at));
   }
 
   async recordNudges(_db: unknown, input: { now: number; ids: readonly string[] }): Promise<void> {

@@ -16,7 +16,7 @@ import { run } from '../queries/statement.js';
 import { ms, ts } from '../queries/time.js';
 import type { JobStatus, LaneDb, Queryable } from '../types.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage,
+  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
@@ -52,12 +52,15 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
   readonly sql: OutboxSql;
   /** Rebuilds of the indexes a held horizon bloated (the sweep's compact step). */
   readonly compaction: IndexCompaction<Queryable>;
+  /** Webhook endpoints' breaker state (table webhook_endpoint). */
+  readonly webhookEndpoints: WebhookEndpointStore<Queryable>;
   readonly #heartbeatMany: string;
 
   constructor(name?: string | null) {
     this.sql = outboxSql(name);
     const s = this.sql.ident;
     this.compaction = pgIndexCompaction(this.sql.schema, s);
+    this.webhookEndpoints = pgWebhookEndpoints(this.sql);
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
     // A live lease means running (job_running_has_lease); by primary key, as the settle (queries/settle.ts).
     this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
@@ -193,6 +196,15 @@ RETURNING j.id`;
   async eraseTenantIds(tx: Queryable, tenantKey: string, ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;
     return (await tx.query(this.sql.eraseTenantIds, [tenantKey, ids])).rowCount ?? 0;
+  }
+
+  async lastScheduleRuns(db: Queryable, names: readonly string[]): Promise<Map<string, number>> {
+    const { rows } = await run(db as LaneDb, this.sql.scheduleLastRuns, [names]);
+    return new Map(rows.map((r: { name: string; last_at: string }) => [r.name, Number(r.last_at)]));
+  }
+
+  async recordScheduleRun(db: Queryable, input: { name: string; at: number; now: number }): Promise<void> {
+    await run(db as LaneDb, this.sql.scheduleRecord, [input.name, input.at, input.now]);
   }
 
   async deleteFinished(db: Queryable, input: RetentionInput): Promise<number> {
@@ -351,5 +363,21 @@ function toView(r: any): JobView {
     correlationId: r.correlation_id, metadata: r.metadata, attempts: r.attempts, crashes: r.crashes,
     lastErrorCode: r.last_error_code, lastErrorMessage: r.last_error_message,
     dueAt: new Date(Number(r.due_ms)), createdAt: new Date(Number(r.created_ms)), finishedAt: r.finished_ms === null ? null : new Date(Number(r.finished_ms)),
+  };
+}
+
+/** The PostgreSQL store's webhook endpoints, over the outbox's statements. */
+function pgWebhookEndpoints(sql: OutboxSql): WebhookEndpointStore<Queryable> {
+  const num = (v: unknown) => (v === null ? null : Number(v));
+  return {
+    async readEndpoint(db, id, now): Promise<StoredWebhookEndpoint | null> {
+      const row = (await db.query(sql.webhookEndpointGet, [id, now])).rows[0];
+      if (!row) return null;
+      return { state: { state: row.state, failures: row.failures, openedAt: num(row.opened_ms), failingSince: num(row.failing_ms) }, version: String(row.version) };
+    },
+    async writeEndpoint(db, { id, state, reason, now, version }): Promise<boolean> {
+      const { rows } = await db.query(sql.webhookEndpointSet, [id, state.state, state.failures, state.openedAt, state.failingSince, reason, now, version]);
+      return rows.length > 0;
+    },
   };
 }

@@ -9,7 +9,7 @@ import { PostboxError } from '../errors.js';
 import { runDrain, runRecovery } from '../consumer.js';
 import { RUN, type Outbox } from '../outbox.js';
 import { addReport, emptyReport, type RunReport } from '../runner.js';
-import type { Clock, Queryable } from '../types.js';
+import type { Clock, LaneDb } from '../types.js';
 
 /** A clock that moves only when told. */
 export interface TestClock extends Clock {
@@ -88,7 +88,7 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
   const rt = engine.runtime;
   const now = rt.clock.now();
   const { deadlineAt } = rt.core.call<{ deadlineAt: number }>('claim', { op: 'deadline', startedAt: now });
-  const read = async (q: Queryable): Promise<number | null> => {
+  const read = async (q: LaneDb): Promise<number | null> => {
     let next: number | null = null;
     for (const lane of lanes) {
       const plan = rt.core.call<{ kinds: string[]; versionCutoff: number | null }>('claim', {
@@ -101,7 +101,8 @@ async function nextDue(outbox: Outbox<any>, lanes: readonly string[], db: Transa
     }
     return next;
   };
-  return db ? runTransaction(db, read) : engine.withSession((session) => session.exclusive(read));
+  // The caller's handle is node-postgres (a client or pool's), which takes named statements too.
+  return db ? runTransaction(db, (q) => read(q as LaneDb)) : engine.withSession((session) => session.exclusive(read));
 }
 
 export { createOutboxTestDatabase, type OutboxTestDatabase, type OutboxTestDatabaseOptions, type PGliteLike, type TestDb, type TestDbClient } from './pglite.js';

@@ -550,6 +550,17 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       eq((await d.store.listDueForHandoff(d.db, { ...query, nudgedBefore: d.now + 1 })).map((r) => r.id), [a, b], 'until the cooldown has passed');
     }),
 
+    scenario('schedule runs keep each schedule\'s latest occurrence and never move back', async (d) => {
+      eq([...(await d.store.lastScheduleRuns(d.db, ['weekly', 'daily']))], [], 'nothing recorded yet');
+      await d.store.recordScheduleRun(d.db, { name: 'weekly', at: T0 + 1000, now: T0 });
+      await d.store.recordScheduleRun(d.db, { name: 'weekly', at: T0, now: T0 + 5 });
+      await d.store.recordScheduleRun(d.db, { name: 'daily', at: T0 + 7, now: T0 + 6 });
+      const runs = await d.store.lastScheduleRuns(d.db, ['weekly', 'daily', 'never']);
+      eq([runs.get('weekly'), runs.get('daily'), runs.has('never')], [T0 + 1000, T0 + 7, false], 'the later occurrence stays; unknown names are absent');
+      const other = await options.makeStore(otherName);
+      eq([...(await other.lastScheduleRuns(d.db, ['weekly']))], [], 'another outbox keeps its own');
+    }),
+
     scenario('named outboxes on one database never see each other', async (d) => {
       const other = await options.makeStore(otherName);
       eq(other.name, otherName, 'the store carries its name');

@@ -2,11 +2,12 @@
 // job (pb_webhook outcome) and for the endpoint's breaker (gate before, record after).
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { getCore } from '../core/core.js';
-import { PostboxError } from '../errors.js';
+import { PostboxError, errorMessage } from '../errors.js';
 import { HANDLER_RUNTIME, type HandlerRuntime } from '../handler.js';
 import { uuidv7 } from '../ids.js';
 import { defer, defineJobFor, fail, ok, retry } from '../jobs.js';
-import { outboxSql, type OutboxSql } from '../queries/index.js';
+import { outboxSql } from '../queries/index.js';
+import type { StoredWebhookEndpoint as StoredEndpoint, WebhookEndpointStore } from '../store/contract.js';
 import type { EnqueueOptions, HandlerOutcome, JobContext, JobDefinition, Queryable } from '../types.js';
 import { signWebhook } from './sign.js';
 
@@ -71,18 +72,22 @@ export interface WebhookJobSpec<Deps> {
   fetch?: typeof fetch;
 }
 
-/** An endpoint's breaker state, as the core reads and writes it. */
-interface EndpointState {
-  state: 'closed' | 'open' | 'half_open' | 'disabled';
-  failures: number;
-  openedAt: number | null;
-  failingSince: number | null;
+/** A webhook job's settings as the core decides them from its spec (docs/ABI.md, pb_webhook `config`). */
+interface WebhookConfig {
+  requestTimeoutMs: number;
+  timeoutMs: number;
+  probeMs: number;
+  scheduleMs: number[];
+  maxAttempts: number;
+  maxRetryAfterMs: number;
+  breaker: { threshold: number; cooldownMs: number; disableAfterMs: number | null };
+  endpointReads: number;
+  recordTries: number;
+  probeTakenMs: number;
 }
 
-interface StoredEndpoint {
-  state: EndpointState;
-  version: string;
-}
+/** An endpoint's breaker state, as the core reads and writes it (and the store keeps it). */
+type EndpointState = StoredEndpoint['state'];
 
 type Gate = { deliver: boolean; probe: boolean; disabled: boolean; retryAt: number | null; endpoint: EndpointState | null };
 type RecordDecision = { endpoint: EndpointState; changed: boolean; event: { type: string; reason?: 'gone' | 'failing' } | null };
@@ -164,22 +169,13 @@ export function webhookDelivery(input: WebhookDeliveryInput): EnqueueOptions<Web
   };
 }
 
-async function loadEndpoint(sql: OutboxSql, db: Queryable, id: string, now: number): Promise<StoredEndpoint> {
+async function loadEndpoint(endpoints: WebhookEndpointStore<Queryable>, db: Queryable, id: string, now: number, reads: number): Promise<StoredEndpoint> {
   // An empty answer means a concurrent first delivery is creating the row: ask again.
-  for (let tries = 0; tries < 3; tries++) {
-    const { rows } = await db.query(sql.webhookEndpointGet, [id, now]);
-    const row = rows[0];
-    if (row) {
-      const num = (v: unknown) => (v === null ? null : Number(v));
-      return { state: { state: row.state, failures: row.failures, openedAt: num(row.opened_ms), failingSince: num(row.failing_ms) }, version: String(row.version) };
-    }
+  for (let tries = 0; tries < reads; tries++) {
+    const stored = await endpoints.readEndpoint(db, id, now);
+    if (stored) return stored;
   }
   throw new PostboxError('webhook_endpoint', `webhook endpoint ${id} could not be read`);
-}
-
-async function storeEndpoint(sql: OutboxSql, db: Queryable, id: string, next: EndpointState, reason: string | null, now: number, version: string): Promise<boolean> {
-  const { rows } = await db.query(sql.webhookEndpointSet, [id, next.state, next.failures, next.openedAt, next.failingSince, reason, now, version]);
-  return rows.length > 0;
 }
 
 /**
@@ -197,18 +193,22 @@ async function storeEndpoint(sql: OutboxSql, db: Queryable, id: string, next: En
  */
 export function defineWebhookJob<Deps = unknown>(spec: WebhookJobSpec<Deps>): JobDefinition<WebhookPayload, Deps> {
   if (!spec || typeof spec.secrets !== 'function') throw new PostboxError('invalid_job', 'defineWebhookJob: `secrets` must be a function');
-  const requestTimeoutMs = spec.requestTimeoutMs ?? 15_000;
-  if (!Number.isInteger(requestTimeoutMs) || requestTimeoutMs < 1 || requestTimeoutMs > 590_000) {
-    throw new PostboxError('invalid_job', 'defineWebhookJob: requestTimeoutMs must be an integer in 1..590000');
-  }
-  const scheduleMs = [...(spec.scheduleMs ?? WEBHOOK_SCHEDULE_MS)];
-  const timeoutMs = requestTimeoutMs + 5_000;
-  const breaker = { threshold: 10, cooldownMs: 300_000, disableAfterMs: 5 * 86_400_000 as number | null, ...spec.breaker };
-  const maxRetryAfterMs = spec.maxRetryAfterMs ?? 21_600_000;
-  const extraHeaders = Object.entries(spec.headers ?? {}).filter(([k]) => !k.toLowerCase().startsWith('webhook-'));
   const core = getCore();
-  // A probe that never reported back (its isolate died) is replaced once its lease is surely over.
-  const probeMs = timeoutMs + 30_000;
+  // Every default, bound and derived time is the core's (docs/ABI.md, pb_webhook `config`).
+  let config: WebhookConfig;
+  try {
+    config = core.call<WebhookConfig>('webhook', {
+      op: 'config',
+      ...(spec.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: spec.requestTimeoutMs }),
+      ...(spec.scheduleMs === undefined ? {} : { scheduleMs: spec.scheduleMs }),
+      ...(spec.maxRetryAfterMs === undefined ? {} : { maxRetryAfterMs: spec.maxRetryAfterMs }),
+      ...(spec.breaker === undefined ? {} : { breaker: spec.breaker }),
+    });
+  } catch (error) {
+    throw new PostboxError('invalid_job', `defineWebhookJob: ${errorMessage(error).replace(/^core webhook: (webhook: )?/, '')}`);
+  }
+  const { requestTimeoutMs, breaker } = config;
+  const extraHeaders = Object.entries(spec.headers ?? {}).filter(([k]) => !k.toLowerCase().startsWith('webhook-'));
 
   const handle = async (p: WebhookPayload, ctx: JobContext<Deps>): Promise<HandlerOutcome> => {
     const hrt = (ctx as unknown as { [HANDLER_RUNTIME]: HandlerRuntime })[HANDLER_RUNTIME];
@@ -218,14 +218,16 @@ export function defineWebhookJob<Deps = unknown>(spec: WebhookJobSpec<Deps>): Jo
       else if (event.type === 'webhook_endpoint_resumed') hrt.emit({ type: 'webhook_endpoint_resumed', endpoint: p.endpoint, jobId: ctx.jobId });
     };
 
+    const endpoints = hrt.webhookEndpoints;
+    if (!endpoints) throw new PostboxError('invalid_config', `${spec.kind}: this outbox's store keeps no webhook endpoints (postbox/webhooks needs PostgreSQL)`);
     let now = hrt.now();
-    const stored = await loadEndpoint(hrt.sql, ctx.db, p.endpoint, now);
-    const gate = core.call<Gate>('webhook', { op: 'gate', now, cooldownMs: breaker.cooldownMs, probeMs, endpoint: stored.state });
+    const stored = await loadEndpoint(endpoints, ctx.db, p.endpoint, now, config.endpointReads);
+    const gate = core.call<Gate>('webhook', { op: 'gate', now, cooldownMs: breaker.cooldownMs, probeMs: config.probeMs, endpoint: stored.state });
     if (gate.disabled) return fail({ code: 'endpoint_disabled' });
     if (!gate.deliver) return defer({ code: 'endpoint_paused', after: Math.max(0, (gate.retryAt ?? now) - now) });
     // Taking the probe: only one delivery's write lands; the others look again shortly.
-    if (gate.endpoint && !(await storeEndpoint(hrt.sql, ctx.db, p.endpoint, gate.endpoint, null, now, stored.version))) {
-      return defer({ code: 'endpoint_paused', after: 1_000 });
+    if (gate.endpoint && !(await endpoints.writeEndpoint(ctx.db, { id: p.endpoint, state: gate.endpoint, reason: null, now, version: stored.version }))) {
+      return defer({ code: 'endpoint_paused', after: config.probeTakenMs });
     }
 
     const secrets = await spec.secrets(p.endpoint, ctx.deps);
@@ -262,19 +264,19 @@ export function defineWebhookJob<Deps = unknown>(spec: WebhookJobSpec<Deps>): Jo
     }
 
     now = hrt.now();
-    const outcome = core.call<DeliveryOutcome>('webhook', { op: 'outcome', now, maxRetryAfterMs, ...input });
+    const outcome = core.call<DeliveryOutcome>('webhook', { op: 'outcome', now, maxRetryAfterMs: config.maxRetryAfterMs, ...input });
     // The breaker learns of it; a concurrent write (another delivery) means: read and decide again.
-    let current = gate.endpoint ? await loadEndpoint(hrt.sql, ctx.db, p.endpoint, now) : stored;
-    for (let tries = 0; tries < 5; tries++) {
+    let current = gate.endpoint ? await loadEndpoint(endpoints, ctx.db, p.endpoint, now, config.endpointReads) : stored;
+    for (let tries = 0; tries < config.recordTries; tries++) {
       const decision = core.call<RecordDecision>('webhook', {
         op: 'record', now, threshold: breaker.threshold, disableAfterMs: breaker.disableAfterMs, endpoint: current.state, signal: outcome.signal,
       });
       if (!decision.changed) break;
-      if (await storeEndpoint(hrt.sql, ctx.db, p.endpoint, decision.endpoint, decision.event?.reason ?? null, now, current.version)) {
+      if (await endpoints.writeEndpoint(ctx.db, { id: p.endpoint, state: decision.endpoint, reason: decision.event?.reason ?? null, now, version: current.version })) {
         if (decision.event) emit(decision.event, decision.endpoint.failures);
         break;
       }
-      current = await loadEndpoint(hrt.sql, ctx.db, p.endpoint, now);
+      current = await loadEndpoint(endpoints, ctx.db, p.endpoint, now, config.endpointReads);
     }
 
     if (outcome.type === 'ok') return ok();
@@ -285,9 +287,9 @@ export function defineWebhookJob<Deps = unknown>(spec: WebhookJobSpec<Deps>): Jo
   return defineJobFor<Deps>()({
     kind: spec.kind,
     payload: payloadSchema,
-    timeoutMs,
+    timeoutMs: config.timeoutMs,
     ...(spec.lane === undefined ? {} : { lane: spec.lane }),
-    retry: { maxAttempts: scheduleMs.length + 1, backoff: { scheduleMs } },
+    retry: { maxAttempts: config.maxAttempts, backoff: { scheduleMs: config.scheduleMs } },
     handle,
   });
 }
