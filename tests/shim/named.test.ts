@@ -391,7 +391,7 @@ describe('Node', () => {
     }
     // An outbox never migrated: every table is missing.
     const missing = await verifyOutboxSchema(client, { name: 'nowhere' });
-    assert.deepEqual(missing.map((d) => d.type), ['missing_table', 'missing_table', 'missing_table', 'missing_table', 'missing_function']);
+    assert.deepEqual(missing.map((d) => d.type), ['missing_table', 'missing_table', 'missing_table', 'missing_table', 'missing_table', 'missing_function']);
   });
 
   test('the command line: --name on migrate, list, show, status, actions, erase-tenant and verify-schema', async () => {

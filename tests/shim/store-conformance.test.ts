@@ -124,7 +124,7 @@ describe('PostgreSQL store', () => {
       makeStore: (name) => postgresOutboxStore(name),
       db: () => pool as unknown as LaneDb,
       reset: async () => {
-        await client.query(`TRUNCATE outbox.job, "outbox_${OTHER}".job CASCADE`);
+        await client.query(`TRUNCATE outbox.job, "outbox_${OTHER}".job, outbox.schedule_run, "outbox_${OTHER}".schedule_run CASCADE`);
       },
       otherName: OTHER,
     });
