@@ -34,7 +34,7 @@ test('indexes bloated under a held snapshot are rebuilt after it ends, not while
     assert.ok(first[name]?.baseline_bytes > 0, `${name} has a baseline`);
   }
 
-  // Another session pins the horizon; 200,000 jobs finish and are deleted meanwhile.
+  // Another session pins the horizon; 300,000 jobs finish and are deleted meanwhile.
   let bloated: Record<string, number> = {};
   const holder = new pg.Client({ connectionString: env.dbUrl });
   await holder.connect();
@@ -45,7 +45,7 @@ test('indexes bloated under a held snapshot are rebuilt after it ends, not while
     await env.sql(
       `INSERT INTO outbox.job (id, kind, status, payload, due_at, created_at, updated_at, finished_at, attempts, attempt_seq)
        SELECT gen_random_uuid(), 'test.echo', 'succeeded', '{}'::jsonb, t, t, t, t, 1, 1
-         FROM (SELECT now() - interval '8 days' AS t) at, generate_series(1, 200000)`,
+         FROM (SELECT now() - interval '8 days' AS t) at, generate_series(1, 300000)`,
     );
     await env.sql(`DELETE FROM outbox.job WHERE status = 'succeeded'`);
     await env.sql('VACUUM outbox.job');

@@ -142,14 +142,17 @@ test('the worker role rebuilds a bloated index on PostgreSQL 17 (MAINTAIN); befo
   const owner = new pg.Client({ connectionString: ownerUrl });
   await owner.connect();
   try {
-    assert.ok(Number((await owner.query(`SELECT baseline_bytes FROM outbox.index_baseline WHERE name = 'job_pkey'`)).rows[0].baseline_bytes) > 0);
-    // 200,000 jobs come and go: the primary key keeps their pages.
+    const baseline = Number((await owner.query(`SELECT baseline_bytes FROM outbox.index_baseline WHERE name = 'job_pkey'`)).rows[0].baseline_bytes);
+    assert.ok(baseline > 0);
+    // 400,000 jobs come and go: the primary key keeps their pages (well past 8 MiB).
     await owner.query(
       `INSERT INTO outbox.job (id, kind, status, payload, due_at, created_at, updated_at, finished_at, attempts, attempt_seq)
-       SELECT gen_random_uuid(), 'roles.note', 'succeeded', '{}'::jsonb, now(), now(), now(), now(), 1, 1 FROM generate_series(1, 200000)`,
+       SELECT gen_random_uuid(), 'roles.note', 'succeeded', '{}'::jsonb, now(), now(), now(), now(), 1, 1 FROM generate_series(1, 400000)`,
     );
     await owner.query(`DELETE FROM outbox.job WHERE status = 'succeeded' AND payload = '{}'::jsonb`);
     await owner.query('VACUUM outbox.job');
+    const bloated = Number((await owner.query(`SELECT pg_relation_size('outbox.job_pkey') AS b`)).rows[0].b);
+    assert.ok(bloated >= 2 * baseline && bloated - baseline >= 8 * 1024 * 1024, `job_pkey ${bloated} bytes against a baseline of ${baseline}`);
     const pg17 = Number((await owner.query('SHOW server_version_num')).rows[0].server_version_num) >= 170000;
     const report = await runSweep(outbox);
     assert.deepEqual(report.failedSteps, []);
