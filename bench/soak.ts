@@ -301,7 +301,9 @@ function graphileWorker(batched: boolean): System {
 
 const SYSTEMS: System[] = [postbox, graphileWorker(false), graphileWorker(true)];
 /** Without --only: Postbox and graphile-worker with its default settings (the batched variant on request). */
-const systems = ONLY.length === 0 ? SYSTEMS.slice(0, 2) : SYSTEMS.filter((s) => ONLY.some((o) => s.name.startsWith(o)));
+// A name given whole picks that system alone; a prefix (`graphile`) picks every system it starts.
+const picked = (s: System, o: string) => s.name === o || (!SYSTEMS.some((x) => x.name === o) && s.name.startsWith(o));
+const systems = ONLY.length === 0 ? SYSTEMS.slice(0, 2) : SYSTEMS.filter((s) => ONLY.some((o) => picked(s, o)));
 
 // ---------------------------------------------------------------------------------------------
 // One soak
