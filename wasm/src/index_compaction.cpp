@@ -14,10 +14,11 @@
 //             <index>_ccold[N]) is dropped.
 //   record    an index with no baseline records its size; one that grew less than both 2x and
 //             8 MiB past its baseline records its size too (growth with the data, not bloat).
-//   rebuild   an index at >= 2x its baseline and >= 8 MiB past it, not rebuilt in the last 6 h,
+//   rebuild   an index at >= 2x its baseline and >= 8 MiB past it, whose last rebuild began 6 h
+//             ago or more (a failed one counts: no sweep repeats a rebuild that cannot finish),
 //             is rebuilt: the one with the most excess bytes, at most 4 per sweep, and only with
-//             at least 60 s of the step's deadline left. A rebuild clears the baseline, so the
-//             next look records what the rebuilt index holds.
+//             at least 60 s of the step's deadline left. A finished rebuild clears the baseline,
+//             so the next look records what the rebuilt index holds.
 // Only the outbox's own indexes are considered: an index a user added is left alone.
 #include <algorithm>
 #include <optional>

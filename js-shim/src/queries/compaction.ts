@@ -53,27 +53,18 @@ ${HORIZON_HOLDERS}         )
     },
 
     async rebuildIndex(db, name, rebuiltAt): Promise<void> {
-      // Not in a transaction (REINDEX CONCURRENTLY refuses one). The baseline is cleared only
-      // once the rebuild is done: a failed one leaves the bloated index measured against the old.
-      try {
-        await db.query(`REINDEX INDEX CONCURRENTLY ${quoted(name)}`);
-      } catch (error) {
-        // Not allowed (not the owner, no MAINTAIN): the attempt's time is kept, so the core's
-        // cooldown spaces the next try (and its compaction_refused event) 6 h apart.
-        if ((error as { code?: unknown }).code === '42501') {
-          await db.query(
-            `INSERT INTO ${ident}.index_baseline (name, rebuilt_at, updated_at) VALUES ($1, ${ts('$2')}, ${ts('$2')})
-             ON CONFLICT (name) DO UPDATE SET rebuilt_at = EXCLUDED.rebuilt_at, updated_at = EXCLUDED.updated_at`,
-            [name, rebuiltAt],
-          );
-        }
-        throw error;
-      }
+      // The try's time first: a rebuild that fails (refused for want of privilege, cut off by
+      // the invocation's deadline) still starts the core's cooldown, so no sweep repeats it.
       await db.query(
-        `INSERT INTO ${ident}.index_baseline (name, baseline_bytes, rebuilt_at, updated_at) VALUES ($1, NULL, ${ts('$2')}, ${ts('$2')})
-         ON CONFLICT (name) DO UPDATE SET baseline_bytes = NULL, rebuilt_at = EXCLUDED.rebuilt_at, updated_at = EXCLUDED.updated_at`,
+        `INSERT INTO ${ident}.index_baseline (name, rebuilt_at, updated_at) VALUES ($1, ${ts('$2')}, ${ts('$2')})
+         ON CONFLICT (name) DO UPDATE SET rebuilt_at = EXCLUDED.rebuilt_at, updated_at = EXCLUDED.updated_at`,
         [name, rebuiltAt],
       );
+      // Not in a transaction (REINDEX CONCURRENTLY refuses one).
+      await db.query(`REINDEX INDEX CONCURRENTLY ${quoted(name)}`);
+      // Done: the next look records what the rebuilt index holds. A failed one keeps the old
+      // baseline, so the bloat is still measured against it after the cooldown.
+      await db.query(`UPDATE ${ident}.index_baseline SET baseline_bytes = NULL WHERE name = $1`, [name]);
     },
 
     async dropIndex(db, name): Promise<void> {

@@ -322,8 +322,8 @@ export interface IndexCompaction<Db> {
   /** Records each index's size as its baseline, at `now`. */
   recordIndexBaselines(db: Db, now: number, indexes: readonly { name: string; bytes: number }[]): Promise<void>;
   /**
-   * Rebuilds the index without blocking writes, then clears its baseline and records `rebuiltAt`;
-   * a rebuild refused for want of privilege (SQLSTATE 42501) records `rebuiltAt` alone, then throws.
+   * Records `rebuiltAt` (the try counts, whatever comes of it), rebuilds the index without
+   * blocking writes, then clears its baseline.
    */
   rebuildIndex(db: Db, name: string, rebuiltAt: number): Promise<void>;
   /** Drops a leftover of an interrupted rebuild (without blocking writes). */
