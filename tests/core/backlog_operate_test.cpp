@@ -210,3 +210,14 @@ TEST_CASE("operate: the actions each status allows are exactly those the decisio
   CHECK(call(pb_operate, R"({"op":"purge","job":{"status":"dead"}})").out ==
         R"({"error":{"code":"unknown_op","message":"operate: unknown op 'purge'"}})");
 }
+
+TEST_CASE("backlog read: the statement timeout of an operator's read, its default and bounds") {
+  CHECK(call(pb_backlog, R"({"op":"read"})").out == R"({"statementTimeoutMs":30000})");
+  CHECK(call(pb_backlog, R"({"op":"read","statementTimeoutMs":1})").out == R"({"statementTimeoutMs":1})");
+  CHECK(call(pb_backlog, R"({"op":"read","statementTimeoutMs":2147483647})").out == R"({"statementTimeoutMs":2147483647})");
+  CHECK(call(pb_backlog, R"({"op":"read","statementTimeoutMs":0})").out ==
+        R"({"error":{"code":"invalid_input","message":"backlog: field 'statementTimeoutMs' must be an integer in [1, 2147483647]"}})");
+  CHECK(call(pb_backlog, R"({"op":"read","statementTimeoutMs":2147483648})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_backlog, R"({"op":"read","statementTimeoutMs":1.5})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_backlog, R"({"op":"read","statementTimeoutMs":"30s"})").out.find("invalid_input") != std::string::npos);
+}

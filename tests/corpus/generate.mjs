@@ -1347,6 +1347,10 @@ function bruteDue(expr, at, lastAt) {
 {
   const th = { due: { warn: 100, error: 1000 }, aged: { warn: 1, error: 50 }, stuck: { warn: 1, error: 10 } };
   const b = (name, input, check) => add('backlog', name, input, check);
+  b('read default timeout', { op: 'read' }, (o) => want(o.statementTimeoutMs === 30000, '30 s by default'));
+  b('read timeout set', { op: 'read', statementTimeoutMs: 1500 }, (o) => want(o.statementTimeoutMs === 1500, 'as given'));
+  b('read timeout zero', { op: 'read', statementTimeoutMs: 0 }, isError('invalid_input', 'statementTimeoutMs'));
+  b('read timeout over the server limit', { op: 'read', statementTimeoutMs: 2147483648 }, isError('invalid_input', 'statementTimeoutMs'));
   // window: due <= now, aged <= now - agedMs (default 5 min), stuck < now, dead letters over 1 h.
   const win = (now, agedMs) => ({ dueBefore: now, agedBefore: now - (agedMs ?? 300000), stuckBefore: now, deadLettersSince: now - 3600000, deadLetterWindowMs: 3600000 });
   b('window default aged', { op: 'window', now: NOW }, exactText(JSON.stringify(win(NOW))));

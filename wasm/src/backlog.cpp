@@ -112,9 +112,10 @@ Status backlog_grade(od::object& root, const Where& where, JsonWriter& out) {
 // health.cpp
 Status backlog_window(od::object& root, const Where& where, JsonWriter& out);
 Status backlog_health(od::object& root, const Where& where, JsonWriter& out);
+Status backlog_read(od::object& root, const Where& where, JsonWriter& out);
 
 Status run_backlog(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"grade", backlog_grade}, {"window", backlog_window}, {"health", backlog_health}};
+  static constexpr Operation kOps[] = {{"grade", backlog_grade}, {"window", backlog_window}, {"health", backlog_health}, {"read", backlog_read}};
   return dispatch_op(doc, out, "backlog", kOps, "grade");
 }
 

@@ -4,13 +4,14 @@
  * @module
  */
 import { runTransaction, type TransactionalDb } from '../db.js';
-import { PostboxError } from '../errors.js';
+import { getCore } from '../core/core.js';
+import { PostboxError, errorMessage } from '../errors.js';
 import { checkOutboxName, schemaIdent } from '../name.js';
 import type { Queryable } from '../types.js';
 
 /** Options every read takes. */
 export interface ReadOptions {
-  /** Bound on each statement, ms. Default 30 s. */
+  /** Bound on each statement, ms: 1 to 2147483647. Default 30 s. */
   statementTimeoutMs?: number;
   /** A named outbox (`createOutbox({ name })`) to read; default the default outbox (schema `outbox`). */
   outbox?: string;
@@ -21,8 +22,15 @@ export interface ReadOptions {
  * `fn` gets the outbox's schema as written in SQL (checked before anything runs).
  */
 export async function readOnly<T>(db: TransactionalDb, opts: ReadOptions, fn: (q: Queryable, schema: string) => Promise<T>): Promise<T> {
-  const timeout = opts.statementTimeoutMs ?? 30_000;
-  if (!Number.isInteger(timeout) || timeout <= 0) throw new PostboxError('invalid_input', 'statementTimeoutMs must be a positive integer');
+  // The default and bounds are the core's (docs/ABI.md, pb_backlog `read`).
+  let timeout: number;
+  try {
+    timeout = getCore().call<{ statementTimeoutMs: number }>('backlog', {
+      op: 'read', ...(opts.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: opts.statementTimeoutMs }),
+    }).statementTimeoutMs;
+  } catch (error) {
+    throw new PostboxError('invalid_input', errorMessage(error).replace(/^core backlog: backlog: field /, ''));
+  }
   const schema = schemaIdent(checkOutboxName(opts.outbox, 'outbox'));
   return runTransaction(db, async (q) => {
     await q.query('SET TRANSACTION READ ONLY');
