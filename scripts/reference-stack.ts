@@ -268,11 +268,11 @@ export async function pollUntil<T>(
   opts: { timeoutMs?: number; everyMs?: number; dev?: () => WranglerDev | undefined } = {},
 ): Promise<T> {
   const timeoutMs = opts.timeoutMs ?? 30_000;
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await fn();
     if (value !== undefined && value !== null && value !== false) return value as T;
-    if (Date.now() > deadline) {
+    if (performance.now() > deadline) {
       const dev = opts.dev?.();
       throw new Error(`${what}: not within ${timeoutMs} ms${dev ? `\n--- wrangler ---\n${dev.output().slice(-3000)}` : ''}`);
     }

@@ -71,11 +71,11 @@ async function startExample(name: string): Promise<Dev> {
 }
 
 async function until<T>(dev: Dev, what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await fn();
     if (value !== undefined && value !== null && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms\n--- wrangler ---\n${dev.output().slice(-3000)}`);
+    if (performance.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms\n--- wrangler ---\n${dev.output().slice(-3000)}`);
     await sleep(200);
   }
 }

@@ -32,9 +32,9 @@ const statuses = async (kind: string) =>
   Object.fromEntries((await pool.query('SELECT status, count(*)::int AS n FROM outbox.job WHERE kind = $1 GROUP BY status', [kind])).rows.map((r) => [r.status, r.n]));
 
 async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
+  const end = performance.now() + ms;
   while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(25);
   }
 }

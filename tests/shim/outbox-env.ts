@@ -107,11 +107,12 @@ export function useOutboxEnv(opts: Parameters<typeof startOutboxEnv>[0] = {}): O
 
 /** Polls until `fn` returns something other than undefined. */
 export async function until<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  // Monotonic: a wall-clock step on the machine (NTP at boot) must not cut the wait short.
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await fn();
     if (value !== undefined && value !== null && value !== false) return value as T;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    if (performance.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -25,8 +25,8 @@ export function useSilentServer(): SilentServer {
     open: new Set(),
     tcpHandles: () => process.getActiveResourcesInfo().filter((r) => r.startsWith('TCP')).length,
     async settled(handlesBefore) {
-      const deadline = Date.now() + 2_000;
-      while ((server.open.size > 0 || server.tcpHandles() > handlesBefore) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const deadline = performance.now() + 2_000;
+      while ((server.open.size > 0 || server.tcpHandles() > handlesBefore) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     },
   };
   before(async () => {
