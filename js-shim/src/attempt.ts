@@ -7,7 +7,7 @@ export type ClaimedRow = ClaimedJob;
 
 /** An outcome in the core's vocabulary (docs/ABI.md, `pb_settle`). */
 export interface CoreOutcome {
-  type: 'ok' | 'retry' | 'fail' | 'cancel' | 'timeout' | 'crash' | 'claim_late' | 'released' | 'hook_failed' | 'invalid_payload' | 'defer' | 'none' | 'thrown';
+  type: 'ok' | 'retry' | 'fail' | 'cancel' | 'timeout' | 'crash' | 'claim_late' | 'released' | 'hook_failed' | 'invalid_payload' | 'defer' | 'none' | 'thrown' | 'commit_unsupported';
   code?: string;
   after?: number;
   reason?: string;

@@ -30,6 +30,8 @@ export type PostboxErrorCode =
   | 'connection_failed' | 'unsupported_server' | 'timeout' | 'deadline_exceeded' | 'store_error' | 'enqueue_failed' | 'transaction_conflict'
   /** `ctx.db` and heartbeats used after their attempt, transaction or session ended, or a lease lost. */
   | 'attempt_closed' | 'transaction_closed' | 'session_closed' | 'heartbeat_failed' | 'heartbeat_in_transaction' | 'transaction_open' | 'lease_lost' | 'not_idle'
+  /** A capability the outbox's store does not have (`ctx.db` on a D1 or Durable Object store). */
+  | 'unsupported'
   /** The core itself: a build that does not match, out of memory, a trap. */
   | 'core_mismatch' | 'core_oom' | 'core_trap'
   /** A webhook endpoint's state could not be read or kept. */

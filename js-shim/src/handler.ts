@@ -4,9 +4,9 @@ import type { Finished, ClaimedRow } from './attempt.js';
 import { LANE_DB } from './db.js';
 import { PostboxError, errorMessage } from './errors.js';
 import { AttemptLease, lostError, type Admitted, type LostReason } from './lease.js';
-import type { OutboxRuntime } from './runtime.js';
+import type { EngineRuntime } from './runtime.js';
 import type { Deadline } from './deadline.js';
-import { type HandlerSessions, type LaneSession } from './session.js';
+import { LaneSession, type HandlerSessions, type Session } from './session.js';
 import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
 
 /**
@@ -28,10 +28,10 @@ export interface HandlerResult {
   abandoned: boolean;
 }
 
-const handlerRuntimes = new WeakMap<OutboxRuntime, HandlerRuntime>();
+const handlerRuntimes = new WeakMap<EngineRuntime<unknown>, HandlerRuntime>();
 
 /** The one HandlerRuntime of an outbox, shared by all its attempts. */
-function handlerRuntimeOf(rt: OutboxRuntime): HandlerRuntime {
+function handlerRuntimeOf(rt: EngineRuntime<unknown>): HandlerRuntime {
   let hr = handlerRuntimes.get(rt);
   if (!hr) {
     hr = { now: () => rt.clock.now(), emit: rt.emit, webhookEndpoints: rt.store.webhookEndpoints };
@@ -40,7 +40,7 @@ function handlerRuntimeOf(rt: OutboxRuntime): HandlerRuntime {
   return hr;
 }
 
-export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: JobDefinition, row: ClaimedRow, admitted: Admitted): Promise<HandlerResult> {
+export async function runHandler<Db>(rt: EngineRuntime<Db>, session: Session<Db>, job: JobDefinition, row: ClaimedRow, admitted: Admitted): Promise<HandlerResult> {
   const deadline = admitted.deadline;
   // Made when a handler first reads ctx.signal: most never do, and a controller per attempt is a
   // measurable share of a short job's cost.
@@ -59,8 +59,8 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   });
   // Made when the attempt has a stop point or beats, or when the handler first calls
   // ctx.heartbeat(): most jobs are covered by their claim's lease and never need one.
-  let lease: AttemptLease | undefined;
-  const leaseOf = (): AttemptLease => (lease ??= new AttemptLease(rt, session, job, row, admitted, () => end('lost')));
+  let lease: AttemptLease<Db> | undefined;
+  const leaseOf = (): AttemptLease<Db> => (lease ??= new AttemptLease(rt, session, job, row, admitted, () => end('lost')));
   let db: OutboxDb | undefined;
   let source: DbSource | undefined;
   const ctx = {
@@ -90,6 +90,11 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     // Made on first use, like the signal: many handlers never touch the database.
     get db(): OutboxDb {
       if (!db) {
+        // ctx.db is a PostgreSQL session's: a D1 binding or a Durable Object's storage is the
+        // handler's own to use (through deps), with no transaction the outbox could fence.
+        if (!(session instanceof LaneSession)) {
+          throw new PostboxError('unsupported', `ctx.db needs a store that runs user code in its transactions (PostgreSQL); ${row.kind} runs on one that does not: reach its database through deps`);
+        }
         source = session.handlers ? new BorrowedSource(session.handlers, { at: deadline, now: () => rt.clock.now() }) : laneSource(session);
         db = fencedDb(source, fence);
       }
@@ -108,7 +113,7 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
     if (validated.issues) {
       return { row, outcome: { type: 'invalid_payload', message: redact(rt, validated.issues.map((i) => i.message).join('; ')) } };
     }
-    return fromHandlerOutcome(row, await job.handle(validated.value, ctx));
+    return fromHandlerOutcome(row, await job.handle(validated.value, ctx), rt.store.runsUserCode === true);
   })()
     .catch((error: unknown) => classifyThrow(rt, job, row, error))
     .then(end);
@@ -130,11 +135,15 @@ export async function runHandler(rt: OutboxRuntime, session: LaneSession, job: J
   return { finished: winner, abandoned: false };
 }
 
-/** The handler's outcome in the core's vocabulary; anything else is `none`, which the core classifies. */
-export function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined): Finished {
+/**
+ * The handler's outcome in the core's vocabulary; anything else is `none`, which the core
+ * classifies. A commit on a store that cannot run it (`commits` false) is `commit_unsupported`.
+ */
+export function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | undefined, commits: boolean): Finished {
   switch (outcome?.type) {
     case 'ok':
-      return outcome.commit ? { row, outcome: { type: 'ok' }, commit: outcome.commit } : { row, outcome: { type: 'ok' } };
+      if (!outcome.commit) return { row, outcome: { type: 'ok' } };
+      return commits ? { row, outcome: { type: 'ok' }, commit: outcome.commit } : { row, outcome: { type: 'commit_unsupported' } };
     case 'retry':
       return { row, outcome: outcome.after === undefined ? { type: 'retry', code: outcome.code } : { type: 'retry', code: outcome.code, after: outcome.after } };
     case 'fail':
@@ -148,7 +157,7 @@ export function fromHandlerOutcome(row: ClaimedRow, outcome: HandlerOutcome | un
   }
 }
 
-function classifyThrow(rt: OutboxRuntime, job: JobDefinition, row: ClaimedRow, error: unknown): Finished {
+function classifyThrow(rt: EngineRuntime<unknown>, job: JobDefinition, row: ClaimedRow, error: unknown): Finished {
   let outcome: HandlerOutcome | undefined;
   try {
     outcome = job.classify?.(error);
@@ -156,7 +165,7 @@ function classifyThrow(rt: OutboxRuntime, job: JobDefinition, row: ClaimedRow, e
     rt.emit({ type: 'infra_error', where: `classify(${job.kind})`, error: errorMessage(classifyError) });
   }
   // No classify, or it did not claim the error: `thrown`, which the core classifies.
-  const finished: Finished = outcome ? fromHandlerOutcome(row, outcome) : { row, outcome: { type: 'thrown' } };
+  const finished: Finished = outcome ? fromHandlerOutcome(row, outcome, rt.store.runsUserCode === true) : { row, outcome: { type: 'thrown' } };
   return { ...finished, outcome: { ...finished.outcome, message: redact(rt, errorMessage(error)) } };
 }
 
@@ -167,7 +176,7 @@ function classifyThrow(rt: OutboxRuntime, job: JobDefinition, row: ClaimedRow, e
 const MAX_ERROR_CHARS = 4_000;
 
 /** An error's text as the job row may keep it: cut, then passed through the outbox's `redactError`. */
-export function redact(rt: OutboxRuntime, text: string): string {
+export function redact(rt: EngineRuntime<unknown>, text: string): string {
   const message = text.length > MAX_ERROR_CHARS ? text.slice(0, MAX_ERROR_CHARS) : text;
   if (!rt.options.redactError) return message;
   try {

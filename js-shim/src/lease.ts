@@ -4,8 +4,8 @@
 // the beats, fenced by the attempt, on the lane's session, and keeps the timers.
 import type { ClaimedRow } from './attempt.js';
 import { PostboxError, errorMessage } from './errors.js';
-import type { OutboxRuntime } from './runtime.js';
-import { type LaneSession } from './session.js';
+import type { EngineRuntime } from './runtime.js';
+import type { Session } from './session.js';
 import type { JobDefinition } from './types.js';
 
 /** pb_claim admit's answer for a started attempt. */
@@ -25,7 +25,7 @@ type Beat = { extend: true; leaseExpiresAt: number; stopAt: number; nextAt: numb
 
 export type LostReason = 'not_owner' | 'lease_expired' | 'heartbeats_failed';
 
-export class AttemptLease {
+export class AttemptLease<Db> {
   #expiresAt: number;
   #beatTimer: ReturnType<typeof setTimeout> | undefined;
   #stopTimer: ReturnType<typeof setTimeout> | undefined;
@@ -34,8 +34,8 @@ export class AttemptLease {
   #ended = false;
 
   constructor(
-    readonly rt: OutboxRuntime,
-    readonly session: LaneSession,
+    readonly rt: EngineRuntime<Db>,
+    readonly session: Session<Db>,
     readonly job: JobDefinition,
     readonly row: ClaimedRow,
     readonly admitted: Admitted,

@@ -1,7 +1,7 @@
 import { beforeDeadline, type Deadline } from './deadline.js';
-import type { OutboxRuntime } from './runtime.js';
+import type { EngineRuntime } from './runtime.js';
 import { errorMessage } from './errors.js';
-import { LaneSession } from './session.js';
+import type { Session } from './session.js';
 
 export interface PendingNudge {
   id: string;
@@ -18,17 +18,17 @@ interface Batch {
 }
 
 /** The `outbox` field of the core's pack and encode input: one of several outboxes names itself. */
-const named = (rt: OutboxRuntime) => (rt.key === null ? {} : { outbox: rt.key });
+const named = (rt: EngineRuntime<unknown>) => (rt.key === null ? {} : { outbox: rt.key });
 
 // The core packs at most this many jobs a call (pb_nudge pack).
 const PACK_MAX_JOBS = 5000;
 
 /** How `sendNudges` records what it sent in `nudge_sent_at`. */
-export interface RecordNudges {
+export interface RecordNudges<Db = unknown> {
   /** Write `nudge_sent_at` (default: the outbox's `recordNudges` option). */
   record?: boolean;
   /** The session to write on; without it, one is opened for the call and closed after. */
-  session?: LaneSession;
+  session?: Session<Db>;
   /** The invocation's deadline: a send still waiting at it is given up (`nudge_failed`). */
   deadline?: Deadline;
 }
@@ -40,7 +40,7 @@ export interface RecordNudges {
  * the ids of the jobs whose nudge went out. Never throws: a lost nudge only delays a job until
  * the next sweep, so failures become events.
  */
-export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudge[], opts: RecordNudges = {}): Promise<string[]> {
+export async function sendNudges<Db>(rt: EngineRuntime<Db>, nudges: readonly PendingNudge[], opts: RecordNudges<Db> = {}): Promise<string[]> {
   const queued: PendingNudge[] = [];
   const unqueued = new Map<string, number>();
   for (const n of nudges) {
@@ -88,15 +88,15 @@ export async function sendNudges(rt: OutboxRuntime, nudges: readonly PendingNudg
  * Writes `nudge_sent_at` after each sent batch. A failed write is an `infra_error` event and
  * ends recording for the call (the nudges themselves went out; only the note is missing).
  */
-class Recorder {
-  #rt: OutboxRuntime;
-  #session: LaneSession;
+class Recorder<Db> {
+  #rt: EngineRuntime<Db>;
+  #session: Session<Db>;
   #own: boolean;
   #failed = false;
-  constructor(rt: OutboxRuntime, session: LaneSession | undefined) {
+  constructor(rt: EngineRuntime<Db>, session: Session<Db> | undefined) {
     this.#rt = rt;
     this.#own = session === undefined;
-    this.#session = session ?? new LaneSession(rt.options.connect);
+    this.#session = session ?? rt.openSession();
   }
   async record(ids: readonly string[]): Promise<void> {
     if (this.#failed || ids.length === 0) return;
@@ -116,7 +116,7 @@ class Recorder {
  * Asks each lane's queue consumer to go on draining: a sweep sends this when its budget ran out
  * with due jobs left. Never throws.
  */
-export async function sendDrains(rt: OutboxRuntime, lanes: readonly string[], deadline?: Deadline): Promise<void> {
+export async function sendDrains(rt: EngineRuntime<unknown>, lanes: readonly string[], deadline?: Deadline): Promise<void> {
   for (const lane of lanes) {
     const queue = rt.queueFor(lane);
     if (!queue) {

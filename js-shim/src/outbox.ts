@@ -94,7 +94,7 @@ export const RUN: unique symbol = Symbol.for('postbox.run');
 
 /** @internal What the Cloudflare handlers and the test kit drive. */
 export interface OutboxEngine {
-  runtime: OutboxRuntime;
+  runtime: OutboxRuntime & { options: OutboxOptions<readonly JobDefinition[], unknown> };
   /** Its numeric options, as the core checked them: `lanes` and `handlerSessions` are the connections a drain may hold. */
   config: OutboxConfig;
   drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[]; signal?: AbortSignal; onBacklog?: () => void }): Promise<RunReport>;
@@ -156,7 +156,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     throw new PostboxError('invalid_config', `${who}: recordNudges must be a boolean`);
   }
   const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
-  const runtime: OutboxRuntime = {
+  const runtime: OutboxEngine['runtime'] = {
     core,
     options,
     registry,
@@ -175,6 +175,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     key,
     seed: randomSeed,
     store,
+    openSession: () => new LaneSession(options.connect),
   };
   const enqueueEnv = (): EnqueueEnv => ({
     core: runtime.core,

@@ -9,8 +9,8 @@ import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport 
 import { runHandler } from './handler.js';
 import type { PumpAnswer } from './core/core.js';
 import type { Admitted } from './lease.js';
-import type { OutboxRuntime } from './runtime.js';
-import { type LaneSession } from './session.js';
+import type { EngineRuntime, OutboxRuntime } from './runtime.js';
+import type { Session } from './session.js';
 import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, writeSettled, type Settlement } from './settle.js';
 import type { ClaimInput } from './store/contract.js';
 
@@ -63,7 +63,7 @@ export interface DrainOptions {
  * Resolves once every claimed job has been settled (or released); rejects with the first
  * statement failure after settling what it could on a fresh session.
  */
-export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: DrainOptions): Promise<RunReport> {
+export async function drainLane<Db>(rt: EngineRuntime<Db>, session: Session<Db>, opts: DrainOptions): Promise<RunReport> {
   const policies = opts.kinds ? rt.policies.filter((p) => opts.kinds!.includes(p.kind)) : rt.policies;
   // The core decides, per nudge, whether this lane may claim it at all.
   const targets = opts.targets?.filter((target) => plan(rt, policies, opts, target).limit > 0);
@@ -71,7 +71,7 @@ export async function drainLane(rt: OutboxRuntime, session: LaneSession, opts: D
   return new LanePump(rt, session, opts, policies, targets).run();
 }
 
-class LanePump {
+class LanePump<Db> {
   readonly report = emptyReport();
   /** Claimed, not yet started: the lookahead. */
   readonly #buffer: ClaimedRow[] = [];
@@ -98,8 +98,8 @@ class LanePump {
   #stopped = false;
 
   constructor(
-    readonly rt: OutboxRuntime,
-    readonly session: LaneSession,
+    readonly rt: EngineRuntime<Db>,
+    readonly session: Session<Db>,
     readonly opts: DrainOptions,
     readonly policies: readonly OutboxRuntime['policies'][number][],
     readonly targets: Target[] | undefined,
@@ -301,7 +301,7 @@ class LanePump {
 }
 
 function plan(
-  rt: OutboxRuntime,
+  rt: EngineRuntime<unknown>,
   policies: readonly OutboxRuntime['policies'][number][],
   opts: DrainOptions,
   target: Target | null,

@@ -1,12 +1,20 @@
 import type { OutboxOptions } from './config.js';
 import type { Core } from './core/core.js';
+import type { Session } from './session.js';
 import type { OutboxStore } from './store/contract.js';
 import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable } from './types.js';
 
-/** What every I/O routine of an outbox needs: the core, the registry, the clock, the sinks. */
-export interface OutboxRuntime {
+/** The options the engine reads while it runs jobs, whichever store they live in. */
+export type EngineOptions = Pick<OutboxOptions<readonly JobDefinition[], unknown>, 'deps' | 'onTransition' | 'redactError' | 'warnAtStreak' | 'recordNudges'>;
+
+/**
+ * What every I/O routine of the engine needs: the core, the registry, the clock, the sinks and
+ * the store. `Db` is the store's handle on a session, `Tx` its handle inside a transaction:
+ * PostgreSQL's by default; a SQLite store's (D1, Durable Objects) for `createSqliteOutbox`.
+ */
+export interface OutboxRuntime<Db = LaneDb, Tx = Queryable> {
   core: Core;
-  options: OutboxOptions<readonly JobDefinition[], unknown>;
+  options: EngineOptions;
   registry: ReadonlyMap<string, JobDefinition>;
   policies: readonly CorePolicy[];
   clock: Clock;
@@ -16,11 +24,16 @@ export interface OutboxRuntime {
   queueFor(lane: string): QueueProducer | undefined;
   /** The outbox's key among several (`createOutboxes`), named in every nudge it sends; null for an outbox of its own. */
   key: string | null;
-  /** Where the outbox's jobs live, behind the store contract: a lane session's handle, and a transaction's. */
-  store: OutboxStore<LaneDb, Queryable>;
+  /** Where the outbox's jobs live, behind the store contract. */
+  store: OutboxStore<Db, Tx>;
+  /** A session of its own for work outside a drain (recording nudges); its user closes it. */
+  openSession(): Session<Db>;
   /** A uint32 of entropy for the core's jitter. */
   seed(): number;
 }
+
+/** An engine routine's view of a runtime: any transaction handle, since the drain never opens one of the store's own. */
+export type EngineRuntime<Db> = OutboxRuntime<Db, unknown>;
 
 // Entropy is drawn 256 values at a time: one getRandomValues call per settled job was a visible
 // share of a short job's cost.

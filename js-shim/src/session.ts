@@ -3,11 +3,65 @@ import { PostboxError, errorMessage } from './errors.js';
 import type { Connector, LaneConnection, LaneDb } from './types.js';
 
 /**
+ * What the engine needs of a store's session for one invocation: the handle to itself, a
+ * transaction, and a fresh start after a failure. PostgreSQL's is {@link LaneSession} (a
+ * connection that can break and be replaced); a D1 binding or a Durable Object's storage has a
+ * {@link DirectSession}.
+ */
+export interface Session<Db> {
+  /** Runs `fn` with the session to itself. */
+  exclusive<T>(fn: (q: Db) => Promise<T>): Promise<T>;
+  /** Runs `fn` in a transaction, with the session to itself (only stores that run user code in one: `runsUserCode`). */
+  transaction<T>(fn: (q: Db) => Promise<T>): Promise<T>;
+  /** Drops what may be stuck; the next use starts afresh. */
+  replace(): Promise<void>;
+  /** Whether the session reported itself closed or errored. */
+  isBroken(): boolean;
+  close(): Promise<void>;
+  /** Where handlers' `ctx.db` runs apart from the session (PostgreSQL's pool); null: on the session, if the store has `ctx.db` at all. */
+  readonly handlers: HandlerSessions | null;
+}
+
+/**
+ * The session of a store whose handle never breaks and holds no connection (a D1 binding, a
+ * Durable Object's storage): uses run one at a time on that handle, as on a lane's connection.
+ */
+export class DirectSession<Db> implements Session<Db> {
+  readonly handlers = null;
+  #tail: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly db: Db) {}
+
+  exclusive<T>(fn: (q: Db) => Promise<T>): Promise<T> {
+    const run = this.#tail.then(() => fn(this.db));
+    this.#tail = run.catch(() => undefined);
+    return run;
+  }
+
+  transaction<T>(): Promise<T> {
+    // The engine opens one only for hooks, which such a store refuses when the outbox is made.
+    return Promise.reject(new PostboxError('invalid_config', 'this store cannot run user code inside a transaction of its own'));
+  }
+
+  async replace(): Promise<void> {
+    // Nothing to drop: the handle is the platform's.
+  }
+
+  isBroken(): boolean {
+    return false;
+  }
+
+  async close(): Promise<void> {
+    await this.#tail;
+  }
+}
+
+/**
  * One lane's database session for one invocation. Acquires lazily, serialises use (a
  * node-postgres client runs one transaction at a time), and replaces a broken or
  * abandoned connection: `destroy()` first, then a fresh `connect()` on next use.
  */
-export class LaneSession {
+export class LaneSession implements Session<LaneDb> {
   #connect: Connector;
   #conn: LaneConnection | null = null;
   #tail: Promise<unknown> = Promise.resolve();

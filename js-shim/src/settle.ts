@@ -5,10 +5,10 @@ import { errorMessage } from './errors.js';
 import { emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
 import { fromHandlerOutcome, redact } from './handler.js';
-import type { OutboxRuntime } from './runtime.js';
-import { type LaneSession } from './session.js';
+import type { EngineRuntime } from './runtime.js';
+import type { Session } from './session.js';
 import type { ClaimInput, SettleWrite } from './store/contract.js';
-import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, LaneDb } from './types.js';
+import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, Queryable } from './types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
 export interface SettleDecision {
@@ -32,12 +32,12 @@ export interface SettleDecision {
 export type Settlement = [Finished, SettleDecision];
 
 /** Whether an attempt's settlement must run a hook inside its transaction. */
-export function needsHooks(rt: OutboxRuntime, f: Finished): boolean {
+export function needsHooks(rt: EngineRuntime<unknown>, f: Finished): boolean {
   return (f.commit !== undefined || rt.options.onTransition !== undefined) && f.outcome.type !== 'claim_late' && f.outcome.type !== 'released';
 }
 
 /** Asks the core for every settlement, then writes them: plain ones in one statement, hooked ones each in a transaction. */
-export async function settleAll(rt: OutboxRuntime, session: LaneSession, finished: Finished[]): Promise<RunReport> {
+export async function settleAll<Db>(rt: EngineRuntime<Db>, session: Session<Db>, finished: Finished[]): Promise<RunReport> {
   const report = emptyReport();
   await settleHooked(rt, session, finished.filter((f) => needsHooks(rt, f)), report);
   const plain = finished.filter((f) => !needsHooks(rt, f));
@@ -50,7 +50,7 @@ export async function settleAll(rt: OutboxRuntime, session: LaneSession, finishe
 }
 
 /** Settles attempts whose hooks must commit with them, one transaction each. */
-export async function settleHooked(rt: OutboxRuntime, session: LaneSession, hooked: Finished[], report: RunReport): Promise<void> {
+export async function settleHooked<Db>(rt: EngineRuntime<Db>, session: Session<Db>, hooked: Finished[], report: RunReport): Promise<void> {
   if (hooked.length === 0) return;
   const now = rt.clock.now();
   for (const [f, d] of decidePairs(rt, now, hooked)) await settleWithHooks(rt, session, now, f, d, report);
@@ -65,7 +65,7 @@ export interface Written {
 const NOTHING: ReadonlySet<string> = new Set();
 
 /** Records what was written. */
-export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlement[], written: Written): void {
+export function recordAll(rt: EngineRuntime<unknown>, report: RunReport, items: Settlement[], written: Written): void {
   for (const [f, d] of items) record(rt, report, f, d, written.settled.has(f.row.id), written.failed.has(f.row.id));
 }
 
@@ -74,7 +74,7 @@ export function recordAll(rt: OutboxRuntime, report: RunReport, items: Settlemen
  * it cannot settle) is left out, with an event, for its lease to decide: it never takes the
  * attempts decided with it down too.
  */
-export function decidePairs(rt: OutboxRuntime, now: number, finished: Finished[]): Settlement[] {
+export function decidePairs(rt: EngineRuntime<unknown>, now: number, finished: Finished[]): Settlement[] {
   let decisions: (SettleDecision | CoreRefusal)[];
   try {
     decisions = decide(rt, now, finished);
@@ -102,7 +102,7 @@ const refusal = (error: unknown): CoreRefusal => ({ refused: errorMessage(error)
 /** A success raises no events; one shared, frozen list for all of them. */
 const NO_EVENTS: SettleDecision['events'] = Object.freeze([]) as unknown as SettleDecision['events'];
 
-function decide(rt: OutboxRuntime, now: number, finished: Finished[]): (SettleDecision | CoreRefusal)[] {
+function decide(rt: EngineRuntime<unknown>, now: number, finished: Finished[]): (SettleDecision | CoreRefusal)[] {
   const decisions: (SettleDecision | CoreRefusal)[] = new Array(finished.length);
   // Each kind's policy goes once per call; items name it by index (the core parses it once).
   const policies: CorePolicy[] = [];
@@ -153,7 +153,7 @@ function decide(rt: OutboxRuntime, now: number, finished: Finished[]): (SettleDe
   return decisions;
 }
 
-function withOutboxDefaults(rt: OutboxRuntime, job: JobDefinition) {
+function withOutboxDefaults(rt: EngineRuntime<unknown>, job: JobDefinition) {
   const warn = rt.options.warnAtStreak;
   return job.policy.warnAtStreak === null && warn !== undefined ? { ...job.policy, warnAtStreak: warn } : job.policy;
 }
@@ -166,7 +166,7 @@ export function settleWrites(items: Settlement[]): SettleWrite[] {
   }));
 }
 
-async function writeSettlements(rt: OutboxRuntime, q: LaneDb, now: number, items: Settlement[]): Promise<Set<string>> {
+async function writeSettlements<Db>(rt: EngineRuntime<Db>, q: Db, now: number, items: Settlement[]): Promise<Set<string>> {
   return new Set(await rt.store.settle(q, { now, items: settleWrites(items) }));
 }
 
@@ -188,7 +188,7 @@ export interface FailureSeen {
 }
 
 /** Reports what the shim saw of a failed settle write; the core decides what it means. */
-export function afterFailure(rt: OutboxRuntime, session: LaneSession, error: unknown, seen: FailureSeen): FailureAnswer {
+function afterFailure<Db>(rt: EngineRuntime<Db>, session: Session<Db>, error: unknown, seen: FailureSeen): FailureAnswer {
   const code = (error as { code?: unknown } | null)?.code;
   const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
   // A deadline gave up on the session (and dropped it): infrastructure, like a lost connection.
@@ -214,16 +214,14 @@ export interface WrittenWithClaim extends Written {
  * written again with its error text replaced, so no other row shares its fate. Retries never
  * carry the claim.
  */
-export function writeSettled(
-  rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], opts: { claim?: ClaimInput; sanitized?: boolean } = {},
+export function writeSettled<Db>(rt: EngineRuntime<Db>, session: Session<Db>, now: number, items: Settlement[], opts: { claim?: ClaimInput; sanitized?: boolean } = {},
 ): Promise<WrittenWithClaim> {
   if (items.length === 0) return Promise.resolve({ settled: NOTHING, failed: NOTHING, claimed: null, failure: null });
   return writeTry(rt, session, now, items, 1, opts.sanitized ?? false, opts.claim);
 }
 
 /** Carries out the core's answer to a failed write of `items`; `retry` writes them again. */
-async function writeAfterFailure(
-  rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], answer: FailureAnswer, tries = 1, sanitized = false,
+async function writeAfterFailure<Db>(rt: EngineRuntime<Db>, session: Session<Db>, now: number, items: Settlement[], answer: FailureAnswer, tries = 1, sanitized = false,
 ): Promise<Written> {
   if (answer.next === 'split') {
     const half = Math.ceil(items.length / 2);
@@ -239,8 +237,7 @@ async function writeAfterFailure(
   return writeTry(rt, session, now, items, tries + 1, sanitized);
 }
 
-async function writeTry(
-  rt: OutboxRuntime, session: LaneSession, now: number, items: Settlement[], tries: number, sanitized: boolean, claim?: ClaimInput,
+async function writeTry<Db>(rt: EngineRuntime<Db>, session: Session<Db>, now: number, items: Settlement[], tries: number, sanitized: boolean, claim?: ClaimInput,
 ): Promise<WrittenWithClaim> {
   try {
     if (claim) {
@@ -264,7 +261,7 @@ async function writeTry(
  * `classify`, as a handler's throw does); a connection lost anywhere in the transaction (the
  * hook's statements included) is infrastructure: the core has it retried, hooks and all, uncharged.
  */
-async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
+async function settleWithHooks<Db>(rt: EngineRuntime<Db>, session: Session<Db>, now: number, f: Finished, d: SettleDecision, report: RunReport): Promise<void> {
   let sanitized = false;
   for (let tries = 1; ; tries++) {
     const at: { part: 'write' | 'hook'; inCommit: boolean } = { part: 'write', inCommit: false };
@@ -275,12 +272,14 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
         at.part = 'hook';
         if (f.commit && d.status === 'succeeded') {
           at.inCommit = true;
-          await f.commit(tx);
+          // Only a store that runs user code (runsUserCode: PostgreSQL, whose handle is a
+          // Queryable) has a commit to run: the handler's outcome is commit_unsupported elsewhere.
+          await f.commit(tx as Queryable);
           at.inCommit = false;
         }
         const onTransition = rt.options.onTransition;
         if (onTransition) {
-          await onTransition(tx, {
+          await onTransition(tx as Queryable, {
             job: { id: f.row.id, kind: f.row.kind, tenantKey: f.row.tenant_key, correlationId: f.row.correlation_id },
             transition: { from: 'running', to: d.status, outcome: d.attemptOutcome, code: d.errorCode, attempt: d.attempt },
           });
@@ -318,7 +317,7 @@ async function settleWithHooks(rt: OutboxRuntime, session: LaneSession, now: num
  * name the outcome; without one (or when it answers ok, which the rolled-back commit belies)
  * the attempt is `hook_failed`.
  */
-function commitFailure(rt: OutboxRuntime, f: Finished, error: unknown): Finished {
+function commitFailure(rt: EngineRuntime<unknown>, f: Finished, error: unknown): Finished {
   const job = rt.registry.get(f.row.kind);
   const message = redact(rt, errorMessage(error));
   let outcome: HandlerOutcome | undefined;
@@ -328,11 +327,11 @@ function commitFailure(rt: OutboxRuntime, f: Finished, error: unknown): Finished
     rt.emit({ type: 'infra_error', where: `classify(${f.row.kind})`, error: errorMessage(classifyError) });
   }
   if (!outcome || outcome.type === 'ok') return { row: f.row, outcome: { type: 'hook_failed', message } };
-  const classified = fromHandlerOutcome(f.row, outcome);
+  const classified = fromHandlerOutcome(f.row, outcome, rt.store.runsUserCode === true);
   return { row: f.row, outcome: { ...classified.outcome, message } };
 }
 
-function record(rt: OutboxRuntime, report: RunReport, f: Finished, d: SettleDecision, settled: boolean, failed: boolean): void {
+function record(rt: EngineRuntime<unknown>, report: RunReport, f: Finished, d: SettleDecision, settled: boolean, failed: boolean): void {
   const base = { jobId: f.row.id, kind: f.row.kind };
   if (failed) {
     rt.emit({ type: 'settle_failed', ...base, error: 'settlement could not be written; the lease will expire and the sweep recovers it' });

@@ -1,8 +1,8 @@
 import { errorMessage } from './errors.js';
 import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
-import type { OutboxRuntime } from './runtime.js';
+import type { EngineRuntime } from './runtime.js';
 import type { CorePolicy, JobDefinition } from './types.js';
-import { type LaneSession } from './session.js';
+import type { Session } from './session.js';
 import { isDeadlineError, type Deadline } from './deadline.js';
 import { sendDrains, sendNudges } from './nudge.js';
 
@@ -82,7 +82,7 @@ export interface SweepPlan {
 }
 
 /** Asks the core how the invocation that started at `startedAt` spends its time, from now. */
-export function planSweep(rt: OutboxRuntime, startedAt: number, opts: SweepOptions): SweepPlan {
+export function planSweep(rt: EngineRuntime<unknown>, startedAt: number, opts: SweepOptions): SweepPlan {
   // Only what the user set: the core owns every default (docs/ABI.md, pb_sweep).
   return rt.core.call<SweepPlan>('sweep', {
     op: 'plan',
@@ -108,7 +108,7 @@ export function planSweep(rt: OutboxRuntime, startedAt: number, opts: SweepOptio
  * expired leases, reserved sweeps, drain, hand long jobs to their queue, report unregistered
  * kinds, retention, index compaction. The session gives up at the plan's deadline.
  */
-export async function runSweep(rt: OutboxRuntime, session: LaneSession, plan: SweepPlan): Promise<SweepReport> {
+export async function runSweep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, plan: SweepPlan): Promise<SweepReport> {
   const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unregistered: [], rebuiltIndexes: [], failedSteps: [] };
   const deadline = { at: plan.deadlineAt, now: () => rt.clock.now() };
   for (const step of plan.steps) {
@@ -124,7 +124,7 @@ export async function runSweep(rt: OutboxRuntime, session: LaneSession, plan: Sw
   return report;
 }
 
-async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep, report: SweepReport, deadline: Deadline): Promise<void> {
+async function runStep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, step: SweepStep, report: SweepReport, deadline: Deadline): Promise<void> {
   switch (step.type) {
     case 'recover':
       addReport(report, await recoverUntil(rt, session, step));
@@ -194,7 +194,7 @@ async function runStep(rt: OutboxRuntime, session: LaneSession, step: SweepStep,
  * Reads the indexes' facts, and does what the core decides from them, until it decides no
  * rebuild: leftovers dropped, baselines recorded, then one rebuild, and a fresh look.
  */
-async function compact(rt: OutboxRuntime, session: LaneSession, step: Extract<SweepStep, { type: 'compact' }>, report: SweepReport): Promise<void> {
+async function compact<Db>(rt: EngineRuntime<Db>, session: Session<Db>, step: Extract<SweepStep, { type: 'compact' }>, report: SweepReport): Promise<void> {
   const store = rt.store.compaction;
   if (!store) return;
   for (;;) {
@@ -220,12 +220,12 @@ async function compact(rt: OutboxRuntime, session: LaneSession, step: Extract<Sw
   }
 }
 
-function lanesOf(rt: OutboxRuntime, kinds: readonly string[]): string[] {
+function lanesOf(rt: EngineRuntime<unknown>, kinds: readonly string[]): string[] {
   return [...new Set(rt.policies.filter((p) => kinds.includes(p.kind)).map((p) => p.lane))];
 }
 
 /** Settles up to `limit` attempts whose lease expired unsettled as crashes. */
-async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): Promise<RunReport & { found: number }> {
+async function recover<Db>(rt: EngineRuntime<Db>, session: Session<Db>, limit: number): Promise<RunReport & { found: number }> {
   const kinds = rt.policies.map((p) => p.kind);
   const rows: ClaimedRow[] = await session.exclusive((q) => rt.store.listExpiredLeases(q, { now: rt.clock.now(), kinds, limit }));
   if (rows.length > 0) rt.emit({ type: 'recovered', jobs: rows.length });
@@ -240,7 +240,7 @@ async function recover(rt: OutboxRuntime, session: LaneSession, limit: number): 
  * carries, so the job leaves `running` (to retrying, reported with the pending ones; dead as
  * `crash_loop` only after the default `maxCrashes`) and its attempt is closed.
  */
-async function recoverUnregistered(rt: OutboxRuntime, session: LaneSession, kinds: string[], step: Extract<SweepStep, { type: 'unregistered' }>): Promise<RunReport> {
+async function recoverUnregistered<Db>(rt: EngineRuntime<Db>, session: Session<Db>, kinds: string[], step: Extract<SweepStep, { type: 'unregistered' }>): Promise<RunReport> {
   const rows: ClaimedRow[] = await session.exclusive((q) => rt.store.listExpiredLeases(q, { now: rt.clock.now(), kinds, limit: step.recoverLimit, unregistered: true }));
   if (rows.length === 0) return emptyReport();
   rt.emit({ type: 'recovered', jobs: rows.length });
@@ -254,7 +254,7 @@ async function recoverUnregistered(rt: OutboxRuntime, session: LaneSession, kind
  * Recovery alone, outside a sweep: every expired lease, in batches of the core's recovery
  * limit, until a batch comes back short or the core's recovery deadline passes.
  */
-export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): Promise<RunReport> {
+export async function recoverExpired<Db>(rt: EngineRuntime<Db>, session: Session<Db>): Promise<RunReport> {
   const now = rt.clock.now();
   const plan = rt.core.call<{ steps: SweepStep[] }>('sweep', { op: 'plan', now, startedAt: now, policies: rt.policies });
   const step = plan.steps.find((s): s is Extract<SweepStep, { type: 'recover' }> => s.type === 'recover');
@@ -262,7 +262,7 @@ export async function recoverExpired(rt: OutboxRuntime, session: LaneSession): P
 }
 
 /** The recovery step: batches of its limit for as long as the core says (until one comes back short or its deadline passes). */
-async function recoverUntil(rt: OutboxRuntime, session: LaneSession, step: Extract<SweepStep, { type: 'recover' }>): Promise<RunReport> {
+async function recoverUntil<Db>(rt: EngineRuntime<Db>, session: Session<Db>, step: Extract<SweepStep, { type: 'recover' }>): Promise<RunReport> {
   const report = emptyReport();
   for (;;) {
     const { found, ...batch } = await recover(rt, session, step.limit);
@@ -277,7 +277,7 @@ async function recoverUntil(rt: OutboxRuntime, session: LaneSession, step: Extra
  * nudged since the core's cooldown cutoff. Hand-off nudges are always recorded (`nudge_sent_at`):
  * the cooldown reads it. Returns how many went out.
  */
-async function handOff(rt: OutboxRuntime, session: LaneSession, lane: string, kinds: string[], nudgedBefore: number, limit: number, deadline: Deadline): Promise<number> {
+async function handOff<Db>(rt: EngineRuntime<Db>, session: Session<Db>, lane: string, kinds: string[], nudgedBefore: number, limit: number, deadline: Deadline): Promise<number> {
   if (!rt.queueFor(lane)) {
     rt.emit({ type: 'nudge_skipped', jobs: 0, reason: `no queue for lane ${lane}: long jobs of this lane cannot run` });
     return 0;

@@ -216,14 +216,16 @@ test('the drain statement keeps one generic plan over a table of finished jobs, 
   const one = new pg.Pool({ connectionString: url, max: 1 });
   try {
     const outbox = createOutbox({ jobs: [job], connect: createPgPoolConnector(one), concurrency: 1, handlerSessions: 0 });
-    await outbox.transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job, Array.from({ length: 120 }, (_, i) => ({ payload: { i } }))));
-    assert.equal((await runDrain(outbox)).succeeded, 120);
+    await outbox.transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job, Array.from({ length: 300 }, (_, i) => ({ payload: { i } }))));
+    assert.equal((await runDrain(outbox)).succeeded, 300);
     // The pool's one client was the drain's session: its prepared statements and their plans.
     const { rows } = await one.query(`SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'postbox_settle_then_claim%'`);
     const due = rows.find((r) => r.name.startsWith('postbox_settle_then_claim_due'));
     assert.ok(due, JSON.stringify(rows));
-    // The server tries five custom plans before it compares them with the generic one.
-    assert.ok(due.custom <= 5 && due.generic >= 10, `plans of the drain statement: ${JSON.stringify(due)}`);
+    // The server tries five custom plans before it compares them with the generic one; after
+    // that, every call is generic. How many calls the drain makes depends on how its pump
+    // batches (the machine's speed), so the check asks only that some came after the five.
+    assert.ok(due.custom <= 5 && due.generic >= 3, `plans of the drain statement: ${JSON.stringify(due)}`);
   } finally {
     await one.end();
   }

@@ -48,3 +48,59 @@ test('createSqliteOutbox: ok({ commit }) fails its job at once as commit_unsuppo
   const boom = await view(thrown);
   assert.deepEqual([boom.status, boom.lastErrorCode, boom.lastErrorMessage], ['retrying', 'unexpected', 'boom']);
 });
+
+test('createSqliteOutbox drains as a pipeline: a slot that frees starts the next job at once, not after its batch', async () => {
+  const store = new MemoryOutboxStore();
+  const finished: string[] = [];
+  const job = defineJob({
+    kind: 'sqlite.pipeline',
+    payload: z.object({ name: z.string(), ms: z.number() }),
+    timeoutMs: 5_000,
+    async handle({ name, ms }) {
+      await new Promise((r) => setTimeout(r, ms));
+      finished.push(name);
+      return ok();
+    },
+  });
+  const outbox = createSqliteOutbox({ store, jobs: [job], concurrency: 2 });
+  // Enqueued in this order and claimed oldest first: a and slow take the two slots.
+  for (const [name, ms] of [['a', 20], ['slow', 600], ['c', 20]] as const) await outbox.enqueue(undefined, job, { payload: { name, ms } });
+  const report = await outbox.drain(undefined);
+  assert.equal(report.succeeded, 3);
+  // A loop of batches (claim 2, run both, settle, claim again) would finish c after slow.
+  assert.deepEqual(finished, ['a', 'c', 'slow']);
+});
+
+test('createSqliteOutbox raises the engine\'s events, redacts stored errors, and refuses ctx.db with unsupported', async () => {
+  const store = new MemoryOutboxStore();
+  const events: { type: string; jobId?: string }[] = [];
+  const seen: string[] = [];
+  const job = defineJob({
+    kind: 'sqlite.events',
+    payload: z.object({ do: z.enum(['db', 'secret']) }),
+    timeoutMs: 1_000,
+    retry: { maxAttempts: 1 },
+    async handle({ do: what }, ctx) {
+      if (what === 'db') {
+        try {
+          void ctx.db;
+        } catch (error) {
+          seen.push((error as { code?: string }).code ?? 'no code');
+        }
+        return ok();
+      }
+      throw new Error('token=abc123 rejected');
+    },
+  });
+  const outbox = createSqliteOutbox({ store, jobs: [job], events: (e) => events.push(e as never), redactError: (m) => m.replace(/token=\S+/, 'token=[redacted]') });
+  const [db, secret] = await outbox.enqueueMany(undefined, job, [{ payload: { do: 'db' } }, { payload: { do: 'secret' } }]);
+  await outbox.drain(undefined);
+  assert.deepEqual(seen, ['unsupported']);
+  const dbId = (db as { id: string }).id;
+  const secretId = (secret as { id: string }).id;
+  assert.equal((await store.getJob(undefined, { id: dbId }))?.status, 'succeeded');
+  const dead = (await store.getJob(undefined, { id: secretId }))!;
+  assert.deepEqual([dead.status, dead.lastErrorMessage], ['dead', 'token=[redacted] rejected']);
+  assert.deepEqual(events.filter((e) => e.type === 'job_settled').map((e) => e.jobId).sort(), [dbId, secretId].sort());
+  assert.deepEqual(events.filter((e) => e.type === 'dead_letter').map((e) => e.jobId), [secretId]);
+});

@@ -1,31 +1,28 @@
 /**
- * Running jobs on a SQLite store (D1 or a Durable Object): enqueue (inside the store's
- * transaction, or as statements for a D1 batch), drain (claim, run handlers, settle), and a
- * sweep (recover expired leases, drain, retention) that a Durable Object's `alarm()` or a Cron
- * Trigger calls. Every decision is the core's, by its ABI (docs/ABI.md): due times and payload
- * caps (`pb_enqueue`), dedupe verdicts, which kinds to claim with which lease (`pb_claim` plan),
- * whether a claimed job may start (`admit`), each settlement (`pb_settle`) and the sweep's steps
- * and cut-offs (`pb_sweep`). This file does the I/O around them.
+ * An outbox over a SQLite store (D1 or a Durable Object): the same engine as `createOutbox`
+ * (runner.ts: the pipeline drain, its settlements with the claim riding on them, leases and
+ * heartbeats, recovery and the sweep as the core plans it), on a {@link DirectSession} over the
+ * store's handle instead of a PostgreSQL lane session. What is its own: enqueue inside the
+ * store's transaction (or as statements for a D1 batch), and operator actions in one store
+ * transaction each. Every decision is the core's, by its ABI (docs/ABI.md).
  *
- * Heartbeats work as with `createOutbox` (the same lease: `ctx.heartbeat()`, automatic beats, the
- * stop point). What it does not do (yet) that `createOutbox` does on PostgreSQL: `ok({ commit })`
- * and `onTransition` hooks (a store of D1 batches or Durable Object transactions cannot run user
- * code inside its settlement: `onTransition` is refused when the outbox is created, and a handler
- * that returns `ok({ commit })` fails its job at once as `commit_unsupported`), Queue nudges,
- * schedules, reserved sweeps, deploy versions and concurrency across drains.
+ * What such a store cannot do, it refuses at once: user code inside its transactions
+ * (`onTransition` when the outbox is made; a handler's `ok({ commit })` settles as
+ * `commit_unsupported`, dead at once; `ctx.db` throws `unsupported`). Not here yet: Queue nudges,
+ * schedules, reserved sweeps and deploy versions.
  * @module
  */
 import { getCore, isCoreError, type Core } from '../core/core.js';
 import { outboxConfig } from '../outbox-config.js';
 import { PostboxError } from '../errors.js';
-import { AttemptLease, lostError, type Admitted } from '../lease.js';
-import type { OutboxRuntime } from '../runtime.js';
-import { randomSeed } from '../runtime.js';
-import type { LaneSession } from '../session.js';
+import { addReport, drainLane, emptyReport, type RunReport } from '../runner.js';
+import { randomSeed, type OutboxRuntime } from '../runtime.js';
+import { DirectSession } from '../session.js';
+import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from '../sweep.js';
 import type { OperateResult, TenantScope } from '../outbox.js';
 import { type DedupeVerdict, dedupeItem, heldResult } from '../dedupe.js';
-import type { AppendInput, AppendRow, ClaimedJob, JobStatus, OutboxStore, SettleWrite } from '../store/contract.js';
-import type { CorePolicy, EnqueueOptions, EnqueueResult, HandlerOutcome, JobDefinition, OutboxEvent } from '../types.js';
+import type { AppendInput, AppendRow, JobStatus, OutboxStore } from '../store/contract.js';
+import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent } from '../types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -45,27 +42,19 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   retention?: { succeededMs?: number; deadMs?: number };
   /** New job ids (default `crypto.randomUUID`). */
   generateId?: () => string;
-  /** Where lease events go (`lease_lost`, `infra_error` of a failed beat). */
+  /** Every event the engine raises (`job_settled`, `dead_letter`, `lease_lost`, `retention`, …), as `createOutbox`'s `events`. */
   events?: (event: OutboxEvent) => void;
+  /** Rewrites an error's text before it is stored (secrets, personal data), as `createOutbox`'s. */
+  redactError?: (message: string) => string;
+  /** A `streak_warning` event once a job fails this many times in a row with one code (a job's own policy wins). */
+  warnAtStreak?: number;
 }
 
-/** What a drain or sweep did, by resulting status. */
-export interface SqliteRunReport {
-  claimed: number;
-  succeeded: number;
-  retrying: number;
-  pending: number;
-  dead: number;
-  cancelled: number;
-  /** Settles the store refused (the attempt no longer owned its job). */
-  stale: number;
-  /** Expired leases settled as crashes. */
-  recovered: number;
-  /** Attempts that lost their job while running (nothing settled: its new owner or the recovery decides). */
-  lost: number;
-  /** Finished jobs deleted by retention. */
-  deleted: number;
-}
+/** What a drain or a recovery did, by resulting status: the same counts as `createOutbox`'s drains. */
+export type SqliteRunReport = RunReport;
+
+/** What a sweep did: the runs' counts, retention's deletions, and any step that failed. */
+export type SqliteSweepReport = SweepReport;
 
 /** Statements for the caller's own D1 batch, and how to read what they return. */
 export interface EnqueueStatements<S> {
@@ -92,7 +81,7 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
   /** Settles running jobs whose lease ran out as crashes (the core decides what follows). */
   recover(db: Db): Promise<SqliteRunReport>;
   /** The cron sweep's work, as the core plans it: recover, drain every lane, retention. */
-  sweep(db: Db): Promise<SqliteRunReport>;
+  sweep(db: Db): Promise<SqliteSweepReport>;
   /** When the next waiting job falls due (epoch ms), or `null`: for a Durable Object's next alarm. */
   nextDueAt(db: Db): Promise<number | null>;
   /**
@@ -109,7 +98,6 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
   eraseTenant(db: Db, tenantKey: string): Promise<number>;
 }
 
-const emptyReport = (): SqliteRunReport => ({ claimed: 0, succeeded: 0, retrying: 0, pending: 0, dead: 0, cancelled: 0, stale: 0, recovered: 0, lost: 0, deleted: 0 });
 
 function callCore<T>(core: Core, family: Parameters<Core['call']>[0], input: unknown, what: string): T {
   const out = core.call<T | { error: { code: string; message: string } }>(family, input);
@@ -117,7 +105,6 @@ function callCore<T>(core: Core, family: Parameters<Core['call']>[0], input: unk
   return out as T;
 }
 
-type CoreOutcome = { type: string; code?: string; after?: number; reason?: string; message?: string };
 
 /**
  * An outbox over a SQLite store: the same jobs (`defineJob`) and the same core as
@@ -138,7 +125,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const store = options.store;
   // A D1 batch or a Durable Object's storage transaction cannot run user code: refused here, at
   // once, rather than silently never called.
-  if ((options as { onTransition?: unknown }).onTransition !== undefined) {
+  if ((options as { onTransition?: unknown }).onTransition !== undefined && store.runsUserCode !== true) {
     throw new PostboxError('invalid_config', 'createSqliteOutbox: onTransition needs a store that runs user code inside its settlement transaction; a SQLite store (D1, Durable Objects) cannot');
   }
   const now = options.now ?? Date.now;
@@ -232,42 +219,6 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     return finish(job, rows, writes, results);
   }
 
-  /** The core's settlement of each finished attempt, written fenced by the attempt. */
-  async function settle(db: Db, finished: { row: ClaimedJob; outcome: CoreOutcome }[], report: SqliteRunReport): Promise<void> {
-    if (finished.length === 0) return;
-    const at = now();
-    const indexOf = new Map<string, number>();
-    const used: CorePolicy[] = [];
-    const batch = finished.map(({ row, outcome }) => {
-      let policy = indexOf.get(row.kind);
-      if (policy === undefined) {
-        const job = registry.get(row.kind);
-        if (!job) throw new PostboxError('unknown_kind', `no job registered for kind ${row.kind}`);
-        indexOf.set(row.kind, (policy = used.push(job.policy) - 1));
-      }
-      return {
-        now: at, seed: randomSeed(), policy, outcome,
-        job: { status: 'running', attempts: row.attempts, crashes: row.crashes, streakCode: row.streak_code, streak: row.streak, maxAttempts: row.max_attempts, errorCode: row.last_error_code, errorMessage: row.last_error_message },
-      };
-    });
-    type Decision = { status: SettleWrite['status']; dueAt: number | null; attempts: number; crashes: number; streakCode: string | null; streak: number; errorCode: string | null; errorMessage: string | null; finished: boolean; attemptOutcome: string };
-    const out = callCore<{ results: (Decision | { error: { code: string; message: string } })[] }>(core, 'settle', { policies: used, batch }, 'settle').results;
-    const items: SettleWrite[] = out.map((d, i) => {
-      if ('error' in d) throw new PostboxError(d.error.code, `settle ${finished[i]!.row.kind}: ${d.error.message}`);
-      const { row } = finished[i]!;
-      return {
-        id: row.id, attemptSeq: row.attempt_seq, status: d.status, dueAt: d.dueAt, attempts: d.attempts, crashes: d.crashes,
-        streakCode: d.streakCode, streak: d.streak, errorCode: d.errorCode, errorMessage: d.errorMessage, finished: d.finished, outcome: d.attemptOutcome,
-      };
-    });
-    const written = new Set(await store.settle(db, { now: at, items }));
-    for (const item of items) {
-      if (!written.has(item.id)) report.stale++;
-      else if (item.outcome === 'crash') report.recovered++;
-      if (written.has(item.id) && item.status !== 'running') report[item.status]++;
-    }
-  }
-
   const emit = (event: OutboxEvent) => {
     try {
       options.events?.(event);
@@ -275,94 +226,22 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       // A throwing sink must not fail the attempt.
     }
   };
-  // What the lease (lease.ts) needs of a runtime: the clock, the core, the store and the sink.
-  const leaseRuntime = { clock: { now }, core, store, emit } as unknown as OutboxRuntime;
+  const base = {
+    core, registry, policies, concurrency, emit, store, key: null, versionTs: null, seed: randomSeed,
+    options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak },
+    clock: { now },
+    // No queue: the sweep (a Durable Object's alarm, a Cron Trigger) runs every due job.
+    queueFor: () => undefined,
+  } satisfies Omit<OutboxRuntime<Db, Tx>, 'openSession'>;
+  /** The engine's runtime and a session on `db`, for one drain, recovery or sweep. */
+  const on = (db: Db): [OutboxRuntime<Db, Tx>, DirectSession<Db>] => [{ ...base, openSession: () => new DirectSession(db) }, new DirectSession(db)];
 
-  /** Runs one claimed job: admit (the core), its lease, validate, the handler under its timeout. `null`: it lost its job. */
-  async function run(db: Db, row: ClaimedJob, deadlineAt: number): Promise<CoreOutcome | null> {
-    const job = registry.get(row.kind)!;
-    const admitted = callCore<(Admitted & { start: true }) | { start: false; reason: string }>(core, 'claim', {
-      op: 'admit', now: now(), deadlineAt, leaseExpiresAt: Number(row.lease_expires_ms), timeoutMs: job.policy.timeoutMs,
-      heartbeatMs: job.policy.heartbeatMs ?? null,
-    }, 'admit');
-    if (!admitted.start) return { type: admitted.reason };
-    const controller = new AbortController();
-    let closed = false;
-    let onLost: () => void = () => undefined;
-    const lostLease = new Promise<'lost'>((resolve) => (onLost = () => resolve('lost')));
-    const session = { exclusive: <T>(fn: (q: Db) => Promise<T>) => fn(db) } as unknown as LaneSession;
-    const lease = new AttemptLease(leaseRuntime, session, job, row, admitted, () => onLost());
-    const ctx = {
-      jobId: row.id, kind: row.kind, attempt: row.attempts + 1, idempotencyKey: row.id, signal: controller.signal, deadline: admitted.deadline,
-      remainingMs: () => Math.max(0, admitted.deadline - now()),
-      heartbeat: async (): Promise<number> => {
-        if (lease.lost) throw lostError(lease.lost);
-        if (closed) throw new PostboxError('attempt_closed', 'ctx.heartbeat() called after the attempt returned or timed out');
-        return lease.beat();
-      },
-      db: undefined as never, deps: options.deps, tenantKey: row.tenant_key, correlationId: row.correlation_id, metadata: row.metadata,
-    };
-    lease.start();
-    const work = (async (): Promise<CoreOutcome> => {
-      const validated = await job.payload['~standard'].validate(row.payload);
-      if (validated.issues) return { type: 'invalid_payload', message: validated.issues.map((i) => i.message).join('; ') };
-      return fromHandler(await job.handle(validated.value, ctx as never));
-    })().catch((error: unknown): CoreOutcome => {
-      let outcome: HandlerOutcome | undefined;
-      try {
-        outcome = job.classify?.(error);
-      } catch {
-        outcome = undefined;
-      }
-      // Unclaimed by classify: `thrown`, which the core classifies.
-      return { ...(outcome ? fromHandler(outcome) : { type: 'thrown' }), message: error instanceof Error ? error.message : String(error) };
-    });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    // Real time, whatever the outbox's clock says (as createOutbox).
-    const timeout = new Promise<CoreOutcome>((resolve) => {
-      timer = setTimeout(() => resolve({ type: 'timeout', message: `timed out after ${job.policy.timeoutMs} ms` }), job.policy.timeoutMs);
-    });
-    const outcome = await Promise.race([work, timeout, lostLease]);
-    clearTimeout(timer);
-    lease.end();
-    closed = true;
-    if (outcome === 'lost') {
-      controller.abort(lostError(lease.lost ?? 'not_owner'));
-      return null;
-    }
-    if (outcome.type === 'timeout') controller.abort(new PostboxError('timeout', `attempt of ${row.kind} timed out`));
-    return outcome;
-  }
-
-  async function drainLane(db: Db, lane: string, deadlineAt: number, report: SqliteRunReport, maxJobs: number): Promise<void> {
-    while (report.claimed < maxJobs) {
-      const at = now();
-      const plan = callCore<{ limit: number; kinds: string[]; leaseMs: number[]; versionCutoff: number | null }>(core, 'claim', {
-        op: 'plan', now: at, deadlineAt, lane, concurrency, maxBatch: concurrency, policies, version: null, target: null,
-      }, 'claim plan');
-      const limit = Math.min(plan.limit, maxJobs - report.claimed);
-      if (limit <= 0) return;
-      const claimed = await store.claim(db, { now: at, lane, kinds: plan.kinds, leaseMs: plan.leaseMs, limit, versionCutoff: plan.versionCutoff });
-      report.claimed += claimed.length;
-      if (claimed.length === 0) return;
-      const outcomes = await Promise.all(claimed.map((row) => run(db, row, deadlineAt)));
-      report.lost += outcomes.filter((o) => o === null).length;
-      await settle(db, claimed.flatMap((row, i) => (outcomes[i] ? [{ row, outcome: outcomes[i]! }] : [])), report);
-      if (claimed.length < limit) return;
-    }
-  }
-
-  const sweepPlan = (at: number) =>
-    callCore<{ deadlineAt: number; steps: ({ type: 'recover'; limit: number } | { type: 'drain'; deadlineAt: number } | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number } | { type: string })[] }>(
-      core, 'sweep', {
-        // Budgets and retention default to the core's (the same as createScheduledHandler's).
-        op: 'plan', now: at, startedAt: at, reserved: [], retention: { ...options.retention }, policies,
-      }, 'sweep plan');
-
-  async function recoverWith(db: Db, limit: number, report: SqliteRunReport): Promise<void> {
-    const expired = await store.listExpiredLeases(db, { now: now(), kinds: policies.map((p) => p.kind), limit });
-    await settle(db, expired.map((row) => ({ row, outcome: { type: 'crash' } })), report);
-  }
+  const sweepOptions = (): SweepOptions => ({
+    retention: {
+      ...(options.retention?.succeededMs === undefined ? {} : { succeededRetentionMs: options.retention.succeededMs }),
+      ...(options.retention?.deadMs === undefined ? {} : { deadRetentionMs: options.retention.deadMs }),
+    },
+  });
 
   type OperateDecision = { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean } | { ok: false };
 
@@ -413,27 +292,21 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       return { statements: batch.statements, read: (res) => finish(job, batch.read(res), writes, [...results]) };
     },
     async drain(db, opts = {}) {
-      const report = emptyReport();
+      const [rt, session] = on(db);
       // The invocation's deadline is the core's (its default budget), as for createOutbox's drains.
       const { deadlineAt } = callCore<{ deadlineAt: number }>(core, 'claim', { op: 'deadline', startedAt: now(), invocationBudgetMs: null }, 'drain');
-      for (const lane of opts.lane === undefined ? lanes : [opts.lane]) await drainLane(db, lane, deadlineAt, report, opts.maxJobs ?? Infinity);
-      return report;
-    },
-    async recover(db) {
       const report = emptyReport();
-      // As many as the sweep's own recovery step takes at once.
-      const step = sweepPlan(now()).steps.find((s) => s.type === 'recover' && 'limit' in s) as { limit: number } | undefined;
-      await recoverWith(db, step?.limit ?? 0, report);
-      return report;
-    },
-    async sweep(db) {
-      const report = emptyReport();
-      for (const step of sweepPlan(now()).steps) {
-        if (step.type === 'recover' && 'limit' in step) await recoverWith(db, step.limit, report);
-        else if (step.type === 'drain' && 'deadlineAt' in step) for (const lane of lanes) await drainLane(db, lane, step.deadlineAt, report, Infinity);
-        else if (step.type === 'retention' && 'succeededBefore' in step) report.deleted += await store.deleteFinished(db, step);
+      for (const lane of opts.lane === undefined ? lanes : [opts.lane]) {
+        addReport(report, await drainLane(rt, session, { lane, deadlineAt, maxJobs: opts.maxJobs, claimedBefore: report.claimed }));
       }
       return report;
+    },
+    recover(db) {
+      return recoverExpired(...on(db));
+    },
+    sweep(db) {
+      const [rt, session] = on(db);
+      return runSweep(rt, session, planSweep(rt, now(), sweepOptions()));
     },
     async nextDueAt(db) {
       let next: number | null = null;
@@ -445,23 +318,4 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       return next;
     },
   };
-}
-
-/** A handler's outcome as the core's settle reads it; what the handler did instead of naming one (`none`, a commit this store cannot run) the core classifies. */
-function fromHandler(outcome: HandlerOutcome | undefined): CoreOutcome {
-  switch (outcome?.type) {
-    case 'ok':
-      // A SQLite store cannot run user code inside its settlement transaction.
-      return outcome.commit ? { type: 'commit_unsupported' } : { type: 'ok' };
-    case 'retry':
-      return outcome.after === undefined ? { type: 'retry', code: outcome.code } : { type: 'retry', code: outcome.code, after: outcome.after };
-    case 'fail':
-      return { type: 'fail', code: outcome.code };
-    case 'cancel':
-      return { type: 'cancel', reason: outcome.reason };
-    case 'defer':
-      return { type: 'defer', code: outcome.code, after: outcome.after };
-    default:
-      return { type: 'none' };
-  }
 }

@@ -453,6 +453,14 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
   /** Records `at` as the schedule's latest handled occurrence; it never moves back (two ticks at once leave the later). */
   recordScheduleRun(db: Db, input: { name: string; at: number; now: number }): Promise<void>;
 
+  /**
+   * Whether user code can run inside the store's transactions on a SQL handle: a handler's
+   * `ok({ commit })` and `onTransition` (in its settlement's transaction) and `ctx.db`. True for
+   * PostgreSQL; absent for a store of D1 batches or a Durable Object's synchronous storage
+   * transactions, whose outboxes refuse those hooks when they are made.
+   */
+  readonly runsUserCode?: boolean;
+
   /** Webhook endpoints' breaker state, written in the delivering job's transaction; absent where the store keeps none. */
   readonly webhookEndpoints?: WebhookEndpointStore<Tx>;
 

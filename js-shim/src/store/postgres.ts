@@ -54,6 +54,7 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
   readonly compaction: IndexCompaction<Queryable>;
   /** Webhook endpoints' breaker state (table webhook_endpoint). */
   readonly webhookEndpoints: WebhookEndpointStore<Queryable>;
+  readonly runsUserCode = true;
   readonly #heartbeatMany: string;
 
   constructor(name?: string | null) {
