@@ -3,6 +3,8 @@
  * tables in SQLite types. Times are INTEGER epoch ms on the caller's clock, ids TEXT, JSON TEXT
  * (the payload kept as the caller wrote it). A SQLite database has no schemas, so each outbox is a
  * table prefix: `outbox_` for the default outbox, `outbox_<name>_` for a named one.
+ * tests/shim/sqlite-schema.test.ts checks these tables against migrations/ as PostgreSQL applies
+ * them (columns, NOT NULLs, primary keys, indexes), listing the differences the designs mean.
  * @module
  */
 import { checkOutboxName } from '../name.js';
