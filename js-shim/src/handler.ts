@@ -3,7 +3,7 @@
 import type { Finished, ClaimedRow } from './attempt.js';
 import { LANE_DB } from './db.js';
 import { PostboxError, errorMessage } from './errors.js';
-import { AttemptLease, lostError, type Admitted, type LostReason } from './lease.js';
+import { AttemptLease, lostError, type Admitted } from './lease.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Deadline } from './deadline.js';
 import { LaneSession, type HandlerSessions, type Session } from './session.js';

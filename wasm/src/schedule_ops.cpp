@@ -5,16 +5,12 @@
 #include "postbox/families.h"
 #include "postbox/names.h"
 
-#if POSTBOX_HAVE_CRON
 #include "postbox/cron.h"
-#endif
 
 namespace postbox {
 
 namespace od = simdjson::ondemand;
 using input::Where;
-
-#if POSTBOX_HAVE_CRON
 
 namespace {
 
@@ -191,14 +187,5 @@ Status run_cron(od::document& doc, JsonWriter& out) {
   out.end_object();
   return ok_status();
 }
-
-#else
-
-Status run_cron(od::document&, JsonWriter&) {
-  return input::family_error(Where{"cron", "", ErrorCode::unknown_op}, ErrorCode::unknown_op,
-                             "cron is not built into this core");
-}
-
-#endif
 
 }  // namespace postbox

@@ -442,8 +442,6 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
   }
 }
 
-const FINAL = new Set<JobStatus>(['succeeded', 'dead', 'cancelled']);
-
 const waiting = (r: Row) => r.status === 'pending' || r.status === 'retrying';
 const versionFits = (r: Row, cutoff: number | null) => r.versionTs === null || r.versionTs <= (cutoff ?? Number.MAX_SAFE_INTEGER);
 const openAttempt = (r: Row) => r.log.find((a) => a.seq === r.attemptSeq && a.finishedAt === null);
