@@ -4,12 +4,11 @@ import { isCoreError } from './core/core.js';
 import { type DedupeVerdict, dedupeItem, heldResult } from './dedupe.js';
 import { EnqueueRefusedError, PostboxError } from './errors.js';
 import type { PendingNudge } from './nudge.js';
-import type { AppendRow } from './store/contract.js';
-import type { OutboxStore } from './store/contract.js';
+import type { AppendInput, AppendRow, OutboxStore } from './store/contract.js';
 import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from './types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
-type EnqueueDecision =
+export type EnqueueDecision =
   | { ok: true; payloadBytes: number; dueAt: number; nudge: boolean; delaySeconds: number | null }
   | { ok: false; issues: { code: string; message: string }[] };
 
@@ -19,7 +18,7 @@ export interface EnqueueOutcome {
   nudges: PendingNudge[];
 }
 
-export interface EnqueueEnv {
+export interface EnqueueEnv<Tx = Queryable> {
   core: Core;
   now: number;
   maxPayloadBytes: number;
@@ -31,12 +30,12 @@ export interface EnqueueEnv {
   versionTs: number | null;
   generateId: () => string;
   strict: boolean;
-  /** The outbox's store. */
-  store: OutboxStore<unknown, Queryable>;
+  /** The outbox's store: a transaction's handle (`Tx`) is what its append writes with. */
+  store: OutboxStore<unknown, Tx>;
 }
 
 /** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */
-type Api = 'enqueue' | 'enqueueMany';
+export type Api = 'enqueue' | 'enqueueMany' | 'enqueueStatements';
 const where = (api: Api, index: number) => (api === 'enqueue' ? api : `${api}: items[${index}]`);
 
 /** A job's options, checked and serialised; `refused` when its payload failed before the core. */
@@ -53,6 +52,18 @@ interface Prepared {
 }
 
 /**
+ * An enqueue decided and not yet written: the append to make (`input`, absent when nothing is
+ * to be written) and what `finishEnqueue` needs to read its rows.
+ */
+export interface PlannedEnqueue {
+  input: AppendInput | null;
+  results: (EnqueueResult | undefined)[];
+  /** The list index of each appended item, in append order. */
+  writes: number[];
+  decisions: EnqueueDecision[];
+}
+
+/**
  * Enqueues a list of jobs of one kind (`enqueue` is a list of one): validates each payload
  * with the job's schema, asks the core about all of them in one call, then writes them in ONE
  * statement. Results come back in list order. Of items sharing a dedupe key in one tenant
@@ -61,7 +72,14 @@ interface Prepared {
  * item throws `EnqueueRefusedError`: before anything is written, or, for a dedupe conflict
  * the statement found, after (the caller's transaction rolls back).
  */
-export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<EnqueueOutcome> {
+export async function enqueueJobs<P, Tx>(env: EnqueueEnv<Tx>, q: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<EnqueueOutcome> {
+  const planned = await planEnqueue(env, job, items, api);
+  const rows = planned.input ? await env.store.append(q, planned.input) : [];
+  return finishEnqueue(env, job, planned, rows, api);
+}
+
+/** Everything before the write: each item checked and serialised, the core's decisions, ids drawn. */
+export async function planEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<PlannedEnqueue> {
   if (!Array.isArray(items)) throw new PostboxError('invalid_input', `${api}: items must be an array of enqueue options`);
   const prepared: Prepared[] = new Array(items.length);
   for (let i = 0; i < items.length; i++) {
@@ -79,10 +97,16 @@ export async function enqueueJobs<P>(env: EnqueueEnv, q: Queryable, job: JobDefi
     if (results[i] === undefined) writes.push(i);
   }
   if (env.strict) throwFirstRefusal(results, api);
-  if (writes.length === 0) return { results: results as EnqueueResult[], nudges: [] };
-
+  if (writes.length === 0) return { input: null, results, writes, decisions };
   const ids = writes.map(() => checkedId(env.generateId(), api));
-  const rows = await insert(env, q, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => (decisions[i] as { dueAt: number }).dueAt));
+  const input = appendInput(env, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => (decisions[i] as { dueAt: number }).dueAt));
+  return { input, results, writes, decisions };
+}
+
+/** The append's rows as results (a held key is `exists` or a conflict, as the core says), and the nudges the core asked for. */
+export function finishEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, planned: PlannedEnqueue, rows: readonly AppendRow[], api: Api): EnqueueOutcome {
+  const results = [...planned.results];
+  const { writes, decisions } = planned;
   const nudges: PendingNudge[] = [];
   const held: number[] = [];
   writes.forEach((i, w) => {
@@ -211,7 +235,7 @@ function metadataJson(metadata: unknown, api: Api, index: number): string | null
 }
 
 /** One core call for the whole list: each item's delay and payload size. */
-function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): EnqueueDecision[] {
+function decide(env: EnqueueEnv<unknown>, prepared: readonly Prepared[], api: Api): EnqueueDecision[] {
   let items = '';
   for (let i = 0; i < prepared.length; i++) {
     const p = prepared[i]!;
@@ -224,7 +248,7 @@ function decide(env: EnqueueEnv, prepared: readonly Prepared[], api: Api): Enque
 }
 
 /** The core's verdicts on items whose dedupe key was already held, in order. */
-function dedupeVerdicts(env: EnqueueEnv, items: ReturnType<typeof dedupeItem>[], api: Api) {
+function dedupeVerdicts(env: EnqueueEnv<unknown>, items: ReturnType<typeof dedupeItem>[], api: Api) {
   const input = `{"op":"dedupe","items":${JSON.stringify(items)}}`;
   const out = env.core.callText('enqueue', input) as { results: DedupeVerdict[] } | { error: { code: string; message: string } };
   if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
@@ -232,8 +256,8 @@ function dedupeVerdicts(env: EnqueueEnv, items: ReturnType<typeof dedupeItem>[],
 }
 
 /** The one append for the list (the store keeps it to one statement, bar a raced dedupe key). */
-function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, writes: Prepared[], ids: string[], dueAts: number[]): Promise<AppendRow[]> {
-  return env.store.append(q, {
+function appendInput<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, writes: Prepared[], ids: string[], dueAts: number[]): AppendInput {
+  return {
     kind: job.kind,
     lane: job.lane,
     now: env.now,
@@ -242,7 +266,7 @@ function insert<P>(env: EnqueueEnv, q: Queryable, job: JobDefinition<P>, writes:
       id: ids[i]!, payloadJson: w.payloadJson, tenantKey: w.tenantKey, dedupeKey: w.dedupeKey, correlationId: w.correlationId,
       metadataJson: w.metadataJson, dueAt: dueAts[i]!, maxAttempts: w.maxAttempts,
     })),
-  });
+  };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

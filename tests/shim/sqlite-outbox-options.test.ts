@@ -104,3 +104,21 @@ test('createSqliteOutbox raises the engine\'s events, redacts stored errors, and
   assert.deepEqual(events.filter((e) => e.type === 'job_settled').map((e) => e.jobId).sort(), [dbId, secretId].sort());
   assert.deepEqual(events.filter((e) => e.type === 'dead_letter').map((e) => e.jobId), [secretId]);
 });
+
+test('createSqliteOutbox enqueues by createOutbox\'s rules: key lengths, metadata, unstorable text, and a custom id that is not a UUID', async () => {
+  const store = new MemoryOutboxStore();
+  const job = defineJob({ kind: 'sqlite.enqueue', payload: z.object({ n: z.number() }), timeoutMs: 1_000, handle: async () => ok() });
+  const outbox = createSqliteOutbox({ store, jobs: [job] });
+  // The core's bound on keys (1,024 characters), named: nothing is written.
+  await assert.rejects(outbox.enqueue(undefined, job, { payload: { n: 1 }, dedupeKey: 'k'.repeat(1_025) }), (e: { code?: string; message?: string }) => e.code === 'invalid_input' && /dedupeKey/.test(e.message ?? ''));
+  await assert.rejects(outbox.enqueueMany(undefined, job, [{ payload: { n: 1 }, metadata: [1] as never }]), (e: { code?: string; message?: string }) => e.code === 'invalid_input' && /items\[0\]: metadata/.test(e.message ?? ''));
+  // A text the database refuses is the item's own refusal, not the list's.
+  const [nul, fine] = await outbox.enqueueMany(undefined, job, [{ payload: { n: 1 }, tenantKey: 'a\u0000b' }, { payload: { n: 2 } }]);
+  assert.equal(nul!.status, 'invalid_payload');
+  assert.equal(fine!.status, 'created');
+  // Ids are UUID v7 by default (time-ordered, as createOutbox's).
+  assert.match((fine as { id: string }).id, /^[0-9a-f]{8}-[0-9a-f]{4}-7/);
+  const bad = createSqliteOutbox({ store, jobs: [job], generateId: () => 'job-1' });
+  await assert.rejects(bad.enqueue(undefined, job, { payload: { n: 3 } }), (e: { code?: string }) => e.code === 'invalid_id');
+  assert.equal((await store.countJobs(undefined, {})).pending, 1, 'only the one created job was written');
+});

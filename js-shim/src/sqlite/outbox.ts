@@ -14,14 +14,15 @@
  */
 import { getCore, isCoreError, type Core } from '../core/core.js';
 import { outboxConfig } from '../outbox-config.js';
+import { uuidv7 } from '../ids.js';
 import { PostboxError } from '../errors.js';
 import { addReport, drainLane, emptyReport, type RunReport } from '../runner.js';
 import { randomSeed, type OutboxRuntime } from '../runtime.js';
 import { DirectSession } from '../session.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from '../sweep.js';
 import type { OperateResult, TenantScope } from '../outbox.js';
-import { type DedupeVerdict, dedupeItem, heldResult } from '../dedupe.js';
-import type { AppendInput, AppendRow, JobStatus, OutboxStore } from '../store/contract.js';
+import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from '../enqueue.js';
+import type { JobStatus, OutboxStore } from '../store/contract.js';
 import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent } from '../types.js';
 
 /** Options of {@link createSqliteOutbox}. */
@@ -40,7 +41,7 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   maxPayloadBytes?: number;
   /** Retention of finished jobs (defaults: the core's, 7 days succeeded, 90 days dead and cancelled). */
   retention?: { succeededMs?: number; deadMs?: number };
-  /** New job ids (default `crypto.randomUUID`). */
+  /** New job ids (default: UUID v7, time-ordered, as `createOutbox`); a custom one must return UUIDs (`invalid_id` otherwise). */
   generateId?: () => string;
   /** Every event the engine raises (`job_settled`, `dead_letter`, `lease_lost`, `retention`, …), as `createOutbox`'s `events`. */
   events?: (event: OutboxEvent) => void;
@@ -131,10 +132,10 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const now = options.now ?? Date.now;
   // Bounds and defaults are the core's, as for createOutbox (pb_claim outbox); only this
   // outbox's own default concurrency (8: a Durable Object's drain is its only consumer) is set here.
-  const { concurrency, maxPayloadBytes, maxQueueDelayMs } = outboxConfig(
+  const { concurrency, maxPayloadBytes, maxQueueDelayMs, maxKeyChars } = outboxConfig(
     core, { concurrency: options.concurrency ?? 8, maxPayloadBytes: options.maxPayloadBytes }, 'createSqliteOutbox',
   );
-  const generateId = options.generateId ?? (() => crypto.randomUUID());
+  const generateId = options.generateId ?? uuidv7;
   const registry = new Map<string, JobDefinition>();
   for (const job of options.jobs) {
     if (registry.has(job.kind)) throw new PostboxError('invalid_config', `job kind ${job.kind} is registered twice`);
@@ -147,76 +148,14 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     if (registry.get(job?.kind) !== job) throw new PostboxError('unknown_kind', `job ${String(job?.kind)} is not registered with this outbox`);
   };
 
-  /** Schema checks and the core's enqueue decisions; the items to write, and the refusals. */
-  async function prepare<P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) {
+  /** The enqueue's inputs as createOutbox's (enqueue.ts): the same checks, the same core calls, on this store. */
+  const enqueueEnv = (): EnqueueEnv<Tx> => ({
+    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: false, versionTs: null, generateId, strict: false, store,
+  });
+
+  async function enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api = 'enqueueMany'): Promise<EnqueueResult[]> {
     known(job);
-    if (!Array.isArray(items)) throw new PostboxError('invalid_input', 'enqueue: items must be an array of enqueue options');
-    const at = now();
-    const results: (EnqueueResult | undefined)[] = new Array(items.length);
-    const prepared = await Promise.all(items.map(async (opts, i) => {
-      if (!opts || typeof opts !== 'object') throw new PostboxError('invalid_input', `enqueue: items[${i}] needs options with a payload`);
-      for (const key of ['dedupeKey', 'tenantKey', 'correlationId'] as const) {
-        if (opts[key] !== undefined && opts[key] !== null && typeof opts[key] !== 'string') throw new PostboxError('invalid_input', `enqueue: items[${i}].${key} must be a string`);
-      }
-      const validated = await job.payload['~standard'].validate(opts.payload);
-      if (validated.issues) {
-        results[i] = { status: 'invalid_payload', issues: validated.issues.map((issue) => ({ message: issue.message })) };
-        return null;
-      }
-      const payloadJson = JSON.stringify(validated.value);
-      if (payloadJson === undefined) {
-        results[i] = { status: 'invalid_payload', issues: [{ message: 'payload is not JSON-serialisable' }] };
-        return null;
-      }
-      return { payloadJson, opts };
-    }));
-    const decisions = callCore<{ results: ({ ok: true; dueAt: number } | { ok: false; issues: { message: string }[] })[] }>(core, 'enqueue', {
-      op: 'batch', now: at, maxPayloadBytes, maxQueueDelayMs, hasQueue: false,
-      items: prepared.map((p, i) => ({
-        delayMs: items[i]!.delayMs ?? 0,
-        payloadBytes: p ? new TextEncoder().encode(p.payloadJson).length : 0,
-        ...(items[i]!.maxAttempts === undefined ? {} : { maxAttempts: items[i]!.maxAttempts }),
-      })),
-    }, 'enqueue').results;
-    const writes: number[] = [];
-    const input: AppendInput = { kind: job.kind, lane: job.lane, now: at, versionTs: null, items: [] };
-    const appendItems: AppendInput['items'][number][] = [];
-    prepared.forEach((p, i) => {
-      const d = decisions[i]!;
-      if (!p) return;
-      if (!d.ok) {
-        results[i] = { status: 'invalid_payload', issues: d.issues.map((issue) => ({ message: issue.message })) };
-        return;
-      }
-      writes.push(i);
-      appendItems.push({
-        id: generateId(), payloadJson: p.payloadJson, tenantKey: p.opts.tenantKey ?? null, dedupeKey: p.opts.dedupeKey ?? null,
-        correlationId: p.opts.correlationId ?? null, metadataJson: p.opts.metadata === undefined ? null : JSON.stringify(p.opts.metadata),
-        dueAt: d.dueAt, maxAttempts: p.opts.maxAttempts ?? null,
-      });
-    });
-    return { input: { ...input, items: appendItems }, writes, results };
-  }
-
-  /** The append's rows as results; a held key is `exists` or a conflict as the core says. */
-  function finish(job: JobDefinition, rows: AppendRow[], writes: number[], results: (EnqueueResult | undefined)[]): EnqueueResult[] {
-    const held = rows.map((r, w) => [r, w] as const).filter(([r]) => !r.created);
-    const verdicts = held.length === 0 ? [] : callCore<{ results: DedupeVerdict[] }>(
-      core, 'enqueue', { op: 'dedupe', items: held.map(([r]) => dedupeItem(r, job.kind)) }, 'enqueue',
-    ).results;
-    rows.forEach((r, w) => {
-      if (r.created) results[writes[w]!] = { status: 'created', id: r.id, kind: r.kind };
-    });
-    held.forEach(([r, w], n) => {
-      results[writes[w]!] = heldResult(r, verdicts[n]!);
-    });
-    return results as EnqueueResult[];
-  }
-
-  async function enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]): Promise<EnqueueResult[]> {
-    const { input, writes, results } = await prepare(job, items);
-    const rows = input.items.length === 0 ? [] : await store.append(tx, input);
-    return finish(job, rows, writes, results);
+    return (await enqueueJobs(enqueueEnv(), tx, job, items, api)).results;
   }
 
   const emit = (event: OutboxEvent) => {
@@ -281,15 +220,17 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     retryNowMany: (db, ids, scope) => operate(db, 'retryNow', ids, scope, null),
     eraseTenant: (db, tenantKey) => store.transaction(db, (tx) => store.eraseTenant(tx, tenantKey)),
     async enqueue(tx, job, opts) {
-      return (await enqueueMany(tx, job, [opts]))[0]!;
+      return (await enqueueMany(tx, job, [opts], 'enqueue'))[0]!;
     },
-    enqueueMany,
+    enqueueMany: (tx, job, items) => enqueueMany(tx, job, items),
     async enqueueStatements(db, job, items) {
       if (!store.appendStatements) throw new PostboxError('invalid_config', 'enqueueStatements: this store runs appends itself; use enqueue inside store.transaction');
-      const { input, writes, results } = await prepare(job, items);
-      if (input.items.length === 0) return { statements: [], read: () => results as EnqueueResult[] };
-      const batch = store.appendStatements(db, input);
-      return { statements: batch.statements, read: (res) => finish(job, batch.read(res), writes, [...results]) };
+      known(job);
+      const env = enqueueEnv();
+      const planned = await planEnqueue(env, job, items, 'enqueueStatements');
+      if (!planned.input) return { statements: [], read: () => planned.results as EnqueueResult[] };
+      const batch = store.appendStatements(db, planned.input);
+      return { statements: batch.statements, read: (res) => finishEnqueue(env, job, planned, batch.read(res), 'enqueueStatements').results };
     },
     async drain(db, opts = {}) {
       const [rt, session] = on(db);
