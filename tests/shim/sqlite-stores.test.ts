@@ -1,6 +1,7 @@
 // The SQLite stores (D1 and Durable Object SQLite) inside workerd: every scenario of
 // fixtures/sqlite/ runs in the Worker against Miniflare's real D1 database and a fresh
-// SQLite-backed Durable Object. No PostgreSQL is involved.
+// SQLite-backed Durable Object; the engine's scenarios (createSqliteOutbox) run on the memory
+// store there too. No PostgreSQL is involved.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,13 +26,16 @@ after(async () => {
   await worker?.dispose();
 });
 
+const engine = { ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios };
 const flavors = {
-  d1: { ...scenarios, ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios, ...d1Scenarios, ...d1RuntimeScenarios },
-  'durable-object': { ...scenarios, ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios, ...durableObjectScenarios },
+  d1: { ...scenarios, ...engine, ...d1Scenarios, ...d1RuntimeScenarios },
+  'durable-object': { ...scenarios, ...engine, ...durableObjectScenarios },
+  // The engine's scenarios on the third store, the memory store, in the same Worker.
+  memory: engine,
 };
 
 for (const [flavor, list] of Object.entries(flavors)) {
-  describe(`SQLite store on ${flavor === 'd1' ? 'D1' : 'a Durable Object'} (workerd)`, () => {
+  describe(`${flavor === 'memory' ? 'the memory store' : `SQLite store on ${flavor === 'd1' ? 'D1' : 'a Durable Object'}`} (workerd)`, () => {
     for (const name of Object.keys(list)) {
       test(name, async () => {
         const res = await worker.fetch(`/${flavor}/run?name=${encodeURIComponent(name)}`);
