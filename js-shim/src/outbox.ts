@@ -11,7 +11,7 @@ import { sendNudges, type PendingNudge } from './nudge.js';
 import { outboxSql } from './queries/index.js';
 import { postgresOutboxStore } from './store/postgres.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
-import { randomSeed, type OutboxRuntime } from './runtime.js';
+import { randomSeed, versionTimestamp, type OutboxRuntime } from './runtime.js';
 import { HandlerSessions, LaneSession } from './session.js';
 import type { LaneDb } from './types.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './sweep.js';
@@ -155,7 +155,6 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
   if (options.recordNudges !== undefined && typeof options.recordNudges !== 'boolean') {
     throw new PostboxError('invalid_config', `${who}: recordNudges must be a boolean`);
   }
-  const versionTs = options.version ? Date.parse(options.version.timestamp) : NaN;
   const runtime: OutboxEngine['runtime'] = {
     core,
     options,
@@ -163,7 +162,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     policies: [...registry.values()].map((j) => j.policy as CorePolicy),
     clock: options.clock ?? { now: () => Date.now() },
     concurrency,
-    versionTs: Number.isFinite(versionTs) ? versionTs : null,
+    versionTs: versionTimestamp(options.version),
     emit: (event) => {
       try {
         options.events?.(event);

@@ -2,7 +2,7 @@ import type { OutboxOptions } from './config.js';
 import type { Core } from './core/core.js';
 import type { Session } from './session.js';
 import type { OutboxStore } from './store/contract.js';
-import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable } from './types.js';
+import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable, VersionMetadata } from './types.js';
 
 /** The options the engine reads while it runs jobs, whichever store they live in. */
 export type EngineOptions = Pick<OutboxOptions<readonly JobDefinition[], unknown>, 'deps' | 'onTransition' | 'redactError' | 'warnAtStreak' | 'recordNudges'>;
@@ -34,6 +34,12 @@ export interface OutboxRuntime<Db = LaneDb, Tx = Queryable> {
 
 /** An engine routine's view of a runtime: any transaction handle, since the drain never opens one of the store's own. */
 export type EngineRuntime<Db> = OutboxRuntime<Db, unknown>;
+
+/** The deploy's version timestamp (epoch ms) from `env.CF_VERSION_METADATA`; null without one, or one that does not parse. */
+export function versionTimestamp(version: VersionMetadata | undefined): number | null {
+  const ts = version ? Date.parse(version.timestamp) : NaN;
+  return Number.isFinite(ts) ? ts : null;
+}
 
 // Entropy is drawn 256 values at a time: one getRandomValues call per settled job was a visible
 // share of a short job's cost.

@@ -122,3 +122,27 @@ test('createSqliteOutbox enqueues by createOutbox\'s rules: key lengths, metadat
   await assert.rejects(bad.enqueue(undefined, job, { payload: { n: 3 } }), (e: { code?: string }) => e.code === 'invalid_id');
   assert.equal((await store.countJobs(undefined, {})).pending, 1, 'only the one created job was written');
 });
+
+test('createSqliteOutbox with deploy versions: an older deploy\'s drain and nextDueAt leave a newer deploy\'s jobs alone', async () => {
+  const store = new MemoryOutboxStore();
+  const ran: string[] = [];
+  const job = defineJob({
+    kind: 'sqlite.versioned',
+    payload: z.object({ by: z.string() }),
+    timeoutMs: 1_000,
+    async handle({ by }) {
+      ran.push(by);
+      return ok();
+    },
+  });
+  const older = createSqliteOutbox({ store, jobs: [job], version: { id: 'v1', timestamp: '2026-12-01T00:00:00Z' } });
+  const newer = createSqliteOutbox({ store, jobs: [job], version: { id: 'v2', timestamp: '2026-12-02T00:00:00Z' } });
+  await newer.enqueue(undefined, job, { payload: { by: 'newer' } });
+  await older.enqueue(undefined, job, { payload: { by: 'older' } });
+  assert.equal((await older.drain(undefined)).succeeded, 1);
+  assert.deepEqual(ran, ['older']);
+  assert.equal(await older.nextDueAt(undefined), null, 'the newer deploy\'s job is not the older one\'s to wake for');
+  assert.ok((await newer.nextDueAt(undefined)) !== null);
+  assert.equal((await newer.drain(undefined)).succeeded, 1);
+  assert.deepEqual(ran, ['older', 'newer']);
+});

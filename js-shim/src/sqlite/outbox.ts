@@ -8,8 +8,8 @@
  *
  * What such a store cannot do, it refuses at once: user code inside its transactions
  * (`onTransition` when the outbox is made; a handler's `ok({ commit })` settles as
- * `commit_unsupported`, dead at once; `ctx.db` throws `unsupported`). Not here yet: Queue nudges,
- * schedules, reserved sweeps and deploy versions.
+ * `commit_unsupported`, dead at once; `ctx.db` throws `unsupported`). Deploy versions are
+ * `createOutbox`'s (`version`). Not here yet: Queue nudges, schedules and reserved sweeps.
  * @module
  */
 import { getCore, isCoreError, type Core } from '../core/core.js';
@@ -17,13 +17,13 @@ import { outboxConfig } from '../outbox-config.js';
 import { uuidv7 } from '../ids.js';
 import { PostboxError } from '../errors.js';
 import { addReport, drainLane, emptyReport, type RunReport } from '../runner.js';
-import { randomSeed, type OutboxRuntime } from '../runtime.js';
+import { randomSeed, versionTimestamp, type OutboxRuntime } from '../runtime.js';
 import { DirectSession } from '../session.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from '../sweep.js';
 import type { OperateResult, TenantScope } from '../outbox.js';
 import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from '../enqueue.js';
 import type { JobStatus, OutboxStore } from '../store/contract.js';
-import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent } from '../types.js';
+import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from '../types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -47,6 +47,11 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   events?: (event: OutboxEvent) => void;
   /** Rewrites an error's text before it is stored (secrets, personal data), as `createOutbox`'s. */
   redactError?: (message: string) => string;
+  /**
+   * `env.CF_VERSION_METADATA`, as `createOutbox`'s: jobs carry the deploy that enqueued them, and
+   * an older deploy's drains (and `nextDueAt`) leave a newer one's jobs alone.
+   */
+  version?: VersionMetadata;
   /** A `streak_warning` event once a job fails this many times in a row with one code (a job's own policy wins). */
   warnAtStreak?: number;
 }
@@ -136,6 +141,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     core, { concurrency: options.concurrency ?? 8, maxPayloadBytes: options.maxPayloadBytes }, 'createSqliteOutbox',
   );
   const generateId = options.generateId ?? uuidv7;
+  const versionTs = versionTimestamp(options.version);
   const registry = new Map<string, JobDefinition>();
   for (const job of options.jobs) {
     if (registry.has(job.kind)) throw new PostboxError('invalid_config', `job kind ${job.kind} is registered twice`);
@@ -150,7 +156,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
 
   /** The enqueue's inputs as createOutbox's (enqueue.ts): the same checks, the same core calls, on this store. */
   const enqueueEnv = (): EnqueueEnv<Tx> => ({
-    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: false, versionTs: null, generateId, strict: false, store,
+    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: false, versionTs, generateId, strict: false, store,
   });
 
   async function enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api = 'enqueueMany'): Promise<EnqueueResult[]> {
@@ -166,7 +172,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     }
   };
   const base = {
-    core, registry, policies, concurrency, emit, store, key: null, versionTs: null, seed: randomSeed,
+    core, registry, policies, concurrency, emit, store, key: null, versionTs, seed: randomSeed,
     options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak },
     clock: { now },
     // No queue: the sweep (a Durable Object's alarm, a Cron Trigger) runs every due job.
@@ -253,7 +259,11 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
       let next: number | null = null;
       for (const lane of lanes) {
         const kinds = policies.filter((p) => p.lane === lane).map((p) => p.kind);
-        const due = await store.nextDue(db, { lane, kinds, versionCutoff: null });
+        // Which jobs this deploy may claim is the claim plan's (its version cutoff), as for a drain.
+        const { versionCutoff } = core.call<{ versionCutoff: number | null }>('claim', {
+          op: 'plan', now: now(), deadlineAt: Number.MAX_SAFE_INTEGER, lane, concurrency, policies, version: versionTs === null ? null : { timestamp: versionTs }, target: null,
+        });
+        const due = await store.nextDue(db, { lane, kinds, versionCutoff });
         if (due !== null && (next === null || due < next)) next = due;
       }
       return next;
