@@ -11,11 +11,12 @@ import { sendNudges, type PendingNudge } from './nudge.js';
 import { outboxSql } from './queries/index.js';
 import { postgresOutboxStore } from './store/postgres.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
+import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './operate-jobs.js';
 import { randomSeed, versionTimestamp, type OutboxRuntime } from './runtime.js';
 import { HandlerSessions, LaneSession } from './session.js';
 import type { LaneDb } from './types.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './sweep.js';
-import type { CorePolicy, EnqueueAccepted, JobStatus, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
+import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
 /** The `enqueue` function `transaction` hands its callback. */
 export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
@@ -23,18 +24,7 @@ export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: Enqu
 /** The `enqueueMany` function `transaction` hands its callback: one statement for the list. */
 export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) => Promise<R[]>;
 
-/** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
-type OperateDecision =
-  | { ok: true; status: string; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
-  | { ok: false; reason: 'invalid_state' };
-
-/** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
-export interface TenantScope {
-  tenantKey?: string | null;
-}
-
-/** Per-job result of an operator action. */
-export type OperateResult = { id: string; status: 'ok'; jobStatus: string } | { id: string; status: 'not_found' | 'invalid_state'; jobStatus?: string };
+export type { OperateResult, TenantScope } from './operate-jobs.js';
 
 /** An outbox bound to one invocation's `env`. */
 export interface Outbox<R = EnqueueResult> {
@@ -217,40 +207,8 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
   const operatorTransaction = <T>(what: string, fn: (q: LaneDb) => Promise<T>): Promise<T> =>
     boundedTransaction(options.connect, operationTimeoutMs, what, fn);
 
-  const operate = async (action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) => {
-    const anyTenant = !scope || !('tenantKey' in scope);
-    const now = runtime.clock.now();
-    const { results, nudges } = await operatorTransaction(action, async (q) => {
-      const rows = await store.lockForOperate(q, anyTenant ? { ids } : { ids, tenantKey: scope!.tenantKey ?? null });
-      const found = new Map(rows.map((r) => [r.id, r]));
-      const results: OperateResult[] = [];
-      const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
-      for (const id of ids) {
-        const row = found.get(id);
-        if (!row) {
-          results.push({ id, status: 'not_found' });
-          continue;
-        }
-        const decision = runtime.core.call<OperateDecision>('operate', { action, now, job: { status: row.status } });
-        if (!decision.ok) {
-          results.push({ id, status: 'invalid_state', jobStatus: row.status });
-          continue;
-        }
-        writes.push({ id, ...decision });
-        results.push({ id, status: 'ok', jobStatus: decision.status });
-      }
-      if (writes.length > 0) {
-        await store.applyOperate(q, {
-          now,
-          writes: writes.map((w) => ({ id: w.id, status: w.status as JobStatus, dueAt: w.dueAt, reset: w.reset, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
-        });
-      }
-      const nudges: PendingNudge[] = writes.filter((w) => w.nudge).map((w) => {
-        const row = found.get(w.id)!;
-        return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
-      });
-      return { results, nudges };
-    });
+  const operate = async (action: OperatorVerb, ids: readonly string[], scope: TenantScope | undefined, reason: string | null) => {
+    const { results, nudges } = await operateJobs(runtime, operatorTransaction, action, ids, scope, reason);
     await sendNudges(runtime, nudges);
     return results;
   };

@@ -20,9 +20,10 @@ import { addReport, drainLane, emptyReport, type RunReport } from '../runner.js'
 import { randomSeed, versionTimestamp, type OutboxRuntime } from '../runtime.js';
 import { DirectSession } from '../session.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from '../sweep.js';
-import type { OperateResult, TenantScope } from '../outbox.js';
+import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from '../operate-jobs.js';
+import { sendNudges } from '../nudge.js';
 import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from '../enqueue.js';
-import type { JobStatus, OutboxStore } from '../store/contract.js';
+import type { OutboxStore } from '../store/contract.js';
 import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from '../types.js';
 
 /** Options of {@link createSqliteOutbox}. */
@@ -188,35 +189,13 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     },
   });
 
-  type OperateDecision = { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean } | { ok: false };
-
-  /** One operator action on `ids`: read them, ask the core about each, write its decisions, in one transaction. */
-  function operate(db: Db, action: 'cancel' | 'replay' | 'retryNow', ids: readonly string[], scope: TenantScope | undefined, reason: string | null) {
-    if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string')) throw new PostboxError('invalid_input', `${action}: ids must be an array of job ids`);
-    const at = now();
-    return store.transaction(db, async (tx) => {
-      const rows = await store.lockForOperate(tx, scope && 'tenantKey' in scope ? { ids, tenantKey: scope.tenantKey ?? null } : { ids });
-      const found = new Map(rows.map((r) => [r.id, r]));
-      const results: OperateResult[] = [];
-      const writes: { id: string; status: JobStatus; dueAt: number | null; reset: boolean; reason: string | null; closeAttempt: string | null; finished: boolean; recordReason: boolean }[] = [];
-      for (const id of ids) {
-        const row = found.get(id);
-        if (!row) {
-          results.push({ id, status: 'not_found' });
-          continue;
-        }
-        const d = callCore<OperateDecision>(core, 'operate', { action, now: at, job: { status: row.status } }, action);
-        if (!d.ok) {
-          results.push({ id, status: 'invalid_state', jobStatus: row.status });
-          continue;
-        }
-        writes.push({ id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt, finished: d.finished, recordReason: d.recordReason });
-        results.push({ id, status: 'ok', jobStatus: d.status });
-      }
-      const written = new Set((writes.length === 0 ? [] : await store.applyOperate(tx, { now: at, writes })).map((w) => w.id));
-      // A job that changed between the read and the write (no lock on D1) is reported as found in another state.
-      return results.map((r): OperateResult => (r.status === 'ok' && !written.has(r.id) ? { id: r.id, status: 'invalid_state' } : r));
-    });
+  /** One operator action on `ids` in one store transaction (operate-jobs.ts, as createOutbox's). */
+  async function operate(db: Db, action: OperatorVerb, ids: readonly string[], scope: TenantScope | undefined, reason: string | null) {
+    const [rt] = on(db);
+    const { results, nudges } = await operateJobs(rt, (_what, fn) => store.transaction(db, fn), action, ids, scope, reason);
+    // No queue: a replayed or retried job's nudge is an event, and the next drain or sweep runs it.
+    await sendNudges(rt, nudges);
+    return results;
   }
 
   return {

@@ -1,0 +1,77 @@
+// Operator actions on named jobs, for every store: lock the jobs, ask the core about each
+// (pb_operate), write its decisions, all in one transaction of the store; the nudges the core
+// asks for go out after the commit (the caller's).
+import { PostboxError } from './errors.js';
+import type { PendingNudge } from './nudge.js';
+import type { OutboxRuntime } from './runtime.js';
+import type { OperateTarget } from './store/contract.js';
+import type { JobStatus } from './types.js';
+
+/** An operator action on named jobs. */
+export type OperatorVerb = 'cancel' | 'replay' | 'retryNow';
+
+/** Scope of an operator action: omit for any tenant; `null` for jobs without a tenant. */
+export interface TenantScope {
+  tenantKey?: string | null;
+}
+
+/** Per-job result of an operator action. */
+export type OperateResult = { id: string; status: 'ok'; jobStatus: string } | { id: string; status: 'not_found' | 'invalid_state'; jobStatus?: string };
+
+/** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
+type OperateDecision =
+  | { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
+  | { ok: false; reason: 'invalid_state' };
+
+/**
+ * Runs `action` on `ids` in one transaction of the store (`transaction`, the outbox's own:
+ * PostgreSQL's bounded one, or the store's). Results come in `ids`' order; a job that changed
+ * between the read and the write (a store without row locks, D1) is `invalid_state`.
+ */
+export async function operateJobs<Tx>(
+  rt: OutboxRuntime<unknown, Tx>,
+  transaction: <T>(what: string, fn: (tx: Tx) => Promise<T>) => Promise<T>,
+  action: OperatorVerb,
+  ids: readonly string[],
+  scope: TenantScope | undefined,
+  reason: string | null,
+): Promise<{ results: OperateResult[]; nudges: PendingNudge[] }> {
+  if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string')) throw new PostboxError('invalid_input', `${action}: ids must be an array of job ids`);
+  const anyTenant = !scope || !('tenantKey' in scope);
+  const now = rt.clock.now();
+  return transaction(action, async (tx) => {
+    const rows = await rt.store.lockForOperate(tx, anyTenant ? { ids } : { ids, tenantKey: scope!.tenantKey ?? null });
+    const found = new Map<string, OperateTarget>(rows.map((r) => [r.id, r]));
+    const results: OperateResult[] = [];
+    const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
+    for (const id of ids) {
+      const row = found.get(id);
+      if (!row) {
+        results.push({ id, status: 'not_found' });
+        continue;
+      }
+      const decision = rt.core.call<OperateDecision>('operate', { action, now, job: { status: row.status } });
+      if (!decision.ok) {
+        results.push({ id, status: 'invalid_state', jobStatus: row.status });
+        continue;
+      }
+      writes.push({ id, ...decision });
+      results.push({ id, status: 'ok', jobStatus: decision.status });
+    }
+    const written = new Set(
+      writes.length === 0
+        ? []
+        : (await rt.store.applyOperate(tx, {
+            now,
+            writes: writes.map((w) => ({ id: w.id, status: w.status, dueAt: w.dueAt, reset: w.reset, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
+          })).map((w) => w.id),
+    );
+    const nudges: PendingNudge[] = writes
+      .filter((w) => w.nudge && written.has(w.id))
+      .map((w) => {
+        const row = found.get(w.id)!;
+        return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
+      });
+    return { results: results.map((r): OperateResult => (r.status === 'ok' && !written.has(r.id) ? { id: r.id, status: 'invalid_state' } : r)), nudges };
+  });
+}
