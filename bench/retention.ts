@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { createOutbox, defineJob, ok, runConsumer, runSweep } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
-import { outboxSql } from '../js-shim/src/queries/index.ts';
+import { outboxSql } from '../js-shim/src/stores/pg/sql/index.ts';
 import { startPostgres } from '../tests/support/postgres.ts';
 import { arg, flag, timeQueries, writeResults, type QuerySpan } from './common.ts';
 

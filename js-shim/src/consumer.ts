@@ -3,8 +3,8 @@
 // Node-only module: the same calls work in workerd (a Durable Object, say) and in Node.
 import { PostboxError, errorMessage } from './errors.js';
 import { RUN, type Outbox } from './outbox.js';
-import { addReport, emptyReport, type RunReport } from './runner.js';
-import type { SweepOptions, SweepReport } from './sweep.js';
+import { addReport, emptyReport, type RunReport } from './engine/drain.js';
+import type { SweepOptions, SweepReport } from './engine/sweep.js';
 
 /** Options of {@link runDrain}. */
 export interface RunDrainOptions {

@@ -6,7 +6,7 @@
  * @module
  */
 import { getCore } from './core/core.js';
-import type { TransactionalDb } from './db.js';
+import type { TransactionalDb } from './stores/pg/db.js';
 import { PostboxError } from './errors.js';
 import { listJobs, type JobFilter } from './inspect/index.js';
 import type { OperateResult, Outbox, TenantScope } from './outbox.js';

@@ -1,21 +1,21 @@
 import type { DepsOption, JobsDeps, OutboxOptions } from './config.js';
 import { getCore } from './core/core.js';
-import { outboxConfig, type OutboxConfig } from './outbox-config.js';
-import { runTransaction, toQueryable, type TransactionalDb } from './db.js';
-import { boundedTransaction } from './bounded.js';
-import { enqueueJobs, type EnqueueEnv } from './enqueue.js';
+import { outboxConfig, type OutboxConfig } from './engine/outbox-config.js';
+import { runTransaction, toQueryable, type TransactionalDb } from './stores/pg/db.js';
+import { boundedTransaction } from './stores/pg/bounded.js';
+import { enqueueJobs, type EnqueueEnv } from './engine/enqueue.js';
 import { PostboxError, errorMessage } from './errors.js';
 import { isUuid, uuidv7 } from './ids.js';
 import { checkOutboxName } from './name.js';
-import { sendNudges, type PendingNudge } from './nudge.js';
-import { outboxSql } from './queries/index.js';
-import { postgresOutboxStore } from './store/postgres.js';
-import { addReport, drainLane, emptyReport, type RunReport } from './runner.js';
-import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './operate-jobs.js';
-import { randomSeed, versionTimestamp, type OutboxRuntime } from './runtime.js';
-import { HandlerSessions, LaneSession } from './session.js';
+import { sendNudges, type PendingNudge } from './engine/nudge.js';
+import { outboxSql } from './stores/pg/sql/index.js';
+import { postgresOutboxStore } from './stores/pg/store.js';
+import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
+import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
+import { randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
+import { HandlerSessions, LaneSession } from './engine/session.js';
 import type { LaneDb } from './types.js';
-import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './sweep.js';
+import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './engine/sweep.js';
 import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
 /** The `enqueue` function `transaction` hands its callback. */
@@ -24,7 +24,7 @@ export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: Enqu
 /** The `enqueueMany` function `transaction` hands its callback: one statement for the list. */
 export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) => Promise<R[]>;
 
-export type { OperateResult, TenantScope } from './operate-jobs.js';
+export type { OperateResult, TenantScope } from './engine/operate.js';
 
 /** An outbox bound to one invocation's `env`. */
 export interface Outbox<R = EnqueueResult> {

@@ -17,7 +17,7 @@ import { outboxTables, verifyOutboxSchema } from 'postbox/drizzle';
 import { countJobs, getJob, listJobs } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { migrate, migrationLockKey, MIGRATION_LOCK_KEY, OUTBOX_MIGRATIONS, outboxMigrations, outboxSchemaName } from 'postbox/sql';
-import { outboxSql } from '../../js-shim/src/queries/index.ts';
+import { outboxSql } from '../../js-shim/src/stores/pg/sql/index.ts';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 

@@ -8,7 +8,7 @@ import { useSilentServer } from '../support/silent-server.ts';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok, PostboxError, type Connector } from '../../js-shim/src/index.ts';
 import { getCore } from '../../js-shim/src/core/core.ts';
-import { outboxConfig } from '../../js-shim/src/outbox-config.ts';
+import { outboxConfig } from '../../js-shim/src/engine/outbox-config.ts';
 import { createPgConnector } from '../../js-shim/src/pg/index.ts';
 
 const silent = useSilentServer();

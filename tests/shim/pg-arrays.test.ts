@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import { plainArray, textArray } from '../../js-shim/src/store/postgres.ts';
+import { plainArray, textArray } from '../../js-shim/src/stores/pg/store.ts';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 
 let server: PgServer;

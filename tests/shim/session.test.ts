@@ -68,7 +68,7 @@ test('a handler stuck in a query past its timeout leaves no connection open once
 });
 
 test('a caller queued before replace() never runs inside a newer caller\'s transaction', async () => {
-  const { LaneSession } = await import('../../js-shim/src/session.ts');
+  const { LaneSession } = await import('../../js-shim/src/engine/session.ts');
   await withClient(url, (c) => c.query('CREATE TABLE IF NOT EXISTS public.order_check (note text)'));
   const session = new LaneSession(createPgConnector(url));
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

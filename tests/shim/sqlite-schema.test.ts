@@ -1,4 +1,4 @@
-// The SQLite stores' tables (js-shim/src/sqlite/schema.ts, a translation of migrations/ into
+// The SQLite stores' tables (js-shim/src/stores/sqlite/schema.ts, a translation of migrations/ into
 // SQLite types) checked against the migrations as PostgreSQL applies them: the same tables, the
 // same columns with the same NOT NULLs and primary keys, the same indexes (name, columns,
 // unique, partial). SQLite's side is read from Miniflare's D1 inside workerd (PRAGMA), the
@@ -34,7 +34,7 @@ interface Table {
 /** What the two stores mean to differ in, and why. */
 const INTENDED: Record<string, string> = {
   'table index_baseline: postgresql only': 'index compaction after a held horizon (REINDEX CONCURRENTLY) is PostgreSQL\'s alone',
-  'table guard: sqlite only': 'the one row a D1 batch\'s guard statements rewrite, so a failed guard aborts the batch (sqlite/statements.ts)',
+  'table guard: sqlite only': 'the one row a D1 batch\'s guard statements rewrite, so a failed guard aborts the batch (stores/sqlite/statements.ts)',
   'column job.started_at: postgresql only': 'PostgreSQL writes an attempt once, at its settle (0006), so the job holds the running attempt\'s start; SQLite opens the attempt row at the claim, in-process, with its start',
   'not null attempt.lease_expires_at: postgresql null, sqlite not null': 'the same: PostgreSQL\'s attempt row is written at settle, when a released attempt has no lease to record',
   'foreign key attempt.job_id: sqlite only': 'deleting a job deletes its attempts: SQLite by the key\'s ON DELETE CASCADE, PostgreSQL by a statement-level trigger (0005), which is cheaper per claimed job than the key\'s row checks',

@@ -6,7 +6,7 @@
  * @module
  */
 import { createInterface } from 'node:readline/promises';
-import type { TransactionalDb } from '../db.js';
+import type { TransactionalDb } from '../stores/pg/db.js';
 import { countJobs, getJob } from '../inspect/index.js';
 import { readOnly } from '../inspect/read.js';
 import { operateMatching, type OperateMatchingReport, type OperatorAction } from '../operate.js';

@@ -1,11 +1,11 @@
 import { errorMessage } from '../errors.js';
 import { isCoreError } from '../core/core.js';
-import { deadlineError, isDeadlineError } from '../deadline.js';
+import { deadlineError, isDeadlineError } from '../engine/deadline.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
-import { sendDrains } from '../nudge.js';
+import { sendDrains } from '../engine/nudge.js';
 import { RUN, type Outbox, type OutboxEngine } from '../outbox.js';
-import { addReport, emptyReport, type RunReport } from '../runner.js';
-import type { OutboxRuntime } from '../runtime.js';
+import { addReport, emptyReport, type RunReport } from '../engine/drain.js';
+import type { OutboxRuntime } from '../engine/runtime.js';
 import type { OutboxEvent } from '../types.js';
 
 /** The parts of a Cloudflare `MessageBatch` Postbox uses. */

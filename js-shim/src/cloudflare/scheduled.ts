@@ -1,9 +1,9 @@
 import { PostboxError, errorMessage } from '../errors.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
 import { RUN, type Outbox } from '../outbox.js';
-import type { OutboxRuntime } from '../runtime.js';
-import { type LaneSession } from '../session.js';
-import { planSweep, type SweepOptions, type SweepReport } from '../sweep.js';
+import type { OutboxRuntime } from '../engine/runtime.js';
+import { type LaneSession } from '../engine/session.js';
+import { planSweep, type SweepOptions, type SweepReport } from '../engine/sweep.js';
 import type { EnqueueResult, LaneDb } from '../types.js';
 import { inTurns, type OutboxFactory, type OutboxFleetFactory } from './queue.js';
 import type { Schedule } from './schedule.js';

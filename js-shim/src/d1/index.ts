@@ -26,14 +26,14 @@
  * @module
  */
 import { PostboxError } from '../errors.js';
-import type { AppendBatch, AppendInput, AppendRow, ApplyOperateInput, OperateTarget } from '../store/contract.js';
-import { d1Driver, d1Statement, type D1Like, type D1StatementLike, type SqliteDriver, type SqlRow, type SqlStatement } from '../sqlite/driver.js';
-import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../sqlite/schema.js';
-import { jsonEqual, SqliteOutboxStore } from '../sqlite/store.js';
+import type { AppendBatch, AppendInput, AppendRow, ApplyOperateInput, OperateTarget } from '../stores/contract.js';
+import { d1Driver, d1Statement, type D1Like, type D1StatementLike, type SqliteDriver, type SqlRow, type SqlStatement } from '../stores/sqlite/driver.js';
+import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../stores/sqlite/schema.js';
+import { jsonEqual, SqliteOutboxStore } from '../stores/sqlite/store.js';
 
 export { d1Driver, sqliteMigrations, sqliteTablePrefix, type D1Like, type D1StatementLike, type SqliteDriver, type SqliteMigration };
-export { jsonEqual } from '../sqlite/store.js';
-export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite/outbox.js';
+export { jsonEqual } from '../stores/sqlite/store.js';
+export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite-outbox.js';
 
 /** One queued entry of a D1 transaction's batch. */
 type Entry = { app: D1PreparedStatement } | { store: SqlStatement };

@@ -15,7 +15,7 @@
  * ```
  * @module
  */
-import type { TransactionalDb } from '../db.js';
+import type { TransactionalDb } from '../stores/pg/db.js';
 import { getCore } from '../core/core.js';
 import { PostboxError } from '../errors.js';
 import {

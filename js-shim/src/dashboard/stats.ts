@@ -5,7 +5,7 @@
  * @module
  */
 import type { Queryable } from '../types.js';
-import { ts } from '../queries/time.js';
+import { ts } from '../stores/pg/sql/time.js';
 import { tenantFilter } from '../inspect/read.js';
 import type { HealthFacts, HealthGrade, HealthGrades, TableHealth } from '../inspect/health.js';
 

@@ -7,7 +7,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
-import { runTransaction, type TransactionalDb } from '../db.js';
+import { runTransaction, type TransactionalDb } from '../stores/pg/db.js';
 import { OUTBOX_ROUTINE_STATEMENTS, OUTBOX_ROUTINES } from '../generated/migrations.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
 import { outboxMigrations } from '../sql/index.js';

@@ -17,13 +17,13 @@
  * ```
  * @module
  */
-import { durableObjectDriver, type DurableObjectSqlStorage, type SqliteDriver } from '../sqlite/driver.js';
-import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../sqlite/schema.js';
-import { SqliteOutboxStore } from '../sqlite/store.js';
+import { durableObjectDriver, type DurableObjectSqlStorage, type SqliteDriver } from '../stores/sqlite/driver.js';
+import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../stores/sqlite/schema.js';
+import { SqliteOutboxStore } from '../stores/sqlite/store.js';
 
 export { durableObjectDriver, sqliteMigrations, sqliteTablePrefix, type DurableObjectSqlStorage, type SqliteDriver, type SqliteMigration };
-export { jsonEqual } from '../sqlite/store.js';
-export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite/outbox.js';
+export { jsonEqual } from '../stores/sqlite/store.js';
+export { createSqliteOutbox, type EnqueueStatements, type SqliteOutbox, type SqliteOutboxOptions, type SqliteRunReport } from '../sqlite-outbox.js';
 
 /** `ctx.storage` of a SQLite-backed Durable Object. */
 export type DurableObjectStorageLike = DurableObjectStorage;

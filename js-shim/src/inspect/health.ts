@@ -6,9 +6,9 @@
  */
 import type { Core } from '../core/core.js';
 import type { Queryable } from '../types.js';
-import { HORIZON_HOLDERS, ageOrNull, horizonHolders, jsonList, type HorizonHolder } from '../queries/horizon.js';
+import { HORIZON_HOLDERS, ageOrNull, horizonHolders, jsonList, type HorizonHolder } from '../stores/pg/sql/horizon.js';
 
-export type { HorizonHolder } from '../queries/horizon.js';
+export type { HorizonHolder } from '../stores/pg/sql/horizon.js';
 
 /** The outbox's tables, whose statistics health reads. */
 export const OUTBOX_TABLES = ['job', 'attempt', 'schedule_run', 'webhook_endpoint', 'index_baseline'] as const;

@@ -4,14 +4,14 @@
  * @module
  */
 import { getCore } from '../core/core.js';
-import type { TransactionalDb } from '../db.js';
+import type { TransactionalDb } from '../stores/pg/db.js';
 import { PostboxError } from '../errors.js';
 import type { JobStatus } from '../types.js';
-import type { AttemptView, JobFilter, JobView } from '../store/contract.js';
+import type { AttemptView, JobFilter, JobView } from '../stores/contract.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
 import { gradeHealth, readHealthFacts, type HealthGrade, type HorizonHolder, type TableHealth } from './health.js';
-import { postgresOutboxStore, tenantFilter } from '../store/postgres.js';
-import { checkLimit, decodeCursor } from '../store/shared.js';
+import { postgresOutboxStore, tenantFilter } from '../stores/pg/store.js';
+import { checkLimit, decodeCursor } from '../stores/shared.js';
 import { readOnly, type ReadOptions } from './read.js';
 
 export type { AttemptView, JobFilter, JobView };

@@ -3,7 +3,7 @@
  * statement timeout. Internal: shared by `postbox/inspect` and `postbox/dashboard`.
  * @module
  */
-import { runTransaction, type TransactionalDb } from '../db.js';
+import { runTransaction, type TransactionalDb } from '../stores/pg/db.js';
 import { getCore } from '../core/core.js';
 import { PostboxError, errorMessage } from '../errors.js';
 import { checkOutboxName, schemaIdent } from '../name.js';
@@ -39,4 +39,4 @@ export async function readOnly<T>(db: TransactionalDb, opts: ReadOptions, fn: (q
   });
 }
 
-export { tenantFilter } from '../store/postgres.js';
+export { tenantFilter } from '../stores/pg/store.js';

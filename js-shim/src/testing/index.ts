@@ -4,11 +4,11 @@
  * an in-process PostgreSQL (PGlite, an optional peer dependency) with the schema applied.
  * @module
  */
-import { runTransaction, type TransactionalDb } from '../db.js';
+import { runTransaction, type TransactionalDb } from '../stores/pg/db.js';
 import { PostboxError } from '../errors.js';
 import { runDrain, runRecovery } from '../consumer.js';
 import { RUN, type Outbox } from '../outbox.js';
-import { addReport, emptyReport, type RunReport } from '../runner.js';
+import { addReport, emptyReport, type RunReport } from '../engine/drain.js';
 import type { Clock, LaneDb } from '../types.js';
 
 /** A clock that moves only when told. */

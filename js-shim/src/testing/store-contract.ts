@@ -6,10 +6,10 @@
  * @module
  */
 import { getCore } from '../core/core.js';
-import { dedupeItem } from '../dedupe.js';
+import { dedupeItem } from '../engine/dedupe.js';
 import type { PostboxError } from '../errors.js';
-import type { SettleDecision } from '../settle.js';
-import type { AppendRow, ClaimedJob, ClaimInput, JobStatus, JobView, OutboxStore, SettleWrite } from '../store/contract.js';
+import type { SettleDecision } from '../engine/settle.js';
+import type { AppendRow, ClaimedJob, ClaimInput, JobStatus, JobView, OutboxStore, SettleWrite } from '../stores/contract.js';
 import type { CorePolicy } from '../types.js';
 
 /** One scenario: `run` resolves when the store conforms, and rejects saying how it does not. */

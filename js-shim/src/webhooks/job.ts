@@ -3,11 +3,11 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { getCore } from '../core/core.js';
 import { PostboxError, errorMessage } from '../errors.js';
-import { HANDLER_RUNTIME, type HandlerRuntime } from '../handler.js';
+import { HANDLER_RUNTIME, type HandlerRuntime } from '../engine/handler.js';
 import { uuidv7 } from '../ids.js';
 import { defer, defineJobFor, fail, ok, retry } from '../jobs.js';
-import { outboxSql } from '../queries/index.js';
-import type { StoredWebhookEndpoint as StoredEndpoint, WebhookEndpointStore } from '../store/contract.js';
+import { outboxSql } from '../stores/pg/sql/index.js';
+import type { StoredWebhookEndpoint as StoredEndpoint, WebhookEndpointStore } from '../stores/contract.js';
 import type { EnqueueOptions, HandlerOutcome, JobContext, JobDefinition, Queryable } from '../types.js';
 import { signWebhook } from './sign.js';
 

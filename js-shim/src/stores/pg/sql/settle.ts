@@ -43,7 +43,7 @@ const settleCtes = (s: string, first: number): string => {
 )`;
 };
 
-/** The settle part of a statement, for composing it with a claim (see queries/drain.ts). */
+/** The settle part of a statement, for composing it with a claim (see drain.ts). */
 export const SETTLE_PARAMS = 12;
 export { settleCtes };
 

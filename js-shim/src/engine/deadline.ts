@@ -2,7 +2,7 @@
 // (connection acquisition, statements, queue sends). A Worker that outlives its platform limit
 // is killed mid-write; one that gives up at its deadline reports what it could not finish, and
 // the leases and sweeps pick the rest up, so nothing is lost.
-import { PostboxError } from './errors.js';
+import { PostboxError } from '../errors.js';
 
 /** An invocation's deadline on the outbox's clock. */
 export interface Deadline {

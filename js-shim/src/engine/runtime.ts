@@ -1,8 +1,8 @@
-import type { OutboxOptions } from './config.js';
-import type { Core } from './core/core.js';
+import type { OutboxOptions } from '../config.js';
+import type { Core } from '../core/core.js';
 import type { Session } from './session.js';
-import type { OutboxStore } from './store/contract.js';
-import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable, VersionMetadata } from './types.js';
+import type { OutboxStore } from '../stores/contract.js';
+import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable, VersionMetadata } from '../types.js';
 
 /** The options the engine reads while it runs jobs, whichever store they live in. */
 export type EngineOptions = Pick<OutboxOptions<readonly JobDefinition[], unknown>, 'deps' | 'onTransition' | 'redactError' | 'warnAtStreak' | 'recordNudges'>;

@@ -1,13 +1,13 @@
 // Runs one handler: payload validation, the timeout (real time), the AbortSignal, a fenced
 // ctx.db, its lease (ctx.heartbeat, automatic beats, the stop point: lease.ts), and the mapping of whatever the handler did (returned, threw, hung) to an outcome.
 import type { Finished, ClaimedRow } from './attempt.js';
-import { LANE_DB } from './db.js';
-import { PostboxError, errorMessage } from './errors.js';
+import { LANE_DB } from '../stores/pg/db.js';
+import { PostboxError, errorMessage } from '../errors.js';
 import { AttemptLease, lostError, type Admitted } from './lease.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Deadline } from './deadline.js';
 import { LaneSession, type HandlerSessions, type Session } from './session.js';
-import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from './types.js';
+import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from '../types.js';
 
 /**
  * @internal The outbox's clock and event sink, on every handler's ctx under this key, for
@@ -17,8 +17,8 @@ export const HANDLER_RUNTIME: unique symbol = Symbol.for('postbox.handlerRuntime
 export interface HandlerRuntime {
   now(): number;
   /** The store's webhook endpoints (postbox/webhooks writes them with ctx.db); absent where it keeps none. */
-  webhookEndpoints: import('./store/contract.js').WebhookEndpointStore<Queryable> | undefined;
-  emit(event: import('./types.js').OutboxEvent): void;
+  webhookEndpoints: import('../stores/contract.js').WebhookEndpointStore<Queryable> | undefined;
+  emit(event: import('../types.js').OutboxEvent): void;
 }
 
 export interface HandlerResult {

@@ -4,8 +4,8 @@
  * flags there and the verdict back. Shared by every outbox (PostgreSQL and SQLite).
  * @module
  */
-import type { AppendRow } from './store/contract.js';
-import type { EnqueueResult } from './types.js';
+import type { AppendRow } from '../stores/contract.js';
+import type { EnqueueResult } from '../types.js';
 
 /** What the core answers for one held key (pb_enqueue, `{"op":"dedupe"}`). */
 export type DedupeVerdict = { status: 'exists' } | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' | 'maxAttempts' | 'metadata' | 'correlationId' };

@@ -1,14 +1,14 @@
 // Settlement: the core decides each attempt's transition; this writes them. Plain ones go in
-// one statement through writeSettled (alone, or with the next claim: see runner.ts); ones with a hook (ok({ commit }),
+// one statement through writeSettled (alone, or with the next claim: see drain.ts); ones with a hook (ok({ commit }),
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
-import { errorMessage } from './errors.js';
+import { errorMessage } from '../errors.js';
 import { emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
 import { fromHandlerOutcome, redact } from './handler.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Session } from './session.js';
-import type { ClaimInput, SettleWrite } from './store/contract.js';
-import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, Queryable } from './types.js';
+import type { ClaimInput, SettleWrite } from '../stores/contract.js';
+import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, Queryable } from '../types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
 export interface SettleDecision {
@@ -209,7 +209,7 @@ export interface WrittenWithClaim extends Written {
 /**
  * The one writer of plain settlements, for the drain's statements and every other settle alike.
  * With `claim`, the lane's next claim rides on the first statement (one round trip; see
- * runner.ts). As the core decides from a failure: a lost session is tried again on a fresh one;
+ * drain.ts). As the core decides from a failure: a lost session is tried again on a fresh one;
  * a statement refused for one row's data is split until that row is alone, and that row is
  * written again with its error text replaced, so no other row shares its fate. Retries never
  * carry the claim.

@@ -1,11 +1,11 @@
 // Operator actions on named jobs, for every store: lock the jobs, ask the core about each
 // (pb_operate), write its decisions, all in one transaction of the store; the nudges the core
 // asks for go out after the commit (the caller's).
-import { PostboxError } from './errors.js';
+import { PostboxError } from '../errors.js';
 import type { PendingNudge } from './nudge.js';
 import type { OutboxRuntime } from './runtime.js';
-import type { OperateTarget } from './store/contract.js';
-import type { JobStatus } from './types.js';
+import type { OperateTarget } from '../stores/contract.js';
+import type { JobStatus } from '../types.js';
 
 /** An operator action on named jobs. */
 export type OperatorVerb = 'cancel' | 'replay' | 'retryNow';

@@ -1,6 +1,6 @@
 // What a claimed attempt is, how it ended, and what a run of attempts did.
-import type { ClaimedJob } from './store/contract.js';
-import type { Queryable } from './types.js';
+import type { ClaimedJob } from '../stores/contract.js';
+import type { Queryable } from '../types.js';
 
 /** A job row as claimed (or found with an expired lease): the store contract's `ClaimedJob`. */
 export type ClaimedRow = ClaimedJob;

@@ -1,6 +1,6 @@
 /**
  * An outbox over a SQLite store (D1 or a Durable Object): the same engine as `createOutbox`
- * (runner.ts: the pipeline drain, its settlements with the claim riding on them, leases and
+ * (engine/drain.ts: the pipeline drain, its settlements with the claim riding on them, leases and
  * heartbeats, recovery and the sweep as the core plans it), on a {@link DirectSession} over the
  * store's handle instead of a PostgreSQL lane session. What is its own: enqueue inside the
  * store's transaction (or as statements for a D1 batch), and operator actions in one store
@@ -12,19 +12,19 @@
  * `createOutbox`'s (`version`). Not here yet: Queue nudges, schedules and reserved sweeps.
  * @module
  */
-import { getCore, isCoreError, type Core } from '../core/core.js';
-import { outboxConfig } from '../outbox-config.js';
-import { uuidv7 } from '../ids.js';
-import { PostboxError } from '../errors.js';
-import { addReport, drainLane, emptyReport, type RunReport } from '../runner.js';
-import { randomSeed, versionTimestamp, type OutboxRuntime } from '../runtime.js';
-import { DirectSession } from '../session.js';
-import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from '../sweep.js';
-import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from '../operate-jobs.js';
-import { sendNudges } from '../nudge.js';
-import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from '../enqueue.js';
-import type { OutboxStore } from '../store/contract.js';
-import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from '../types.js';
+import { getCore, isCoreError, type Core } from './core/core.js';
+import { outboxConfig } from './engine/outbox-config.js';
+import { uuidv7 } from './ids.js';
+import { PostboxError } from './errors.js';
+import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
+import { randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
+import { DirectSession } from './engine/session.js';
+import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from './engine/sweep.js';
+import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
+import { sendNudges } from './engine/nudge.js';
+import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from './engine/enqueue.js';
+import type { OutboxStore } from './stores/contract.js';
+import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from './types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -189,7 +189,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     },
   });
 
-  /** One operator action on `ids` in one store transaction (operate-jobs.ts, as createOutbox's). */
+  /** One operator action on `ids` in one store transaction (engine/operate.ts, as createOutbox's). */
   async function operate(db: Db, action: OperatorVerb, ids: readonly string[], scope: TenantScope | undefined, reason: string | null) {
     const [rt] = on(db);
     const { results, nudges } = await operateJobs(rt, (_what, fn) => store.transaction(db, fn), action, ids, scope, reason);

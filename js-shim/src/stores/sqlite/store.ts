@@ -5,13 +5,13 @@
  * SQL and differ only in their driver and their transaction.
  * @module
  */
-import { PostboxError } from '../errors.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../store/shared.js';
+import { PostboxError } from '../../errors.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
   OperateTarget, OutboxStore, RetentionInput, SettleInput,
-} from '../store/contract.js';
+} from '../contract.js';
 import type { SqliteDriver, SqlRow, SqlStatement, SqlValue } from './driver.js';
 import { migrateSqlite, sqliteTablePrefix } from './schema.js';
 import { JOB_VIEW_COLUMNS, sqliteSql, type SqliteSql } from './statements.js';

@@ -1,4 +1,4 @@
-import type { ClaimedJob } from '../store/contract.js';
+import type { ClaimedJob } from '../../contract.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
@@ -64,7 +64,7 @@ export { CLAIMED_COLUMNS };
 
 /**
  * The claimed columns as one JSON array per job, for statements that return the claim inside
- * JSON (queries/drain.ts): without a key per field the answer is about a third the size, which
+ * JSON (drain.ts): without a key per field the answer is about a third the size, which
  * keeps a claim's answer within a segment or two. Same order as {@link claimedFromArray}.
  */
 export const CLAIMED_ARRAY = `json_build_array(${CLAIMED_VALUES})`;

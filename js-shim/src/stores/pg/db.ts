@@ -1,5 +1,5 @@
-import { PostboxError } from './errors.js';
-import type { OutboxDb, Queryable } from './types.js';
+import { PostboxError } from '../../errors.js';
+import type { OutboxDb, Queryable } from '../../types.js';
 
 /**
  * Marks `ctx.db`. Its statements share the lane session with other handlers and the drain, so

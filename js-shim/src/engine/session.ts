@@ -1,6 +1,6 @@
 import { beforeDeadline, deadlineError, type Deadline } from './deadline.js';
-import { PostboxError, errorMessage } from './errors.js';
-import type { Connector, LaneConnection, LaneDb } from './types.js';
+import { PostboxError, errorMessage } from '../errors.js';
+import type { Connector, LaneConnection, LaneDb } from '../types.js';
 
 /**
  * What the engine needs of a store's session for one invocation: the handle to itself, a

@@ -3,10 +3,10 @@
 // when the next beat is due, when the attempt must stop unless a beat got through); this writes
 // the beats, fenced by the attempt, on the lane's session, and keeps the timers.
 import type { ClaimedRow } from './attempt.js';
-import { PostboxError, errorMessage } from './errors.js';
+import { PostboxError, errorMessage } from '../errors.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Session } from './session.js';
-import type { JobDefinition } from './types.js';
+import type { JobDefinition } from '../types.js';
 
 /** pb_claim admit's answer for a started attempt. */
 export interface Admitted {

@@ -1,11 +1,11 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import type { Core } from './core/core.js';
-import { isCoreError } from './core/core.js';
+import type { Core } from '../core/core.js';
+import { isCoreError } from '../core/core.js';
 import { type DedupeVerdict, dedupeItem, heldResult } from './dedupe.js';
-import { EnqueueRefusedError, PostboxError } from './errors.js';
+import { EnqueueRefusedError, PostboxError } from '../errors.js';
 import type { PendingNudge } from './nudge.js';
-import type { AppendInput, AppendRow, OutboxStore } from './store/contract.js';
-import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from './types.js';
+import type { AppendInput, AppendRow, OutboxStore } from '../stores/contract.js';
+import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from '../types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
 export type EnqueueDecision =

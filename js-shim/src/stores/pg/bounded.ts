@@ -1,8 +1,8 @@
 // One operator action's whole life under one bound: connecting, its transaction and closing.
 // A server that never answers (a wedged proxy, a stopped backend) or a lock held elsewhere
 // must fail the action within the bound, and leave no connection behind.
-import { PostboxError, errorMessage } from './errors.js';
-import type { Connector, LaneConnection, LaneDb } from './types.js';
+import { PostboxError, errorMessage } from '../../errors.js';
+import type { Connector, LaneConnection, LaneDb } from '../../types.js';
 
 const timeoutError = (what: string, timeoutMs: number, cause?: unknown): PostboxError =>
   new PostboxError('timeout', `${what}: not done within operationTimeoutMs (${timeoutMs} ms)${cause === undefined ? '' : `: ${errorMessage(cause)}`}`, cause === undefined ? undefined : { cause });

@@ -1,4 +1,4 @@
-import type { LaneDb } from '../types.js';
+import type { LaneDb } from '../../../types.js';
 
 /** A named SQL statement: the name lets the server plan it once per session. */
 export interface Statement {

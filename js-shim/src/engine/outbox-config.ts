@@ -1,8 +1,8 @@
 // An outbox's numeric options, checked and defaulted by the core: shared by createOutbox and
 // createSqliteOutbox (in a module of its own so the SQLite entry points do not load the
 // PostgreSQL runtime).
-import { isCoreError, type Core } from './core/core.js';
-import { PostboxError } from './errors.js';
+import { isCoreError, type Core } from '../core/core.js';
+import { PostboxError } from '../errors.js';
 
 /** An outbox's numeric options after the core checked and defaulted them. */
 export interface OutboxConfig {

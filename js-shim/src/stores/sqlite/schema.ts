@@ -7,7 +7,7 @@
  * them (columns, NOT NULLs, primary keys, indexes), listing the differences the designs mean.
  * @module
  */
-import { checkOutboxName } from '../name.js';
+import { checkOutboxName } from '../../name.js';
 import type { SqliteDriver } from './driver.js';
 
 /**

@@ -5,7 +5,7 @@
  * serve two outboxes and the server keeps one plan per name.
  * @module
  */
-import { checkOutboxName, outboxSchemaName, schemaIdent } from '../name.js';
+import { checkOutboxName, outboxSchemaName, schemaIdent } from '../../../name.js';
 import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobListExpiredUnregistered, jobNextDue } from './claim.js';
 import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';

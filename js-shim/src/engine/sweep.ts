@@ -1,7 +1,7 @@
-import { errorMessage } from './errors.js';
-import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './runner.js';
+import { errorMessage } from '../errors.js';
+import { addReport, drainLane, emptyReport, settleAll, type ClaimedRow, type RunReport } from './drain.js';
 import type { EngineRuntime } from './runtime.js';
-import type { CorePolicy, JobDefinition } from './types.js';
+import type { CorePolicy, JobDefinition } from '../types.js';
 import type { Session } from './session.js';
 import { isDeadlineError, type Deadline } from './deadline.js';
 import { sendDrains, sendNudges } from './nudge.js';

@@ -7,12 +7,12 @@
 // same session, while the other slots go on.
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { runHandler } from './handler.js';
-import type { PumpAnswer } from './core/core.js';
+import type { PumpAnswer } from '../core/core.js';
 import type { Admitted } from './lease.js';
 import type { EngineRuntime, OutboxRuntime } from './runtime.js';
 import type { Session } from './session.js';
 import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, writeSettled, type Settlement } from './settle.js';
-import type { ClaimInput } from './store/contract.js';
+import type { ClaimInput } from '../stores/contract.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
 

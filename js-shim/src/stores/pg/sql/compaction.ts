@@ -4,8 +4,8 @@
  * blocks a claim, settle or enqueue.
  * @module
  */
-import type { CompactionFacts, IndexCompaction } from '../store/contract.js';
-import type { Queryable } from '../types.js';
+import type { CompactionFacts, IndexCompaction } from '../../contract.js';
+import type { Queryable } from '../../../types.js';
 import { HORIZON_HOLDERS, horizonHolders, jsonList } from './horizon.js';
 import { ms, ts } from './time.js';
 

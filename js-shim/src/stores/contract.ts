@@ -16,7 +16,7 @@
  * keep compiling.
  * @module
  */
-import type { HorizonHolder } from '../queries/horizon.js';
+import type { HorizonHolder } from './pg/sql/horizon.js';
 import type { JobStatus } from '../types.js';
 
 export type { JobStatus };

@@ -1,6 +1,6 @@
 import { beforeDeadline, type Deadline } from './deadline.js';
 import type { EngineRuntime } from './runtime.js';
-import { errorMessage } from './errors.js';
+import { errorMessage } from '../errors.js';
 import type { Session } from './session.js';
 
 export interface PendingNudge {

@@ -6,20 +6,20 @@
  * runtime, any node-postgres client (or pool, for `transaction`) for others.
  * @module
  */
-import { runTransaction, type TransactionalDb } from '../db.js';
-import { PostboxError } from '../errors.js';
-import type { AttemptView, JobFilter, JobView } from './contract.js';
-import { outboxSql, type OutboxSql } from '../queries/index.js';
-import { claimedFromArray } from '../queries/claim.js';
-import { pgIndexCompaction } from '../queries/compaction.js';
-import { run } from '../queries/statement.js';
-import { ms, ts } from '../queries/time.js';
-import type { JobStatus, LaneDb, Queryable } from '../types.js';
+import { runTransaction, type TransactionalDb } from './db.js';
+import { PostboxError } from '../../errors.js';
+import type { AttemptView, JobFilter, JobView } from '../contract.js';
+import { outboxSql, type OutboxSql } from './sql/index.js';
+import { claimedFromArray } from './sql/claim.js';
+import { pgIndexCompaction } from './sql/compaction.js';
+import { run } from './sql/statement.js';
+import { ms, ts } from './sql/time.js';
+import type { JobStatus, LaneDb, Queryable } from '../../types.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
-} from './contract.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
+} from '../contract.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
 
 /** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see `append`). */
 interface NotInserted {
@@ -63,7 +63,7 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
     this.compaction = pgIndexCompaction(this.sql.schema, s);
     this.webhookEndpoints = pgWebhookEndpoints(this.sql);
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
-    // A live lease means running (job_running_has_lease); by primary key, as the settle (queries/settle.ts).
+    // A live lease means running (job_running_has_lease); by primary key, as the settle (sql/settle.ts).
     this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
   FROM unnest($1::uuid[], $2::int[], $3::bigint[]) AS b(id, seq, lease_ms)
  WHERE j.id = ANY($1::uuid[]) AND j.id = b.id AND j.attempt_seq = b.seq AND j.lease_expires_at > ${ts('$4')}
@@ -287,14 +287,14 @@ export function postgresOutboxStore(name?: string | null): PostgresOutboxStore {
   return store;
 }
 
-/** The claim's parameters after `now` (queries/claim.ts). */
+/** The claim's parameters after `now` (sql/claim.ts). */
 function claimArgs(c: ClaimInput): unknown[] {
   const args: unknown[] = [c.lane, c.kinds, c.leaseMs, c.limit, c.versionCutoff];
   if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
   return args;
 }
 
-/** The 12 parallel arrays of a settle statement, after `now` (queries/settle.ts). */
+/** The 12 parallel arrays of a settle statement, after `now` (sql/settle.ts). */
 function settleColumns(input: SettleInput): string[] {
   const items = input.items;
   // Array literals written here, not by node-postgres: the drain sends twelve arrays per
