@@ -74,8 +74,8 @@ TEST_CASE("abi: numbers must be integers in [0, 2^53)") {
   };
   const char* kRange = R"({"error":{"code":"invalid_input","message":"operate: field 'now' must be an integer in [0, 9007199254740991]"}})";
   const Row rows[] = {
-      {"0", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
-      {"9007199254740991", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"0", R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"9007199254740991", R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
       {"9007199254740992", kRange},
       {"18446744073709551615", kRange},
       {"18446744073709551616", kRange},
@@ -138,7 +138,7 @@ TEST_CASE("abi: deep nesting is refused, not recursed into") {
 
 TEST_CASE("abi: unknown fields are ignored outside policies; duplicate keys take the last") {
   CHECK(call(pb_operate, R"({"action":"cancel","now":1,"extra":[1,{"x":null}],"job":{"status":"dead","status":"pending"}})").out ==
-        R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})");
+        R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})");
 }
 
 TEST_CASE("json writer: escapes quote, backslash and control characters") {

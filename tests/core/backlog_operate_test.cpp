@@ -145,19 +145,19 @@ TEST_CASE("operate: every action against every status") {
   };
   const char* kRefused = R"({"ok":false,"reason":"invalid_state"})";
   const Row rows[] = {
-      {"cancel", "pending", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
-      {"cancel", "retrying", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
-      {"cancel", "running", R"({"ok":true,"status":"cancelled","dueAt":null,"reset":false,"nudge":false,"closeAttempt":"cancel","finished":true,"recordReason":true})"},
+      {"cancel", "pending", R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"cancel", "retrying", R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})"},
+      {"cancel", "running", R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":"cancel","finished":true,"recordReason":true})"},
       {"cancel", "succeeded", kRefused},
       {"cancel", "dead", kRefused},
       {"cancel", "cancelled", kRefused},
-      {"replay", "dead", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
-      {"replay", "cancelled", R"({"ok":true,"status":"pending","dueAt":77,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"replay", "dead", R"({"ok":true,"status":"pending","dueAt":77,"budget":{"attempts":0,"crashes":0,"streak":0},"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"replay", "cancelled", R"({"ok":true,"status":"pending","dueAt":77,"budget":{"attempts":0,"crashes":0,"streak":0},"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
       {"replay", "succeeded", kRefused},
       {"replay", "pending", kRefused},
       {"replay", "running", kRefused},
-      {"retryNow", "pending", R"({"ok":true,"status":"pending","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
-      {"retryNow", "retrying", R"({"ok":true,"status":"retrying","dueAt":77,"reset":false,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"retryNow", "pending", R"({"ok":true,"status":"pending","dueAt":77,"budget":null,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
+      {"retryNow", "retrying", R"({"ok":true,"status":"retrying","dueAt":77,"budget":null,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})"},
       {"retryNow", "running", kRefused},
       {"retryNow", "dead", kRefused},
   };
@@ -202,7 +202,7 @@ TEST_CASE("operate: the actions each status allows are exactly those the decisio
   CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"running"}})").out == R"({"actions":["cancel"]})");
   // The decision's first form keeps working with an explicit op.
   CHECK(call(pb_operate, R"({"op":"decide","action":"replay","now":5,"job":{"status":"dead"}})").out ==
-        R"({"ok":true,"status":"pending","dueAt":5,"reset":true,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})");
+        R"({"ok":true,"status":"pending","dueAt":5,"budget":{"attempts":0,"crashes":0,"streak":0},"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})");
   CHECK(call(pb_operate, R"({"op":"actions","job":{}})").out ==
         R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' is required"}})");
   CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"gone"}})").out ==

@@ -1453,15 +1453,17 @@ function bruteDue(expr, at, lastAt) {
 
 {
   const STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
+  // A replay's fresh retry budget: what the stores write back (and stamp replayed_at).
+  const FRESH = { attempts: 0, crashes: 0, streak: 0 };
   const table = {
-    cancel: { from: ['pending', 'retrying', 'running'], to: () => 'cancelled', dueAt: null, reset: false, nudge: false },
-    replay: { from: ['dead', 'cancelled'], to: () => 'pending', dueAt: NOW, reset: true, nudge: true },
-    retryNow: { from: ['pending', 'retrying'], to: (s) => s, dueAt: NOW, reset: false, nudge: true },
+    cancel: { from: ['pending', 'retrying', 'running'], to: () => 'cancelled', dueAt: null, budget: null, nudge: false },
+    replay: { from: ['dead', 'cancelled'], to: () => 'pending', dueAt: NOW, budget: FRESH, nudge: true },
+    retryNow: { from: ['pending', 'retrying'], to: (s) => s, dueAt: NOW, budget: null, nudge: true },
   };
   for (const [action, row] of Object.entries(table)) {
     for (const status of STATUSES) {
       const expected = row.from.includes(status)
-        ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, reset: row.reset, nudge: row.nudge,
+        ? JSON.stringify({ ok: true, status: row.to(status), dueAt: row.dueAt, budget: row.budget, nudge: row.nudge,
             closeAttempt: action === 'cancel' && status === 'running' ? 'cancel' : null,
             // finished_at is set (and the reason recorded) only when the job ends here.
             finished: row.to(status) === 'cancelled', recordReason: row.to(status) === 'cancelled' })
@@ -1476,7 +1478,7 @@ function bruteDue(expr, at, lastAt) {
   o('missing now', { action: 'replay', job: { status: 'dead' } }, isError('invalid_input', 'now'));
   o('missing job', { action: 'replay', now: NOW }, (r) => want(r.error?.code === 'invalid_input', 'invalid_input'));
   o('missing status', { action: 'replay', now: NOW, job: {} }, isError('invalid_input', 'status'));
-  o('job extra fields ignored', { action: 'replay', now: NOW, job: { status: 'dead', attempts: 20, crashes: 3 } }, fields({ ok: true, reset: true }));
+  o('job extra fields ignored', { action: 'replay', now: NOW, job: { status: 'dead', attempts: 20, crashes: 3 } }, fields({ ok: true, budget: FRESH }));
   o('now negative', { action: 'replay', now: -1, job: { status: 'dead' } }, isError('invalid_input', 'now'));
   o('action not a string', { action: 1, now: NOW, job: { status: 'dead' } }, (r) => want(r.error, 'an error'));
   // op "actions": what each status allows, the same table as the decisions above.
@@ -1487,7 +1489,7 @@ function bruteDue(expr, at, lastAt) {
   o('actions unknown status', { op: 'actions', job: { status: 'sleeping' } }, isError('invalid_input', 'status'));
   o('actions missing status', { op: 'actions', job: {} }, isError('invalid_input', 'status'));
   o('actions missing job', { op: 'actions' }, isError('invalid_input', 'status'));
-  o('decide explicit op', { op: 'decide', action: 'replay', now: NOW, job: { status: 'dead' } }, fields({ ok: true, reset: true }));
+  o('decide explicit op', { op: 'decide', action: 'replay', now: NOW, job: { status: 'dead' } }, fields({ ok: true, budget: FRESH }));
   o('unknown op', { op: 'purge', job: { status: 'dead' } }, (r) => want(r.error?.code === 'unknown_op', 'unknown_op'));
 }
 

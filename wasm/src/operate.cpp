@@ -18,9 +18,16 @@ struct Action {
   std::string_view from[3];
   std::string_view to;  // empty: the status stays as it is
   Due due;
-  bool reset;
-  bool nudge;  // the job is due now: tell the queue rather than wait for a sweep
+  bool fresh_budget;  // the retry budget starts again (kFreshBudget)
+  bool nudge;         // the job is due now: tell the queue rather than wait for a sweep
 };
+
+// What a fresh retry budget starts from: no charged attempts, no crashes, no failure streak (its
+// code goes with it). The stores write these numbers, and stamp replayed_at.
+struct Budget {
+  int64_t attempts, crashes, streak;
+};
+constexpr Budget kFreshBudget{0, 0, 0};
 
 constexpr Action kActions[] = {
     {"cancel", {"pending", "retrying", "running"}, "cancelled", Due::none, false, false},
@@ -122,7 +129,16 @@ Status operate_decide(od::object& root, const Where& where, JsonWriter& out) {
     out.field("status", action->to.empty() ? status : action->to);
     out.key("dueAt");
     if (action->due == Due::now) out.integer(now); else out.null();
-    out.field_bool("reset", action->reset);
+    out.key("budget");
+    if (action->fresh_budget) {
+      out.begin_object();
+      out.field("attempts", kFreshBudget.attempts);
+      out.field("crashes", kFreshBudget.crashes);
+      out.field("streak", kFreshBudget.streak);
+      out.end_object();
+    } else {
+      out.null();
+    }
     out.field_bool("nudge", action->nudge);
     // A running job's attempt is still open; ending the job ends it too, so the attempt
     // history never shows an attempt running on a finished job.

@@ -29,7 +29,7 @@ import { PostboxError } from '../errors.js';
 import type { AppendBatch, AppendInput, AppendRow, ApplyOperateInput, OperateTarget } from '../stores/contract.js';
 import { d1Driver, d1Statement, type D1Like, type D1StatementLike, type SqliteDriver, type SqlRow, type SqlStatement } from '../stores/sqlite/driver.js';
 import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../stores/sqlite/schema.js';
-import { jsonEqual, SqliteOutboxStore } from '../stores/sqlite/store.js';
+import { budgetColumns, jsonEqual, SqliteOutboxStore } from '../stores/sqlite/store.js';
 
 export { d1Driver, sqliteMigrations, sqliteTablePrefix, type D1Like, type D1StatementLike, type SqliteDriver, type SqliteMigration };
 export { jsonEqual } from '../stores/sqlite/store.js';
@@ -168,7 +168,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
     const seen = this.seenOf(tx);
     const writes = input.writes.filter((w) => seen.has(w.id));
     if (writes.length === 0) return [];
-    const json = JSON.stringify(writes.map((w) => ({ ...w, reset: w.reset ? 1 : 0, fromStatus: seen.get(w.id)!.status, fromSeq: seen.get(w.id)!.seq })));
+    const json = JSON.stringify(writes.map((w) => ({ ...budgetColumns(w), fromStatus: seen.get(w.id)!.status, fromSeq: seen.get(w.id)!.seq })));
     tx.queue([
       { sql: this.sql.guardStates, params: [JSON.stringify(writes.map((w) => ({ id: w.id, status: seen.get(w.id)!.status, seq: seen.get(w.id)!.seq })))] },
       { sql: this.sql.operateAttempts, params: [input.now, json] },

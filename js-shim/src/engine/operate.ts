@@ -4,7 +4,7 @@
 import { PostboxError } from '../errors.js';
 import type { PendingNudge } from './nudge.js';
 import type { OutboxRuntime } from './runtime.js';
-import type { OperateTarget } from '../stores/contract.js';
+import type { OperateTarget, RetryBudget } from '../stores/contract.js';
 import type { JobStatus } from '../types.js';
 
 /** An operator action on named jobs. */
@@ -20,7 +20,7 @@ export type OperateResult = { id: string; status: 'ok'; jobStatus: string } | { 
 
 /** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
 type OperateDecision =
-  | { ok: true; status: JobStatus; dueAt: number | null; reset: boolean; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
+  | { ok: true; status: JobStatus; dueAt: number | null; budget: RetryBudget | null; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
   | { ok: false; reason: 'invalid_state' };
 
 /**
@@ -63,7 +63,7 @@ export async function operateJobs<Tx>(
         ? []
         : (await rt.store.applyOperate(tx, {
             now,
-            writes: writes.map((w) => ({ id: w.id, status: w.status, dueAt: w.dueAt, reset: w.reset, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
+            writes: writes.map((w) => ({ id: w.id, status: w.status, dueAt: w.dueAt, budget: w.budget, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
           })).map((w) => w.id),
     );
     const nudges: PendingNudge[] = writes

@@ -263,14 +263,25 @@ export interface OperateTarget {
   status: JobStatus;
 }
 
+/** The counters a fresh retry budget starts from. */
+export interface RetryBudget {
+  attempts: number;
+  crashes: number;
+  streak: number;
+}
+
 /** One operator decision of the core (docs/ABI.md, `pb_operate`), to write. */
 export interface OperateWrite {
   id: string;
   status: JobStatus;
   /** New due time, or `null` to keep it. */
   dueAt: number | null;
-  /** Replay: attempts, crashes and streak back to zero, `replayed_at` = now. */
-  reset: boolean;
+  /**
+   * A fresh retry budget (a replay: the core's numbers, docs/ABI.md `pb_operate`): `attempts`,
+   * `crashes` and `streak` written as given, the streak's code cleared, `replayed_at` = now.
+   * `null` keeps the counters.
+   */
+  budget: RetryBudget | null;
   /** The operator's reason: the closed attempt's code, and the job's last error code when `recordReason`. */
   reason: string | null;
   /** Closes the job's open attempt with this outcome (and `reason` as its code), or `null`. */

@@ -278,7 +278,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       }
       row.status = w.status;
       if (w.dueAt !== null) row.dueAt = w.dueAt;
-      if (w.reset) Object.assign(row, { attempts: 0, crashes: 0, streak: 0, streakCode: null, replayedAt: now });
+      if (w.budget) Object.assign(row, { attempts: w.budget.attempts, crashes: w.budget.crashes, streak: w.budget.streak, streakCode: null, replayedAt: now });
       if (w.recordReason) row.lastErrorCode = w.reason;
       row.leaseExpiresAt = null;
       row.finishedAt = w.finished ? now : null;

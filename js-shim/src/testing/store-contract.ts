@@ -9,7 +9,7 @@ import { getCore } from '../core/core.js';
 import { dedupeItem } from '../engine/dedupe.js';
 import type { PostboxError } from '../errors.js';
 import type { SettleDecision } from '../engine/settle.js';
-import type { AppendRow, ClaimedJob, ClaimInput, JobStatus, JobView, OutboxStore, SettleWrite } from '../stores/contract.js';
+import type { AppendRow, ClaimedJob, ClaimInput, JobStatus, JobView, OutboxStore, RetryBudget, SettleWrite } from '../stores/contract.js';
 import type { CorePolicy } from '../types.js';
 
 /** One scenario: `run` resolves when the store conforms, and rejects saying how it does not. */
@@ -185,8 +185,8 @@ class Driver<Db, Tx> {
     return this.store.transaction(this.db, async (tx) => {
       const rows = await this.store.lockForOperate(tx, tenantKey === undefined ? { ids } : { ids, tenantKey });
       const writes = rows.flatMap((r) => {
-        const d = getCore().call<{ ok: boolean; status: JobStatus; dueAt: number | null; reset: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }>('operate', { action, now: this.now, job: { status: r.status } });
-        return d.ok ? [{ id: r.id, status: d.status, dueAt: d.dueAt, reset: d.reset, reason, closeAttempt: d.closeAttempt, finished: d.finished, recordReason: d.recordReason }] : [];
+        const d = getCore().call<{ ok: boolean; status: JobStatus; dueAt: number | null; budget: RetryBudget | null; closeAttempt: string | null; finished: boolean; recordReason: boolean }>('operate', { action, now: this.now, job: { status: r.status } });
+        return d.ok ? [{ id: r.id, status: d.status, dueAt: d.dueAt, budget: d.budget, reason, closeAttempt: d.closeAttempt, finished: d.finished, recordReason: d.recordReason }] : [];
       });
       const written = await this.store.applyOperate(tx, { now: this.now, writes });
       return { found: rows.map((r) => r.id).sort(), written: written.map((r) => r.id).sort() };
@@ -496,7 +496,7 @@ export function outboxStoreContract<Db, Tx = Db>(options: OutboxStoreContractOpt
       eq((await d.job(later)).dueAt.getTime(), d.now, 'retryNow makes it due now');
       await rejects(
         d.store.transaction(d.db, async (tx) => {
-          await d.store.applyOperate(tx, { now: d.now, writes: [{ id: later, status: 'cancelled', dueAt: null, reset: false, reason: 'x', closeAttempt: null, finished: true, recordReason: true }] });
+          await d.store.applyOperate(tx, { now: d.now, writes: [{ id: later, status: 'cancelled', dueAt: null, budget: null, reason: 'x', closeAttempt: null, finished: true, recordReason: true }] });
           throw new Error('operator changed their mind');
         }),
         (e) => (e as Error).message === 'operator changed their mind',

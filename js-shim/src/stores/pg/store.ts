@@ -183,7 +183,8 @@ RETURNING j.id`;
     const w = input.writes;
     if (w.length === 0) return [];
     const { rows } = await tx.query(this.sql.applyOperate, [
-      input.now, w.map((x) => x.id), w.map((x) => x.status), w.map((x) => x.dueAt), w.map((x) => x.reset), w.map((x) => x.reason), w.map((x) => x.closeAttempt),
+      input.now, w.map((x) => x.id), w.map((x) => x.status), w.map((x) => x.dueAt),
+      w.map((x) => x.budget?.attempts ?? null), w.map((x) => x.budget?.crashes ?? null), w.map((x) => x.budget?.streak ?? null), w.map((x) => x.reason), w.map((x) => x.closeAttempt),
       w.map((x) => x.finished), w.map((x) => x.recordReason),
     ]);
     return rows as OperateTarget[];

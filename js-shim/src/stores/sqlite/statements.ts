@@ -99,7 +99,8 @@ const settleRows = `SELECT value ->> 'id' AS id, value ->> 'attemptSeq' AS seq, 
     FROM json_each(?2)`;
 
 const operateRows = `SELECT value ->> 'id' AS id, value ->> 'status' AS status, value ->> 'dueAt' AS due_at,
-         value ->> 'reset' AS reset, value ->> 'reason' AS reason, value ->> 'closeAttempt' AS close,
+         value ->> 'budgetAttempts' AS budget_attempts, value ->> 'budgetCrashes' AS budget_crashes,
+         value ->> 'budgetStreak' AS budget_streak, value ->> 'reason' AS reason, value ->> 'closeAttempt' AS close,
          value ->> 'finished' AS finished, value ->> 'recordReason' AS record_reason,
          value ->> 'fromStatus' AS from_status, value ->> 'fromSeq' AS from_seq
     FROM json_each(?2)`;
@@ -234,11 +235,11 @@ WITH o AS (${operateRows})
 UPDATE ${job}
    SET status = o.status,
        due_at = COALESCE(o.due_at, ${job}.due_at),
-       attempts = CASE WHEN o.reset THEN 0 ELSE ${job}.attempts END,
-       crashes = CASE WHEN o.reset THEN 0 ELSE ${job}.crashes END,
-       streak = CASE WHEN o.reset THEN 0 ELSE ${job}.streak END,
-       streak_code = CASE WHEN o.reset THEN NULL ELSE ${job}.streak_code END,
-       replayed_at = CASE WHEN o.reset THEN ?1 ELSE ${job}.replayed_at END,
+       attempts = COALESCE(o.budget_attempts, ${job}.attempts),
+       crashes = COALESCE(o.budget_crashes, ${job}.crashes),
+       streak = COALESCE(o.budget_streak, ${job}.streak),
+       streak_code = CASE WHEN o.budget_streak IS NULL THEN ${job}.streak_code END,
+       replayed_at = CASE WHEN o.budget_attempts IS NULL THEN ${job}.replayed_at ELSE ?1 END,
        last_error_code = CASE WHEN o.record_reason THEN o.reason ELSE ${job}.last_error_code END,
        lease_expires_at = NULL,
        finished_at = CASE WHEN o.finished THEN ?1 END,

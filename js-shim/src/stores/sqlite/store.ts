@@ -10,7 +10,7 @@ import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from
 import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
-  OperateTarget, OutboxStore, RetentionInput, SettleInput,
+  OperateTarget, OperateWrite, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
 import type { SqliteDriver, SqlRow, SqlStatement, SqlValue } from './driver.js';
 import { migrateSqlite, sqliteTablePrefix } from './schema.js';
@@ -211,7 +211,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     const writes = input.writes.map((w) => {
       const from = seen.get(w.id);
       // A write for a job this handle did not read is not applied (its fence matches nothing).
-      return { ...w, reset: w.reset ? 1 : 0, finished: w.finished ? 1 : 0, recordReason: w.recordReason ? 1 : 0, fromStatus: from?.status ?? null, fromSeq: from?.seq ?? null };
+      return { ...budgetColumns(w), finished: w.finished ? 1 : 0, recordReason: w.recordReason ? 1 : 0, fromStatus: from?.status ?? null, fromSeq: from?.seq ?? null };
     });
     const json = JSON.stringify(writes);
     const results = await this.exec(tx, [
@@ -381,6 +381,12 @@ function chunkItems(input: AppendInput): { items: AppendInput['items']; json: st
   }
   flush();
   return chunks;
+}
+
+/** An operator write as the SQLite statements read it: the budget's numbers as columns (null: the counters stay). */
+export function budgetColumns(w: OperateWrite) {
+  const { budget, ...rest } = w;
+  return { ...rest, budgetAttempts: budget?.attempts ?? null, budgetCrashes: budget?.crashes ?? null, budgetStreak: budget?.streak ?? null };
 }
 
 /** JSON values equal as values: key order and spacing do not count (PostgreSQL's jsonb equality). */

@@ -13,14 +13,15 @@ SELECT id, kind, lane, status FROM ${s}.job
 
 /**
  * JobApplyOperate: writes operator decisions made by the core. `close` (the core's
- * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement; `reset`
- * (the core's) is persisted as a fresh budget: counters zeroed, replayed_at stamped; `finished`
- * sets finished_at (else it is cleared); `record` makes the reason the job's last error code.
+ * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement; a budget
+ * (the core's numbers, or NULLs) is written as the job's counters, its streak's code cleared and
+ * replayed_at stamped; `finished` sets finished_at (else it is cleared); `record` makes the
+ * reason the job's last error code.
  */
 export const jobApplyOperate = (s: string) => `
 WITH o AS (
-  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::bool[], $6::text[], $7::text[], $8::bool[], $9::bool[])
-    AS o(id, status, due_ms, reset, reason, close, finished, record)
+  SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::int[], $8::text[], $9::text[], $10::bool[], $11::bool[])
+    AS o(id, status, due_ms, attempts, crashes, streak, reason, close, finished, record)
 ), closed AS (
   ${closeAttempts(s, `SELECT o.id, cj.attempt_seq, cj.kind, cj.started_at, o.close, o.reason, NULL::text
     FROM o JOIN ${s}.job cj ON cj.id = o.id
@@ -29,11 +30,11 @@ WITH o AS (
 UPDATE ${s}.job j
    SET status = o.status,
        due_at = COALESCE(to_timestamp(o.due_ms / 1000.0), j.due_at),
-       attempts = CASE WHEN o.reset THEN 0 ELSE j.attempts END,
-       crashes = CASE WHEN o.reset THEN 0 ELSE j.crashes END,
-       streak = CASE WHEN o.reset THEN 0 ELSE j.streak END,
-       streak_code = CASE WHEN o.reset THEN NULL ELSE j.streak_code END,
-       replayed_at = CASE WHEN o.reset THEN ${ts('$1')} ELSE j.replayed_at END,
+       attempts = COALESCE(o.attempts, j.attempts),
+       crashes = COALESCE(o.crashes, j.crashes),
+       streak = COALESCE(o.streak, j.streak),
+       streak_code = CASE WHEN o.streak IS NULL THEN j.streak_code END,
+       replayed_at = CASE WHEN o.attempts IS NULL THEN j.replayed_at ELSE ${ts('$1')} END,
        last_error_code = CASE WHEN o.record THEN o.reason ELSE j.last_error_code END,
        lease_expires_at = NULL,
        finished_at = CASE WHEN o.finished THEN ${ts('$1')} END,
