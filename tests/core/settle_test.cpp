@@ -4,6 +4,7 @@
 
 #include "abi_call.h"
 #include "postbox/backoff.h"
+#include "postbox/settle.h"
 
 using postbox::backoff_delay;
 using postbox::test::call;
@@ -366,4 +367,21 @@ TEST_CASE("settle: error text is made storable: U+0000 and lone surrogates becom
   // The row's own text, read back, too.
   CHECK(settle(pol, R"({"status":"running","attempts":0,"errorMessage":"x\ud800"})", R"({"type":"claim_late"})")
             .find("\"errorMessage\":\"x\xEF\xBF\xBD\"") != std::string::npos);
+}
+
+TEST_CASE("hooks: an attempt that never started settles without them; a commit runs only on success") {
+  using postbox::OutcomeType;
+  for (OutcomeType type : {OutcomeType::ok, OutcomeType::cancel, OutcomeType::fail, OutcomeType::retry, OutcomeType::timeout,
+                           OutcomeType::hook_failed, OutcomeType::invalid_payload, OutcomeType::crash, OutcomeType::defer}) {
+    CAPTURE(postbox::outcome_name(type));
+    CHECK(postbox::outcome_runs_hooks(type));
+  }
+  CHECK_FALSE(postbox::outcome_runs_hooks(OutcomeType::claim_late));
+  CHECK_FALSE(postbox::outcome_runs_hooks(OutcomeType::released));
+  auto r = call(pb_settle, R"({"op":"hooks"})");
+  CHECK(r.rc == 0);
+  CHECK(r.out == R"({"withoutHooks":["claim_late","released"],"commitStatus":"succeeded"})");
+  auto bad = call(pb_settle, R"({"op":"purge"})");
+  CHECK(bad.rc != 0);
+  CHECK(bad.out.find("unknown_op") != std::string::npos);
 }

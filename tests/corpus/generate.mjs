@@ -235,6 +235,9 @@ const backoffRange = (attempts, baseMs = 30000, maxMs = 3600000) => {
 const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt in [${lo}, ${hi}], got ${o.dueAt}`);
 {
   const s = (name, input, check) => add('settle', name, input, check);
+  // op hooks: the outcomes that settle without hooks, and the status a commit runs on.
+  s('hooks rules', { op: 'hooks' }, exactText('{"withoutHooks":["claim_late","released"],"commitStatus":"succeeded"}'));
+  s('hooks unknown op', { op: 'purge' }, (r) => want(r.error?.code === 'unknown_op', 'unknown_op'));
   s('ok', settle({ type: 'ok' }, { attempts: 2, crashes: 1, streakCode: 'x', streak: 2 }),
     fields({ status: 'succeeded', dueAt: null, attempts: 3, crashes: 0, streak: 0, errorCode: null, errorMessage: null, finished: true, charged: true, attemptOutcome: 'ok', events: [] }));
   s('ok first attempt', settle({ type: 'ok', message: 'done' }), fields({ status: 'succeeded', attempts: 1, finished: true }));

@@ -251,3 +251,36 @@ test('ctx.signal read for the first time after the timeout is already aborted, w
   await until('the handler to look at its signal', async () => seen !== undefined);
   assert.deepEqual(seen, { aborted: true, code: 'timeout' });
 });
+
+test('onTransition runs for attempts that ran, never for jobs released unstarted (the core\'s hook rules)', async () => {
+  const transitions: string[] = [];
+  let started!: () => void;
+  const firstStarted = new Promise<void>((resolve) => (started = resolve));
+  const job = defineJob({
+    kind: 'consumer.hooked',
+    payload: z.object({ n: z.number() }),
+    timeoutMs: 10_000,
+    async handle() {
+      started();
+      await sleep(300);
+      return ok();
+    },
+  });
+  const outbox = createOutbox({
+    jobs: [job],
+    connect: createPgConnector(url),
+    concurrency: 1,
+    onTransition: async (_tx, info) => {
+      transitions.push(`${info.transition.outcome}:${info.transition.to}`);
+    },
+  });
+  await outbox.transaction(pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job, Array.from({ length: 10 }, (_, n) => ({ payload: { n } }))));
+  const stop = new AbortController();
+  const drained = runDrain(outbox, { signal: stop.signal });
+  await firstStarted;
+  stop.abort();
+  const report = await drained;
+  assert.ok(report.released > 0, `some claimed jobs waited for the slot and were released (${JSON.stringify(report)})`);
+  assert.deepEqual(transitions, Array.from({ length: report.succeeded }, () => 'ok:succeeded'));
+  assert.equal((await statuses('consumer.hooked')).pending, 10 - report.succeeded);
+});

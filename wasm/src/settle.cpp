@@ -57,21 +57,27 @@ struct Row {
   std::string_view name;
   Rule rule;
   std::string_view default_code;
+  // The attempt's hooks (onTransition, and a success's commit) run with its settlement. An
+  // attempt that never started (claimed too late, or released unstarted) has none to run.
+  bool runs_hooks;
 };
 
 constexpr Row kRows[] = {
-    {OutcomeType::ok, "ok", Rule::succeed, ""},
-    {OutcomeType::cancel, "cancel", Rule::cancel, "cancelled"},
-    {OutcomeType::fail, "fail", Rule::fail, "fail"},
-    {OutcomeType::retry, "retry", Rule::retryable, "retry"},
-    {OutcomeType::timeout, "timeout", Rule::retryable, "timeout"},
-    {OutcomeType::hook_failed, "hook_failed", Rule::retryable, "hook_failed"},
-    {OutcomeType::invalid_payload, "invalid_payload", Rule::retryable, "invalid_payload"},
-    {OutcomeType::crash, "crash", Rule::crash, "crash"},
-    {OutcomeType::claim_late, "claim_late", Rule::claim_late, ""},
-    {OutcomeType::released, "released", Rule::release, ""},
-    {OutcomeType::defer, "defer", Rule::defer, "deferred"},
+    {OutcomeType::ok, "ok", Rule::succeed, "", true},
+    {OutcomeType::cancel, "cancel", Rule::cancel, "cancelled", true},
+    {OutcomeType::fail, "fail", Rule::fail, "fail", true},
+    {OutcomeType::retry, "retry", Rule::retryable, "retry", true},
+    {OutcomeType::timeout, "timeout", Rule::retryable, "timeout", true},
+    {OutcomeType::hook_failed, "hook_failed", Rule::retryable, "hook_failed", true},
+    {OutcomeType::invalid_payload, "invalid_payload", Rule::retryable, "invalid_payload", true},
+    {OutcomeType::crash, "crash", Rule::crash, "crash", true},
+    {OutcomeType::claim_late, "claim_late", Rule::claim_late, "", false},
+    {OutcomeType::released, "released", Rule::release, "", false},
+    {OutcomeType::defer, "defer", Rule::defer, "deferred", true},
 };
+
+// A handler's commit (ok({ commit })) runs only in the settlement that makes the job this.
+constexpr std::string_view kCommitStatus = "succeeded";
 
 // The backoff after the n-th failure: the policy's schedule when it has one, else doubling.
 int64_t policy_backoff(const Policy& policy, int64_t n, uint32_t seed) {
@@ -390,9 +396,25 @@ void settle_one(od::object& obj, const Where& where, JsonWriter& out, Status* fi
   write_settlement(out, settle(in.value()));
 }
 
+// op "hooks": which outcomes settle without hooks, and the status a commit runs on. The shim
+// asks once and routes each finished attempt by it (docs/ABI.md, pb_settle hooks).
+void write_hook_rules(JsonWriter& out) {
+  out.begin_object();
+  out.key("withoutHooks");
+  out.begin_array();
+  for (const Row& row : kRows) {
+    if (!row.runs_hooks) out.string(row.name);
+  }
+  out.end_array();
+  out.field("commitStatus", kCommitStatus);
+  out.end_object();
+}
+
 }  // namespace
 
 std::string_view outcome_name(OutcomeType type) { return row_for(type).name; }
+
+bool outcome_runs_hooks(OutcomeType type) { return row_for(type).runs_hooks; }
 
 bool outcome_from_name(std::string_view name, OutcomeType& type) {
   for (const Row& row : kRows) {
@@ -474,6 +496,19 @@ Status run_settle(od::document& doc, JsonWriter& out) {
   od::value failure;
   if (root.value().find_field_unordered("failure").get(failure) == simdjson::SUCCESS) {
     return run_settle_failure(failure, where, out);
+  }
+  bool at_start = false;
+  if (root.value().reset().get(at_start) != simdjson::SUCCESS) {
+    return input::family_error(where, ErrorCode::invalid_json, "malformed object");
+  }
+  od::value op;
+  if (root.value().find_field_unordered("op").get(op) == simdjson::SUCCESS) {
+    std::string_view name;
+    if (op.get_string().get(name) != simdjson::SUCCESS || name != "hooks") {
+      return input::family_error(where, ErrorCode::unknown_op, "unknown op: settle has hooks (and the batch forms, which take no op)");
+    }
+    write_hook_rules(out);
+    return ok_status();
   }
   bool rewound = false;
   if (root.value().reset().get(rewound) != simdjson::SUCCESS) {

@@ -5,6 +5,7 @@ import { errorMessage } from '../errors.js';
 import { emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
 import { isDeadlineError } from './deadline.js';
 import { fromHandlerOutcome, redact } from './handler.js';
+import type { Core } from '../core/core.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Session } from './session.js';
 import type { ClaimInput, SettleWrite } from '../stores/contract.js';
@@ -31,9 +32,28 @@ export interface SettleDecision {
 /** A settlement and the core's decision for it. */
 export type Settlement = [Finished, SettleDecision];
 
-/** Whether an attempt's settlement must run a hook inside its transaction. */
+/** The core's rules for hooks (pb_settle `hooks`): outcomes that settle without them, and the status a commit runs on. */
+interface HookRules {
+  withoutHooks: ReadonlySet<string>;
+  commitStatus: string;
+}
+
+const hookRulesOf = new WeakMap<Core, HookRules>();
+
+/** Asked of the core once per core instance: every finished attempt is routed by them. */
+function hookRules(core: Core): HookRules {
+  let rules = hookRulesOf.get(core);
+  if (!rules) {
+    const answer = core.call<{ withoutHooks: string[]; commitStatus: string }>('settle', { op: 'hooks' });
+    rules = { withoutHooks: new Set(answer.withoutHooks), commitStatus: answer.commitStatus };
+    hookRulesOf.set(core, rules);
+  }
+  return rules;
+}
+
+/** Whether an attempt's settlement must run a hook inside its transaction: it has one, and the core says its outcome runs hooks. */
 export function needsHooks(rt: EngineRuntime<unknown>, f: Finished): boolean {
-  return (f.commit !== undefined || rt.options.onTransition !== undefined) && f.outcome.type !== 'claim_late' && f.outcome.type !== 'released';
+  return (f.commit !== undefined || rt.options.onTransition !== undefined) && !hookRules(rt.core).withoutHooks.has(f.outcome.type);
 }
 
 /** Asks the core for every settlement, then writes them: plain ones in one statement, hooked ones each in a transaction. */
@@ -270,7 +290,7 @@ async function settleWithHooks<Db>(rt: EngineRuntime<Db>, session: Session<Db>, 
         const ids = await writeSettlements(rt, tx, now, [[f, d]]);
         if (!ids.has(f.row.id)) return false;
         at.part = 'hook';
-        if (f.commit && d.status === 'succeeded') {
+        if (f.commit && d.status === hookRules(rt.core).commitStatus) {
           at.inCommit = true;
           // Only a store that runs user code (runsUserCode: PostgreSQL, whose handle is a
           // Queryable) has a commit to run: the handler's outcome is commit_unsupported elsewhere.

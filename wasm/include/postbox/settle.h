@@ -78,6 +78,8 @@ void write_settlement(JsonWriter& out, const Settlement& s);
 
 // The outcome type's wire name, and its inverse (false when unknown).
 std::string_view outcome_name(OutcomeType type);
+// Whether an attempt that ended so runs its hooks with its settlement (no: it never started).
+bool outcome_runs_hooks(OutcomeType type);
 bool outcome_from_name(std::string_view name, OutcomeType& type);
 
 // A settlement whose write failed (settle_failure.cpp): what the shim saw, and what to do.
