@@ -26,7 +26,7 @@ TEST_CASE("sweep plan: recover, reserved, drain, handoff, retention") {
         R"({"type":"handoff","nudgedBefore":1699999110000,"limit":100,"lanes":[{"lane":"alpha","kinds":["z.big"]},{"lane":"bulk","kinds":["a.report","org.export"]}]},)"
         R"({"type":"unregistered","dueBefore":1699999710000)" UNREGISTERED_POLICY R"(},)"
         R"({"type":"retention","succeededBefore":1699395210000,"deadBefore":1692224010000,"limit":1000,"budgetMs":60000,"deadlineAt":1700000840000},)"
-        R"({"type":"compact","maxRebuilds":4,"deadlineAt":1700000840000}]})");
+        R"({"type":"compact","deadlineAt":1700000840000}]})");
 }
 
 TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
@@ -39,12 +39,12 @@ TEST_CASE("sweep plan: budgets cap each other and defaults apply") {
         R"({"type":"reserved","name":"r","kinds":["k"],"maxJobs":1,"deadlineAt":1000},)"
         R"({"type":"drain","kinds":["k"],"deadlineAt":1000},{"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},)"
         R"({"type":"unregistered","dueBefore":0)" UNREGISTERED_POLICY R"(},{"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000,"budgetMs":60000,"deadlineAt":1000},)"
-        R"({"type":"compact","maxRebuilds":4,"deadlineAt":1000}]})");
+        R"({"type":"compact","deadlineAt":1000}]})");
   CHECK(call(pb_sweep, R"({"op":"plan","now":0,"startedAt":0,"policies":[]})").out ==
         R"({"deadlineAt":840000,"schedulesUntil":720000,"steps":[{"type":"recover","deadlineAt":120000,"limit":500},{"type":"drain","kinds":[],"deadlineAt":840000},)"
         R"({"type":"handoff","nudgedBefore":0,"limit":100,"lanes":[]},{"type":"unregistered","dueBefore":0)" UNREGISTERED_POLICY R"(},)"
         R"({"type":"retention","succeededBefore":0,"deadBefore":0,"limit":1000,"budgetMs":60000,"deadlineAt":840000},)"
-        R"({"type":"compact","maxRebuilds":4,"deadlineAt":840000}]})");
+        R"({"type":"compact","deadlineAt":840000}]})");
 }
 
 TEST_CASE("sweep plan: the hand-off cooldown") {

@@ -294,7 +294,6 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   if (in.compaction) {
     out.begin_object();
     out.field("type", "compact");
-    out.field("maxRebuilds", kMaxRebuildsPerSweep);
     out.field("deadlineAt", deadline_at);
     out.end_object();
   }

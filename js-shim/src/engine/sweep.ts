@@ -50,7 +50,7 @@ type SweepStep =
   | { type: 'handoff'; nudgedBefore: number; limit: number; lanes: { lane: string; kinds: string[] }[] }
   | { type: 'unregistered'; dueBefore: number; recoverLimit: number; policy: CorePolicy }
   | { type: 'retention'; succeededBefore: number; deadBefore: number; limit: number; budgetMs: number; deadlineAt: number }
-  | { type: 'compact'; maxRebuilds: number; deadlineAt: number };
+  | { type: 'compact'; deadlineAt: number };
 
 /** The core's compaction decision (docs/ABI.md, pb_sweep `compact`). */
 interface CompactDecision {
