@@ -101,7 +101,8 @@ if wanted c; then
   node scripts/check-package.mjs
   node_tests tests/scripts/check-readme.test.mjs
   node scripts/check-readme.mjs
-  echo "typecheck: js-shim, worker, examples, type tests, chaos run and README blocks ok"
+  node scripts/state-diagram.mjs --check
+  echo "typecheck: js-shim, worker, examples, type tests, chaos run and README blocks ok; the README's state diagram is the core's"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.
