@@ -149,9 +149,9 @@ TEST_CASE("claim outbox: option bounds and defaults") {
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":null})").out ==
         R"({"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":262144,"handlerSessions":0,"maxQueueDelayMs":86400000,"maxKeyChars":1024})");
   CHECK(call(pb_claim, R"({"op":"outbox","concurrency":101})").out ==
-        R"({"error":{"code":"invalid_input","message":"claim: field 'concurrency' must be an integer in [1, 100]"}})");
+        R"({"error":{"code":"invalid_input","message":"options: field 'concurrency' must be an integer in [1, 100]"}})");
   CHECK(call(pb_claim, R"({"op":"outbox","lanes":6})").out ==
-        R"({"error":{"code":"invalid_input","message":"claim: field 'lanes' must be an integer in [1, 5]"}})");
+        R"({"error":{"code":"invalid_input","message":"options: field 'lanes' must be an integer in [1, 5]"}})");
   CHECK(call(pb_claim, R"({"op":"outbox","lanes":0})").out.find("'lanes'") != std::string::npos);
   CHECK(call(pb_claim, R"({"op":"outbox","operationTimeoutMs":0})").out.find("'operationTimeoutMs'") != std::string::npos);
   CHECK(call(pb_claim, R"({"op":"outbox","operationTimeoutMs":2147483648})").out.find("'operationTimeoutMs'") != std::string::npos);
@@ -178,10 +178,10 @@ TEST_CASE("claim outbox: handler sessions share the connection budget with the l
   CHECK(sessions(R"({"op":"outbox","concurrency":8,"handlerSessions":0})") == "0");
   // Over the budget: refused, naming the field, whichever order the fields come in.
   CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":2,"lanes":4})").out ==
-        R"x({"error":{"code":"invalid_input","message":"claim: field 'handlerSessions' must be at most 1 with lanes 4: lanes + handlerSessions may hold at most 5 connections (Workers allow 6 per invocation; one stays free for queue sends)"}})x");
+        R"x({"error":{"code":"invalid_input","message":"options: field 'handlerSessions' must be at most 1 with lanes 4: lanes + handlerSessions may hold at most 5 connections (Workers allow 6 per invocation; one stays free for queue sends)"}})x");
   CHECK(call(pb_claim, R"({"op":"outbox","lanes":5,"handlerSessions":1})").out.find("must be at most 0 with lanes 5") != std::string::npos);
   CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":5})").out ==
-        R"({"error":{"code":"invalid_input","message":"claim: field 'handlerSessions' must be an integer in [0, 4]"}})");
+        R"({"error":{"code":"invalid_input","message":"options: field 'handlerSessions' must be an integer in [0, 4]"}})");
   CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":-1})").out.find("'handlerSessions'") != std::string::npos);
   CHECK(call(pb_claim, R"({"op":"outbox","handlerSessions":1.5})").out.find("'handlerSessions'") != std::string::npos);
 }

@@ -75,19 +75,19 @@ describe('definitions fail fast with typed errors', () => {
     rejects(() => createOutbox({ jobs: [note, note], connect }), 'invalid_config', /twice/);
     rejects(() => createOutbox({ jobs: [note], connect, lanes: 9 }), 'invalid_config', /lanes/);
     for (const operationTimeoutMs of [0, 1.5, -1, 2 ** 31, '300' as never]) {
-      rejects(() => createOutbox({ jobs: [note], connect, operationTimeoutMs }), 'invalid_config', /operationTimeoutMs must be an integer in 1\.\.2147483647/);
+      rejects(() => createOutbox({ jobs: [note], connect, operationTimeoutMs }), 'invalid_config', /options: field 'operationTimeoutMs' must be an integer in \[1, 2147483647\]/);
     }
     rejects(() => createOutbox({ jobs: [note], connect, recordNudges: 'yes' as never }), 'invalid_config', /recordNudges must be a boolean/);
     // The bounds are the core's (pb_claim outbox), named with their range.
     for (const concurrency of [0, 101, 2.5, Number.NaN]) {
-      rejects(() => createOutbox({ jobs: [note], connect, concurrency }), 'invalid_config', /concurrency must be an integer in 1\.\.100/);
+      rejects(() => createOutbox({ jobs: [note], connect, concurrency }), 'invalid_config', /options: field 'concurrency' must be an integer in \[1, 100\]/);
     }
-    rejects(() => createOutbox({ jobs: [note], connect, lanes: 0 }), 'invalid_config', /lanes must be an integer in 1\.\.5/);
-    rejects(() => createOutbox({ jobs: [note], connect, maxPayloadBytes: 2 * 1024 * 1024 }), 'invalid_config', /maxPayloadBytes must be an integer in 1\.\.1048576/);
+    rejects(() => createOutbox({ jobs: [note], connect, lanes: 0 }), 'invalid_config', /options: field 'lanes' must be an integer in \[1, 5\]/);
+    rejects(() => createOutbox({ jobs: [note], connect, maxPayloadBytes: 2 * 1024 * 1024 }), 'invalid_config', /options: field 'maxPayloadBytes' must be an integer in \[1, 1048576\]/);
     assert.ok(createOutbox({ jobs: [note], connect, concurrency: 100, lanes: 5, maxPayloadBytes: 1024 * 1024 }));
     // Lanes and handler sessions share one budget of 5 connections (pb_claim outbox).
-    rejects(() => createOutbox({ jobs: [note], connect, lanes: 5, handlerSessions: 1 }), 'invalid_config', /handlerSessions must be at most 0 with lanes 5/);
-    rejects(() => createOutbox({ jobs: [note], connect, handlerSessions: -1 }), 'invalid_config', /handlerSessions must be an integer in 0\.\.4/);
+    rejects(() => createOutbox({ jobs: [note], connect, lanes: 5, handlerSessions: 1 }), 'invalid_config', /field 'handlerSessions' must be at most 0 with lanes 5/);
+    rejects(() => createOutbox({ jobs: [note], connect, handlerSessions: -1 }), 'invalid_config', /options: field 'handlerSessions' must be an integer in \[0, 4\]/);
     assert.ok(createOutbox({ jobs: [note], connect, lanes: 3, handlerSessions: 2 }));
   });
 });

@@ -90,8 +90,8 @@ describe('ctx.db on handler sessions', () => {
     const refused = (await env.post('/budget', { lanes: 4, handlerSessions: 2 })).body;
     assert.equal(refused.code, 'invalid_config');
     assert.equal(refused.typed, true);
-    assert.match(refused.message, /handlerSessions must be at most 1 with lanes 4: lanes \+ handlerSessions may hold at most 5 connections/);
-    assert.match((await env.post('/budget', { handlerSessions: 5 })).body.message, /handlerSessions must be an integer in 0\.\.4/);
+    assert.match(refused.message, /field 'handlerSessions' must be at most 1 with lanes 4: lanes \+ handlerSessions may hold at most 5 connections/);
+    assert.match((await env.post('/budget', { handlerSessions: 5 })).body.message, /field 'handlerSessions' must be an integer in \[0, 4\]/);
     // Eight handlers holding ctx.db transactions at once, on two handler sessions: they take
     // turns, and the drain never holds more than its lane plus those two.
     await env.post('/options', { handlerSessions: 2 });

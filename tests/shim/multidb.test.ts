@@ -296,7 +296,7 @@ describe('createOutboxes', () => {
     refused(() => createOutboxes({ jobs: [job], databases: { eu: connect }, default: 'us' as never }), /default must be one of the databases' keys \(eu\)/);
     refused(() => createOutboxes({ jobs: [job], databases: {} }), /databases must have at least 1 item/);
     refused(() => createOutboxes({ jobs: [job], databases: { eu: 'postgres://' as never } }), /databases\.eu must be a connector/);
-    refused(() => createOutboxes({ jobs: [job], databases: { eu: { connect, lanes: 9 } } }), /^createOutboxes: databases\.eu: lanes must be an integer in 1\.\.5/);
+    refused(() => createOutboxes({ jobs: [job], databases: { eu: { connect, lanes: 9 } } }), /^createOutboxes: databases\.eu: options: field 'lanes' must be an integer in \[1, 5\]/);
     refused(() => createOutboxes({ jobs: [job] } as never), /`databases`/);
   });
 });

@@ -49,7 +49,10 @@ constexpr int64_t kMaxKeyChars = 1024;
 
 }  // namespace
 
-Status claim_outbox(od::object& root, const Where& where, JsonWriter& out) {
+Status claim_outbox(od::object& root, const Where& claim, JsonWriter& out) {
+  // Refusals name the option as its user wrote it ("options: field 'lanes' …"): the shim passes
+  // the message on as it is.
+  const Where where{"options", claim.prefix, claim.code};
   int64_t values[kBoundCount];
   for (size_t i = 0; i < kBoundCount; ++i) values[i] = kBounds[i].fallback;
   std::optional<int64_t> handler_sessions;

@@ -36,12 +36,8 @@ export function outboxConfig(
   // -1, below every bound, so the core's refusal names the field's range.
   for (const [name, value] of Object.entries(numbers)) if (value !== undefined && !Number.isInteger(value)) numbers[name] = -1;
   const out = core.callText('claim', JSON.stringify({ op: 'outbox', ...numbers }));
-  if (isCoreError(out)) {
-    const message = out.error.message
-      .replace(/^claim: field '(\w+)' must be an integer in \[(\d+), (\d+)\]$/, '$1 must be an integer in $2..$3')
-      .replace(/^claim: field '(\w+)' /, '$1 ');
-    throw new PostboxError('invalid_config', `${who}: ${message}`);
-  }
+  // The core's refusal names the option and its range: passed on as it is.
+  if (isCoreError(out)) throw new PostboxError('invalid_config', `${who}: ${out.error.message}`);
   return out as OutboxConfig;
 }
 
