@@ -2,7 +2,7 @@ import { PostboxError, errorMessage } from '../errors.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
 import { RUN, type Outbox } from '../outbox.js';
 import type { OutboxRuntime } from '../engine/runtime.js';
-import { type LaneSession } from '../engine/session.js';
+import { failureFacts, type LaneSession } from '../engine/session.js';
 import { planSweep, type SweepOptions, type SweepReport } from '../engine/sweep.js';
 import type { EnqueueResult, LaneDb } from '../types.js';
 import { inTurns, type OutboxFactory, type OutboxFleetFactory } from './queue.js';
@@ -190,15 +190,6 @@ async function tickFleet(
   return { outboxes: ticks };
 }
 
-/** The server's SQLSTATE on an error, or on the error it wraps. */
-function sqlStateOf(error: unknown): string | null {
-  for (let e = error, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
-  }
-  return null;
-}
-
 /**
  * Runs `fn` on the session; when it throws, reports what was seen to the core, which decides:
  * try again on a fresh session, leave it to the next tick (`give_up`), or fail it (`fail`).
@@ -208,10 +199,8 @@ async function tryOnSession<T>(rt: OutboxRuntime, session: LaneSession, fn: (q: 
     try {
       return { ok: true as const, value: await session.exclusive(fn), tries };
     } catch (error) {
-      // A connector that could not connect at all had no session to break: report it as broken.
-      // So is a session given up at the invocation's deadline: the occurrence is left to the next tick.
-      const sessionBroken = session.isBroken() || (error instanceof PostboxError && (error.code === 'connection_failed' || error.code === 'deadline_exceeded'));
-      const failure = { part: 'schedule', sessionBroken, sqlState: sqlStateOf(error), tries };
+      // A session given up at the invocation's deadline counts as broken: the occurrence is left to the next tick.
+      const failure = { part: 'schedule', ...failureFacts(session, error), tries };
       const next = rt.core.call<{ next: FailureNext }>('settle', { failure }).next;
       // A failure of the occurrence's own left a live session (its transaction rolled back).
       if (next !== 'fail') await session.replace();

@@ -23,6 +23,27 @@ export interface Session<Db> {
 }
 
 /**
+ * What a failure showed of the session, for the core to judge (pb_settle `failure`: a lost
+ * connection is retried on a fresh one; a refusal is the statement's own), gathered one way for
+ * settlements and schedule occurrences alike. The session counts as broken when it reported
+ * itself so, when it could not connect at all, or when a deadline gave up on it (and dropped it);
+ * the SQLSTATE is the first one on the error or its causes.
+ */
+export function failureFacts(session: Session<unknown>, error: unknown): { sessionBroken: boolean; sqlState: string | null } {
+  const code = error instanceof PostboxError ? error.code : null;
+  const sessionBroken = session.isBroken() || code === 'connection_failed' || code === 'deadline_exceeded';
+  return { sessionBroken, sqlState: sqlStateOf(error) };
+}
+
+function sqlStateOf(error: unknown): string | null {
+  for (let e = error, depth = 0; e && depth < 3; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return null;
+}
+
+/**
  * The session of a store whose handle never breaks and holds no connection (a D1 binding, a
  * Durable Object's storage): uses run one at a time on that handle, as on a lane's connection.
  */

@@ -3,11 +3,10 @@
 // onTransition) each get a transaction, so the hook commits with its transition or not at all.
 import { errorMessage } from '../errors.js';
 import { emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
-import { isDeadlineError } from './deadline.js';
 import { fromHandlerOutcome, redact } from './handler.js';
 import type { Core } from '../core/core.js';
 import type { EngineRuntime } from './runtime.js';
-import type { Session } from './session.js';
+import { failureFacts, type Session } from './session.js';
 import type { ClaimInput, SettleWrite } from '../stores/contract.js';
 import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, Queryable } from '../types.js';
 
@@ -209,10 +208,7 @@ export interface FailureSeen {
 
 /** Reports what the shim saw of a failed settle write; the core decides what it means. */
 function afterFailure<Db>(rt: EngineRuntime<Db>, session: Session<Db>, error: unknown, seen: FailureSeen): FailureAnswer {
-  const code = (error as { code?: unknown } | null)?.code;
-  const sqlState = typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : null;
-  // A deadline gave up on the session (and dropped it): infrastructure, like a lost connection.
-  const sessionBroken = session.isBroken() || isDeadlineError(error);
+  const { sessionBroken, sqlState } = failureFacts(session, error);
   return rt.core.call<FailureAnswer>('settle', {
     failure: { part: seen.part, sessionBroken, sqlState, tries: seen.tries, rows: Math.max(1, seen.rows), sanitized: seen.sanitized ?? false },
   });
