@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 
 export const here = dirname(fileURLToPath(import.meta.url));
 export const root = resolve(here, '../..');
-export const FAMILIES = ['policy', 'settle', 'claim', 'sweep', 'enqueue', 'cron', 'nudge', 'backlog', 'operate', 'webhook'];
+// The families as the core lists them (wasm/include/postbox/family_list.h, its one list).
+export const FAMILIES = [...readFileSync(new URL('../../wasm/include/postbox/family_list.h', import.meta.url), 'utf8')
+  .match(/#define POSTBOX_FAMILIES\(X\)(.*)/)[1].matchAll(/X\((\w+)\)/g)].map((m) => m[1]);
 
 export const paths = {
   native: process.env.POSTBOX_CORPUS_CLI ?? join(root, 'build/native/postbox-corpus-cli'),
@@ -148,7 +150,7 @@ export async function loadWasm(file) {
   const x = instance.exports;
   memory = x.memory;
   if (typeof x._initialize === 'function') x._initialize();
-  if (x.pb_abi_version() !== 1) throw new Error(`${file}: pb_abi_version() is ${x.pb_abi_version()}, expected 1`);
+  if (x.pb_abi_version() !== 2) throw new Error(`${file}: pb_abi_version() is ${x.pb_abi_version()}, expected 2`);
   return (family, bytes) => {
     const entry = x[`pb_${family}`];
     if (typeof entry !== 'function') throw new Error(`${file}: no export pb_${family}`);

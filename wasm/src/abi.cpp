@@ -25,13 +25,19 @@
 namespace postbox {
 namespace {
 
-enum Family { kPolicy, kSettle, kClaim, kSweep, kEnqueue, kCron, kNudge, kBacklog, kOperate, kWebhook, kFamilyCount };
+// The families of family_list.h: an index, a name and a runner each.
+#define POSTBOX_FAMILY_INDEX(name) k_##name,
+enum Family { POSTBOX_FAMILIES(POSTBOX_FAMILY_INDEX) kFamilyCount };
+#undef POSTBOX_FAMILY_INDEX
 
-constexpr const char* kFamilyNames[kFamilyCount] = {"policy", "settle", "claim",   "sweep",  "enqueue",
-                                                    "cron",   "nudge",  "backlog", "operate", "webhook"};
+#define POSTBOX_FAMILY_NAME(name) #name,
+constexpr const char* kFamilyNames[kFamilyCount] = {POSTBOX_FAMILIES(POSTBOX_FAMILY_NAME)};
+#undef POSTBOX_FAMILY_NAME
+
 using Runner = Status (*)(input::od::document&, JsonWriter&);
-constexpr Runner kRunners[kFamilyCount] = {run_policy, run_settle, run_claim,   run_sweep,  run_enqueue,
-                                           run_cron,   run_nudge,  run_backlog, run_operate, run_webhook};
+#define POSTBOX_FAMILY_RUNNER(name) run_##name,
+constexpr Runner kRunners[kFamilyCount] = {POSTBOX_FAMILIES(POSTBOX_FAMILY_RUNNER)};
+#undef POSTBOX_FAMILY_RUNNER
 
 std::string g_result;
 char* g_scratch = nullptr;
@@ -192,13 +198,7 @@ int32_t pb_settle_ok_numbers(double now, double attempts, double crashes, double
   return postbox::settle_ok_numbers(now, attempts, crashes, streak, max_attempts);
 }
 
-PB_EXPORT(pb_policy) int32_t pb_policy(const char* ptr, int32_t len) { return run(postbox::kPolicy, ptr, len); }
-PB_EXPORT(pb_settle) int32_t pb_settle(const char* ptr, int32_t len) { return run(postbox::kSettle, ptr, len); }
-PB_EXPORT(pb_claim) int32_t pb_claim(const char* ptr, int32_t len) { return run(postbox::kClaim, ptr, len); }
-PB_EXPORT(pb_sweep) int32_t pb_sweep(const char* ptr, int32_t len) { return run(postbox::kSweep, ptr, len); }
-PB_EXPORT(pb_enqueue) int32_t pb_enqueue(const char* ptr, int32_t len) { return run(postbox::kEnqueue, ptr, len); }
-PB_EXPORT(pb_cron) int32_t pb_cron(const char* ptr, int32_t len) { return run(postbox::kCron, ptr, len); }
-PB_EXPORT(pb_nudge) int32_t pb_nudge(const char* ptr, int32_t len) { return run(postbox::kNudge, ptr, len); }
-PB_EXPORT(pb_backlog) int32_t pb_backlog(const char* ptr, int32_t len) { return run(postbox::kBacklog, ptr, len); }
-PB_EXPORT(pb_operate) int32_t pb_operate(const char* ptr, int32_t len) { return run(postbox::kOperate, ptr, len); }
-PB_EXPORT(pb_webhook) int32_t pb_webhook(const char* ptr, int32_t len) { return run(postbox::kWebhook, ptr, len); }
+#define POSTBOX_DEFINE_ENTRY(name) \
+  PB_EXPORT(pb_##name) int32_t pb_##name(const char* ptr, int32_t len) { return run(postbox::k_##name, ptr, len); }
+POSTBOX_FAMILIES(POSTBOX_DEFINE_ENTRY)
+#undef POSTBOX_DEFINE_ENTRY

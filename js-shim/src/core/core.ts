@@ -2,7 +2,7 @@ import { loadCoreModule } from '#core-module';
 import { PostboxError } from '../errors.js';
 
 /** The ABI version this shim speaks (docs/ABI.md). */
-export const CORE_ABI_VERSION = 1;
+export const CORE_ABI_VERSION = 2;
 
 /** A decision family of the core: one exported entry each. */
 export type CoreFamily =

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 
+#include "postbox/family_list.h"
+
 namespace postbox {
 // Inputs above this many bytes get `too_large` before any parsing: 1 MiB of document plus
 // the largest payload cap pb_enqueue accepts (kMaxPayloadCapBytes).
 constexpr int32_t kMaxInputBytes = 2 * 1024 * 1024;
-constexpr int32_t kAbiVersion = 1;
+constexpr int32_t kAbiVersion = 2;
 }  // namespace postbox
 
 extern "C" {
@@ -17,16 +19,10 @@ void* pb_alloc(int32_t len);
 void pb_free(void* ptr);
 const char* pb_result_ptr();
 int32_t pb_result_len();
-int32_t pb_policy(const char* ptr, int32_t len);
-int32_t pb_settle(const char* ptr, int32_t len);
-int32_t pb_claim(const char* ptr, int32_t len);
-int32_t pb_sweep(const char* ptr, int32_t len);
-int32_t pb_enqueue(const char* ptr, int32_t len);
-int32_t pb_cron(const char* ptr, int32_t len);
-int32_t pb_nudge(const char* ptr, int32_t len);
-int32_t pb_backlog(const char* ptr, int32_t len);
-int32_t pb_operate(const char* ptr, int32_t len);
-int32_t pb_webhook(const char* ptr, int32_t len);
+// pb_policy, pb_settle, …: one JSON entry per family of family_list.h.
+#define POSTBOX_DECLARE_ENTRY(name) int32_t pb_##name(const char* ptr, int32_t len);
+POSTBOX_FAMILIES(POSTBOX_DECLARE_ENTRY)
+#undef POSTBOX_DECLARE_ENTRY
 double* pb_numbers_out();
 int32_t pb_admit_numbers(double now, double deadline_at, double lease_expires_at, double timeout_ms, double heartbeat_ms,
                          double attempts);

@@ -16,11 +16,9 @@ struct NamedEntry {
   Entry entry;
 };
 
-inline constexpr NamedEntry kEntries[] = {
-    {"policy", pb_policy},   {"settle", pb_settle}, {"claim", pb_claim}, {"sweep", pb_sweep},
-    {"enqueue", pb_enqueue}, {"cron", pb_cron},     {"nudge", pb_nudge}, {"backlog", pb_backlog},
-    {"operate", pb_operate}, {"webhook", pb_webhook},
-};
+#define POSTBOX_NAMED_ENTRY(name) {#name, pb_##name},
+inline constexpr NamedEntry kEntries[] = {POSTBOX_FAMILIES(POSTBOX_NAMED_ENTRY)};
+#undef POSTBOX_NAMED_ENTRY
 inline constexpr size_t kEntryCount = sizeof kEntries / sizeof kEntries[0];
 
 }  // namespace postbox

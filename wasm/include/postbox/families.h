@@ -2,6 +2,7 @@
 // writes its normal result, or returns the Error that becomes the error document.
 #pragma once
 
+#include "postbox/family_list.h"
 #include "postbox/json_input.h"
 #include "postbox/json_writer.h"
 #include "postbox/result.h"
@@ -39,15 +40,9 @@ Status dispatch_op(input::od::document& doc, JsonWriter& out, std::string_view f
   return dispatch_ops(doc, out, family, ops, N, absent);
 }
 
-Status run_policy(input::od::document& doc, JsonWriter& out);
-Status run_settle(input::od::document& doc, JsonWriter& out);
-Status run_claim(input::od::document& doc, JsonWriter& out);
-Status run_sweep(input::od::document& doc, JsonWriter& out);
-Status run_enqueue(input::od::document& doc, JsonWriter& out);
-Status run_cron(input::od::document& doc, JsonWriter& out);
-Status run_nudge(input::od::document& doc, JsonWriter& out);
-Status run_backlog(input::od::document& doc, JsonWriter& out);
-Status run_operate(input::od::document& doc, JsonWriter& out);
-Status run_webhook(input::od::document& doc, JsonWriter& out);
+// run_policy, run_settle, …: one per family of family_list.h.
+#define POSTBOX_DECLARE_RUNNER(name) Status run_##name(input::od::document& doc, JsonWriter& out);
+POSTBOX_FAMILIES(POSTBOX_DECLARE_RUNNER)
+#undef POSTBOX_DECLARE_RUNNER
 
 }  // namespace postbox
