@@ -81,6 +81,12 @@ std::string_view outcome_name(OutcomeType type);
 // Whether an attempt that ended so runs its hooks with its settlement (no: it never started).
 bool outcome_runs_hooks(OutcomeType type);
 bool outcome_from_name(std::string_view name, OutcomeType& type);
+// The outcomes whose attempts never started, so they settle without hooks; and the status a
+// handler's commit runs on (pb_settle op "hooks").
+std::vector<std::string_view> outcomes_without_hooks();
+std::string_view commit_status();
+// A code or reason the core accepts from a handler: 1..128 bytes, no control characters.
+bool is_outcome_code(std::string_view text);
 
 // A settlement whose write failed (settle_failure.cpp): what the shim saw, and what to do.
 constexpr int32_t kMaxSettleTries = 2;
