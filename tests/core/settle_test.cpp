@@ -385,3 +385,23 @@ TEST_CASE("hooks: an attempt that never started settles without them; a commit r
   CHECK(bad.rc != 0);
   CHECK(bad.out.find("unknown_op") != std::string::npos);
 }
+
+TEST_CASE("unclassified: what a handler did instead of an outcome settles as the table says") {
+  for (const char* name : {"none", "thrown", "commit_unsupported"}) {
+    CAPTURE(name);
+    const postbox::Unclassified* u = postbox::unclassified_from_name(name);
+    REQUIRE(u != nullptr);
+    CHECK(u->name == name);
+  }
+  CHECK(postbox::unclassified_from_name("ok") == nullptr);
+  CHECK(postbox::unclassified_from_name("retry") == nullptr);
+  CHECK(postbox::unclassified_from_name("none")->as == postbox::OutcomeType::retry);
+  CHECK(postbox::unclassified_from_name("none")->code == "invalid_outcome");
+  CHECK(postbox::unclassified_from_name("thrown")->code == "unexpected");
+  CHECK(postbox::unclassified_from_name("thrown")->message.empty());
+  CHECK(postbox::unclassified_from_name("commit_unsupported")->as == postbox::OutcomeType::fail);
+  CHECK(postbox::unclassified_from_name("commit_unsupported")->replaces_message);
+  // A handler's own message of a none is kept; thrown keeps the error's.
+  CHECK(settle(default_policy(), kJob, R"({"type":"none","message":"mine"})").find(R"("errorMessage":"mine")") != std::string::npos);
+  CHECK(settle(default_policy(), kJob, R"({"type":"thrown","message":"boom"})").find(R"("errorCode":"unexpected","errorMessage":"boom")") != std::string::npos);
+}

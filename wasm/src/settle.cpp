@@ -25,9 +25,10 @@
 //   released         release     no       retrying (or pending when never charged), due now
 //   defer            defer       no       retrying (or pending when never charged) at now + after
 //
-// Two inputs name what the handler did rather than an outcome: `none` (it returned no outcome)
-// is a retry with code invalid_outcome; `thrown` (it threw and no classify claimed the error)
-// is a retry with code unexpected, keeping the error's message.
+// Three inputs name what the handler did rather than an outcome (kUnclassified): `none` (it
+// returned no outcome) is a retry with code invalid_outcome; `thrown` (it threw and no classify
+// claimed the error) a retry with code unexpected, keeping the error's message;
+// `commit_unsupported` (a commit its store cannot run) a fail under that code.
 //
 // `released` is a job claimed ahead that never got a slot (the drain stopped first): it goes
 // straight back to due, unlike claim_late, whose 5 s keeps a late lane from re-claiming at once.
@@ -76,6 +77,18 @@ constexpr Row kRows[] = {
     {OutcomeType::claim_late, "claim_late", Rule::claim_late, "", false},
     {OutcomeType::released, "released", Rule::release, "", false},
     {OutcomeType::defer, "defer", Rule::defer, "deferred", true},
+};
+
+// What a handler did instead of naming an outcome, each settled as one, under a fixed code:
+// it returned nothing; it threw and no classify claimed the error (the error's message is
+// kept); or it returned ok({ commit }) to a store that cannot run user code inside its
+// settlement transaction, where the commit can never run and a retry would only repeat the
+// handler's side effect.
+constexpr Unclassified kUnclassified[] = {
+    {"none", OutcomeType::retry, "invalid_outcome", "handler returned no outcome: return ok(), retry(), fail() or cancel()", false},
+    {"thrown", OutcomeType::retry, "unexpected", "", false},
+    {"commit_unsupported", OutcomeType::fail, "commit_unsupported",
+     "the handler returned ok({ commit }), but this store cannot run user code inside its settlement transaction", true},
 };
 
 // A handler's commit (ok({ commit })) runs only in the settlement that makes the job this.
@@ -206,6 +219,13 @@ std::string_view outcome_name(OutcomeType type) { return row_for(type).name; }
 bool outcome_runs_hooks(OutcomeType type) { return row_for(type).runs_hooks; }
 
 std::string_view commit_status() { return kCommitStatus; }
+
+const Unclassified* unclassified_from_name(std::string_view name) {
+  for (const Unclassified& u : kUnclassified) {
+    if (u.name == name) return &u;
+  }
+  return nullptr;
+}
 
 std::vector<std::string_view> outcomes_without_hooks() {
   std::vector<std::string_view> names;

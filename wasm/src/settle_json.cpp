@@ -65,25 +65,15 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
   if (!obj) return obj.take_error();
   const Where inner = where.nested("outcome");
   bool has_type = false;
-  // What the handler did when it gave no outcome of its own: returned none, or threw (and no
-  // classify claimed the error). Each becomes a retry under a fixed code.
-  std::string_view unclassified;
+  // What the handler did when it gave no outcome of its own (the rules' kUnclassified table).
+  const Unclassified* unclassified = nullptr;
   // The first malformed field of the handler's outcome, if any.
   std::string_view problem;
   Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
     if (key == "type") {
       Result<std::string_view> s = input::read_string(field, inner, key, 64);
-      if (s && (s.value() == "none" || s.value() == "thrown")) {
-        unclassified = s.value();
-        outcome.type = OutcomeType::retry;
-        has_type = true;
-        return ok_status();
-      }
-      // ok({ commit }) on a store that cannot run user code inside its settlement transaction:
-      // the commit can never run there, and a retry would only repeat the handler's side effect.
-      if (s && s.value() == "commit_unsupported") {
-        unclassified = s.value();
-        outcome.type = OutcomeType::fail;
+      if (s && (unclassified = unclassified_from_name(s.value())) != nullptr) {
+        outcome.type = unclassified->as;
         has_type = true;
         return ok_status();
       }
@@ -125,14 +115,9 @@ Status read_outcome(od::value& v, const Where& where, AttemptOutcome& outcome) {
     outcome.message = problem;
     return ok_status();
   }
-  if (unclassified == "none") {
-    outcome.code = "invalid_outcome";
-    if (!outcome.message) outcome.message = "handler returned no outcome: return ok(), retry(), fail() or cancel()";
-  } else if (unclassified == "commit_unsupported") {
-    outcome.code = "commit_unsupported";
-    outcome.message = "the handler returned ok({ commit }), but this store cannot run user code inside its settlement transaction";
-  } else if (!unclassified.empty()) {
-    outcome.code = "unexpected";
+  if (unclassified != nullptr) {
+    outcome.code = unclassified->code;
+    if (!unclassified->message.empty() && (!outcome.message || unclassified->replaces_message)) outcome.message = unclassified->message;
   }
   return ok_status();
 }

@@ -85,6 +85,18 @@ bool outcome_from_name(std::string_view name, OutcomeType& type);
 // handler's commit runs on (pb_settle op "hooks").
 std::vector<std::string_view> outcomes_without_hooks();
 std::string_view commit_status();
+// What a handler did instead of naming an outcome (none, thrown, commit_unsupported): the
+// outcome it settles as, its code, and its message: written when the input carries none, or
+// always (`replaces_message`) when the input's text is not the attempt's story.
+struct Unclassified {
+  std::string_view name;
+  OutcomeType as;
+  std::string_view code;
+  std::string_view message;
+  bool replaces_message;
+};
+const Unclassified* unclassified_from_name(std::string_view name);
+
 // A code or reason the core accepts from a handler: 1..128 bytes, no control characters.
 bool is_outcome_code(std::string_view text);
 
