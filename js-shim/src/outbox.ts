@@ -12,11 +12,11 @@ import { outboxSql } from './stores/pg/sql/index.js';
 import { postgresOutboxStore } from './stores/pg/store.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
 import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
-import { randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
+import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { HandlerSessions, LaneSession } from './engine/session.js';
 import type { LaneDb } from './types.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './engine/sweep.js';
-import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
+import type { EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
 
 /** The `enqueue` function `transaction` hands its callback. */
 export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
@@ -130,11 +130,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
   }
   const sql = outboxSql(checkOutboxName(options.name, `${who}: name`));
   const store = postgresOutboxStore(sql.name);
-  const registry = new Map<string, JobDefinition>();
-  for (const job of options.jobs) {
-    if (registry.has(job.kind)) throw new PostboxError('invalid_config', `${who}: kind ${job.kind} is registered twice`);
-    registry.set(job.kind, job);
-  }
+  const { registry, policies } = jobRegistry(options.jobs, who);
   const core = getCore();
   // The core owns the bounds and defaults of the outbox's own numbers (docs/ABI.md, pb_claim outbox).
   const config = outboxConfig(core, options, who);
@@ -149,17 +145,11 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     core,
     options,
     registry,
-    policies: [...registry.values()].map((j) => j.policy as CorePolicy),
+    policies,
     clock: options.clock ?? { now: () => Date.now() },
     concurrency,
     versionTs: versionTimestamp(options.version),
-    emit: (event) => {
-      try {
-        options.events?.(event);
-      } catch {
-        // A broken sink must not break job processing.
-      }
-    },
+    emit: eventSink(options.events),
     queueFor: (lane) => queueFor(options.queue, lane),
     key,
     seed: randomSeed,

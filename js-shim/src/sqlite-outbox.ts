@@ -12,19 +12,19 @@
  * `createOutbox`'s (`version`). Not here yet: Queue nudges, schedules and reserved sweeps.
  * @module
  */
-import { getCore, isCoreError, type Core } from './core/core.js';
+import { getCore } from './core/core.js';
 import { outboxConfig } from './engine/outbox-config.js';
 import { uuidv7 } from './ids.js';
 import { PostboxError } from './errors.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
-import { randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
+import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { DirectSession } from './engine/session.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from './engine/sweep.js';
 import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
 import { sendNudges } from './engine/nudge.js';
 import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from './engine/enqueue.js';
 import type { OutboxStore } from './stores/contract.js';
-import type { CorePolicy, EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from './types.js';
+import type { EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from './types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -106,13 +106,6 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
 }
 
 
-function callCore<T>(core: Core, family: Parameters<Core['call']>[0], input: unknown, what: string): T {
-  const out = core.call<T | { error: { code: string; message: string } }>(family, input);
-  if (isCoreError(out)) throw new PostboxError(out.error.code, `${what}: ${out.error.message}`);
-  return out as T;
-}
-
-
 /**
  * An outbox over a SQLite store: the same jobs (`defineJob`) and the same core as
  * `createOutbox`, with the store's handle in place of a PostgreSQL connection.
@@ -143,12 +136,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   );
   const generateId = options.generateId ?? uuidv7;
   const versionTs = versionTimestamp(options.version);
-  const registry = new Map<string, JobDefinition>();
-  for (const job of options.jobs) {
-    if (registry.has(job.kind)) throw new PostboxError('invalid_config', `job kind ${job.kind} is registered twice`);
-    registry.set(job.kind, job);
-  }
-  const policies: CorePolicy[] = [...registry.values()].map((j) => j.policy);
+  const { registry, policies } = jobRegistry(options.jobs, 'createSqliteOutbox');
   const lanes = [...new Set(policies.map((p) => p.lane))];
 
   const known = (job: JobDefinition) => {
@@ -165,13 +153,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     return (await enqueueJobs(enqueueEnv(), tx, job, items, api)).results;
   }
 
-  const emit = (event: OutboxEvent) => {
-    try {
-      options.events?.(event);
-    } catch {
-      // A throwing sink must not fail the attempt.
-    }
-  };
+  const emit = eventSink(options.events);
   const base = {
     core, registry, policies, concurrency, emit, store, key: null, versionTs, seed: randomSeed,
     options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak },
@@ -220,7 +202,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     async drain(db, opts = {}) {
       const [rt, session] = on(db);
       // The invocation's deadline is the core's (its default budget), as for createOutbox's drains.
-      const { deadlineAt } = callCore<{ deadlineAt: number }>(core, 'claim', { op: 'deadline', startedAt: now(), invocationBudgetMs: null }, 'drain');
+      const { deadlineAt } = core.call<{ deadlineAt: number }>('claim', { op: 'deadline', startedAt: now(), invocationBudgetMs: null });
       const report = emptyReport();
       for (const lane of opts.lane === undefined ? lanes : [opts.lane]) {
         addReport(report, await drainLane(rt, session, { lane, deadlineAt, maxJobs: opts.maxJobs, claimedBefore: report.claimed }));

@@ -1,4 +1,5 @@
 import type { OutboxOptions } from '../config.js';
+import { PostboxError } from '../errors.js';
 import type { Core } from '../core/core.js';
 import type { Session } from './session.js';
 import type { OutboxStore } from '../stores/contract.js';
@@ -34,6 +35,27 @@ export interface OutboxRuntime<Db = LaneDb, Tx = Queryable> {
 
 /** An engine routine's view of a runtime: any transaction handle, since the drain never opens one of the store's own. */
 export type EngineRuntime<Db> = OutboxRuntime<Db, unknown>;
+
+/** The outbox's jobs by kind, and their policies; a kind registered twice is `invalid_config`, prefixed with `who`. */
+export function jobRegistry(jobs: readonly JobDefinition[], who: string): { registry: Map<string, JobDefinition>; policies: CorePolicy[] } {
+  const registry = new Map<string, JobDefinition>();
+  for (const job of jobs) {
+    if (registry.has(job.kind)) throw new PostboxError('invalid_config', `${who}: kind ${job.kind} is registered twice`);
+    registry.set(job.kind, job);
+  }
+  return { registry, policies: [...registry.values()].map((j) => j.policy) };
+}
+
+/** The outbox's event sink as the engine calls it: a sink that throws must not break job processing. */
+export function eventSink(events: ((event: OutboxEvent) => void) | undefined): (event: OutboxEvent) => void {
+  return (event) => {
+    try {
+      events?.(event);
+    } catch {
+      // The sink's fault, not the job's.
+    }
+  };
+}
 
 /** The deploy's version timestamp (epoch ms) from `env.CF_VERSION_METADATA`; null without one, or one that does not parse. */
 export function versionTimestamp(version: VersionMetadata | undefined): number | null {

@@ -11,16 +11,8 @@ import type { ClaimInput, SettleWrite } from '../stores/contract.js';
 import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, Queryable } from '../types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
-export interface SettleDecision {
+export interface SettleDecision extends Pick<SettleWrite, 'dueAt' | 'attempts' | 'crashes' | 'streakCode' | 'streak' | 'errorCode' | 'errorMessage' | 'finished'> {
   status: string;
-  dueAt: number | null;
-  attempts: number;
-  crashes: number;
-  streakCode: string | null;
-  streak: number;
-  errorCode: string | null;
-  errorMessage: string | null;
-  finished: boolean;
   charged: boolean;
   attemptOutcome: string;
   /** The attempt's number as handlers and events show it (a crash is not an attempt). */
