@@ -3,11 +3,11 @@ import { getCore } from './core/core.js';
 import { outboxConfig, type OutboxConfig } from './engine/outbox-config.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './stores/pg/db.js';
 import { boundedTransaction } from './stores/pg/bounded.js';
-import { enqueueJobs, type EnqueueEnv } from './engine/enqueue.js';
+import { enqueueInTransaction, enqueueJobs, type EnqueueEnv } from './engine/enqueue.js';
 import { PostboxError, errorMessage } from './errors.js';
 import { isUuid, uuidv7 } from './ids.js';
 import { checkOutboxName } from './name.js';
-import { sendNudges, type PendingNudge } from './engine/nudge.js';
+import { queueForLane, sendNudges } from './engine/nudge.js';
 import { outboxSql } from './stores/pg/sql/index.js';
 import { postgresOutboxStore } from './stores/pg/store.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
@@ -15,14 +15,11 @@ import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } 
 import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { HandlerSessions, LaneSession } from './engine/session.js';
 import type { LaneDb } from './types.js';
-import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepPlan, type SweepReport } from './engine/sweep.js';
-import type { EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef, QueueProducer } from './types.js';
+import { RUN, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from './engine/sweep.js';
+import type { EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef } from './types.js';
 
-/** The `enqueue` function `transaction` hands its callback. */
-export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
-
-/** The `enqueueMany` function `transaction` hands its callback: one statement for the list. */
-export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) => Promise<R[]>;
+export { RUN, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 
 export type { OperateResult, TenantScope } from './engine/operate.js';
 
@@ -80,18 +77,11 @@ export interface Outbox<R = EnqueueResult> {
 /** A `strictEnqueue: true` outbox: enqueue results are always accepted ones. */
 export type StrictOutbox = Outbox<EnqueueAccepted>;
 
-export const RUN: unique symbol = Symbol.for('postbox.run');
-
-/** @internal What the Cloudflare handlers and the test kit drive. */
-export interface OutboxEngine {
+/** @internal What the Cloudflare handlers, the Node consumer and the test kit drive: the engine on PostgreSQL. */
+export interface OutboxEngine extends DrivenEngine<LaneDb> {
   runtime: OutboxRuntime & { options: OutboxOptions<readonly JobDefinition[], unknown> };
   /** Its numeric options, as the core checked them: `lanes` and `handlerSessions` are the connections a drain may hold. */
   config: OutboxConfig;
-  drain(opts: { lane: string; deadlineAt: number; targets?: { id: string; kind: string }[]; signal?: AbortSignal; onBacklog?: () => void }): Promise<RunReport>;
-  /** A sweep of the invocation that started at `startedAt`, by `plan` (default: planned now). */
-  sweep(startedAt: number, opts: SweepOptions, plan?: SweepPlan): Promise<SweepReport>;
-  /** Settles every expired lease as a crash (the sweep's first step, alone). */
-  recover(): Promise<RunReport>;
   /** A session for `fn`, closed after; with `deadlineAt`, every use of it gives up then. Its handlers' ctx.db uses `handlers`. */
   withSession<T>(fn: (session: LaneSession) => Promise<T>, deadlineAt?: number, handlers?: HandlerSessions | null): Promise<T>;
 }
@@ -150,7 +140,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     concurrency,
     versionTs: versionTimestamp(options.version),
     emit: eventSink(options.events),
-    queueFor: (lane) => queueFor(options.queue, lane),
+    queueFor: (lane) => queueForLane(options.queue, lane),
     key,
     seed: randomSeed,
     store,
@@ -208,19 +198,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     key,
     schema: sql.schema,
     kinds: [...registry.keys()].sort(),
-    async transaction(db, fn) {
-      const nudges: PendingNudge[] = [];
-      const result = await runTransaction(db, (q, tx) => {
-        const many = async <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: 'enqueue' | 'enqueueMany') => {
-          const outcome = await enqueueJobs(enqueueEnv(), q, job, items, api);
-          nudges.push(...outcome.nudges);
-          return outcome.results;
-        };
-        return fn(tx, async (job, opts) => (await many(job, [opts], 'enqueue'))[0]!, (job, items) => many(job, items, 'enqueueMany'));
-      });
-      await sendNudges(runtime, nudges);
-      return result;
-    },
+    transaction: (db, fn) => enqueueInTransaction(runtime, enqueueEnv, (body) => runTransaction(db, body), fn),
     async enqueue(tx, job, opts) {
       return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, [opts], 'enqueue')).results[0]!;
     },
@@ -269,16 +247,10 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
         return withHandlerSessions(plan.deadlineAt, (handlers) => withSession((session) => runSweep(runtime, session, plan), plan.deadlineAt, handlers));
       },
       recover: () => withSession((session) => recoverExpired(runtime, session)),
+      transaction: (db, fn) => outbox.transaction(db, fn),
     },
   };
   return outbox;
-}
-
-/** One Queue serves every lane (its messages name the lane); a map gives each lane its own. */
-function queueFor(queue: OutboxOptions['queue'], lane: string): QueueProducer | undefined {
-  if (!queue) return undefined;
-  if (typeof (queue as QueueProducer).sendBatch === 'function') return queue as QueueProducer;
-  return (queue as Record<string, QueueProducer>)[lane];
 }
 
 export type { RunReport, SweepOptions, SweepReport };

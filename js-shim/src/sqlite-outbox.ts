@@ -6,25 +6,33 @@
  * store's transaction (or as statements for a D1 batch), and operator actions in one store
  * transaction each. Every decision is the core's, by its ABI (docs/ABI.md).
  *
+ * Queue nudges, the queue consumer and the Cron Trigger handler are `createOutbox`'s: with
+ * `queue`, `transaction` nudges what it enqueued once it commits, and
+ * `createQueueHandler((env) => outbox.bind(env.DB))` / `createScheduledHandler(...)` drive this
+ * outbox as they drive a PostgreSQL one. Schedules and reserved sweeps are the sweep's options
+ * (`sweep(db, { schedules, reserved })`, a Durable Object's alarm).
+ *
  * What such a store cannot do, it refuses at once: user code inside its transactions
- * (`onTransition` when the outbox is made; a handler's `ok({ commit })` settles as
- * `commit_unsupported`, dead at once; `ctx.db` throws `unsupported`). Deploy versions are
- * `createOutbox`'s (`version`). Not here yet: Queue nudges, schedules and reserved sweeps.
+ * (`onTransition` when the outbox is made; a job whose handler may return `ok({ commit })` is a
+ * type error in `jobs`, and if one is returned anyway it settles as `commit_unsupported`, dead at
+ * once; `ctx.db` throws `unsupported`).
  * @module
  */
 import { getCore } from './core/core.js';
 import { outboxConfig } from './engine/outbox-config.js';
 import { uuidv7 } from './ids.js';
-import { PostboxError } from './errors.js';
+import { PostboxError, errorMessage } from './errors.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
 import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { DirectSession } from './engine/session.js';
-import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from './engine/sweep.js';
+import { planSweep, recoverExpired, runSweep, type SweepOptions } from './engine/sweep.js';
 import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
-import { sendNudges } from './engine/nudge.js';
-import { enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from './engine/enqueue.js';
+import { queueForLane, sendNudges } from './engine/nudge.js';
+import { enqueueInTransaction, enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from './engine/enqueue.js';
+import { RUN, type DrivableOutbox, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+import { tick, type Schedule, type ScheduledReport } from './engine/schedules.js';
 import type { OutboxStore } from './stores/contract.js';
-import type { EnqueueOptions, EnqueueResult, JobDefinition, OutboxEvent, VersionMetadata } from './types.js';
+import type { EnqueueOptions, EnqueueResult, JobDefinition, JobRef, OutboxEvent, QueueProducer, VersionMetadata } from './types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -55,13 +63,30 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   version?: VersionMetadata;
   /** A `streak_warning` event once a job fails this many times in a row with one code (a job's own policy wins). */
   warnAtStreak?: number;
+  /**
+   * Queues to nudge after commit, as `createOutbox`'s: one for every lane (each message names
+   * its lane), or one per lane. Without it, jobs run on the sweep only (a Durable Object's alarm,
+   * a Cron Trigger).
+   */
+  queue?: QueueProducer | Record<string, QueueProducer>;
 }
 
 /** What a drain or a recovery did, by resulting status: the same counts as `createOutbox`'s drains. */
 export type SqliteRunReport = RunReport;
 
-/** What a sweep did: the runs' counts, retention's deletions, and any step that failed. */
-export type SqliteSweepReport = SweepReport;
+/** What a sweep did: the runs' counts, retention's deletions, any step that failed, and the schedules' occurrences. */
+export type SqliteSweepReport = ScheduledReport;
+
+/** Options of one sweep: its budgets and reserved sweeps (as the Cron Trigger handler's), and the schedules due by `at`. */
+export interface SqliteSweepOptions extends Omit<SweepOptions, 'compaction'> {
+  /** Recurring jobs: their occurrences due by `at` are enqueued first (missed ones caught up, within the core's bound). */
+  schedules?: readonly Schedule[];
+  /** The tick's time (epoch ms; default now): a Cron Trigger's `scheduledTime`, an alarm's. */
+  at?: number;
+}
+
+/** A SQLite outbox bound to its database, for `createQueueHandler` and `createScheduledHandler`. */
+export type BoundSqliteOutbox = DrivableOutbox;
 
 /** Statements for the caller's own D1 batch, and how to read what they return. */
 export interface EnqueueStatements<S> {
@@ -73,6 +98,15 @@ export interface EnqueueStatements<S> {
 /** An outbox over a SQLite store; see {@link createSqliteOutbox}. */
 export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
   readonly store: S;
+  /**
+   * Runs `fn` and every `enqueue` / `enqueueMany` it makes in one store transaction on `db`
+   * (D1: one batch with your `tx.add(...)` statements), then nudges the queue once it committed.
+   */
+  transaction<T>(db: Db, fn: (tx: Tx, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>): Promise<T>;
+  /** Sends nudges for committed jobs (after your own transaction or batch). Never throws. */
+  nudge(refs: readonly JobRef[]): Promise<void>;
+  /** This outbox on `db`, for the Cloudflare handlers: `createQueueHandler((env) => outbox.bind(env.DB))`. */
+  bind(db: Db): BoundSqliteOutbox;
   /** Enqueues one job with `tx` (inside `store.transaction`, or a database handle). Refusals are results, not throws. */
   enqueue<P>(tx: Tx, job: JobDefinition<P>, options: EnqueueOptions<NoInfer<P>>): Promise<EnqueueResult>;
   /** Enqueues a list of jobs of one kind in one write. */
@@ -87,10 +121,16 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
   drain(db: Db, options?: { lane?: string; maxJobs?: number }): Promise<SqliteRunReport>;
   /** Settles running jobs whose lease ran out as crashes (the core decides what follows). */
   recover(db: Db): Promise<SqliteRunReport>;
-  /** The cron sweep's work, as the core plans it: recover, drain every lane, retention. */
-  sweep(db: Db): Promise<SqliteSweepReport>;
-  /** When the next waiting job falls due (epoch ms), or `null`: for a Durable Object's next alarm. */
-  nextDueAt(db: Db): Promise<number | null>;
+  /**
+   * The cron sweep's work, as the core plans it: the schedules' due occurrences, then recover,
+   * reserved sweeps, drain every lane, hand long jobs to their queue, retention.
+   */
+  sweep(db: Db, options?: SqliteSweepOptions): Promise<SqliteSweepReport>;
+  /**
+   * When the next waiting job falls due, or the next occurrence of one of `schedules` (epoch ms),
+   * or `null`: for a Durable Object's next alarm.
+   */
+  nextDueAt(db: Db, options?: { schedules?: readonly Schedule[] }): Promise<number | null>;
   /**
    * Operator actions, as `createOutbox` has them and the core decides them, each in one store
    * transaction: pending, retrying or running jobs to cancelled (a running attempt's late settle
@@ -145,7 +185,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
 
   /** The enqueue's inputs as createOutbox's (enqueue.ts): the same checks, the same core calls, on this store. */
   const enqueueEnv = (): EnqueueEnv<Tx> => ({
-    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: false, versionTs, generateId, strict: false, store,
+    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: options.queue !== undefined, versionTs, generateId, strict: false, store,
   });
 
   async function enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api = 'enqueueMany'): Promise<EnqueueResult[]> {
@@ -158,18 +198,47 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     core, registry, policies, concurrency, emit, store, key: null, versionTs, seed: randomSeed,
     options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak },
     clock: { now },
-    // No queue: the sweep (a Durable Object's alarm, a Cron Trigger) runs every due job.
-    queueFor: () => undefined,
+    // Without a queue the sweep (a Durable Object's alarm, a Cron Trigger) runs every due job.
+    queueFor: (lane: string) => queueForLane(options.queue, lane),
   } satisfies Omit<OutboxRuntime<Db, Tx>, 'openSession'>;
   /** The engine's runtime and a session on `db`, for one drain, recovery or sweep. */
   const on = (db: Db): [OutboxRuntime<Db, Tx>, DirectSession<Db>] => [{ ...base, openSession: () => new DirectSession(db) }, new DirectSession(db)];
 
-  const sweepOptions = (): SweepOptions => ({
+  /** A sweep's options over the outbox's own retention (a sweep's own `retention` wins). */
+  const sweepOptions = (opts: SweepOptions): SweepOptions => ({
+    ...opts,
     retention: {
       ...(options.retention?.succeededMs === undefined ? {} : { succeededRetentionMs: options.retention.succeededMs }),
       ...(options.retention?.deadMs === undefined ? {} : { deadRetentionMs: options.retention.deadMs }),
+      ...opts.retention,
     },
   });
+
+  /** An application transaction on `db` with its enqueues, nudged once it committed (engine/enqueue.ts, as createOutbox's). */
+  const transaction = <T>(db: Db, fn: (tx: Tx, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>): Promise<T> =>
+    enqueueInTransaction(on(db)[0], enqueueEnv, (body) => store.transaction(db, (tx) => body(tx, tx)), fn);
+
+  // Nudges sent outside any database: this outbox never records them (`recordNudges` is PostgreSQL's), so opens no session.
+  const unbound: OutboxRuntime<Db, Tx> = {
+    ...base,
+    openSession: () => {
+      throw new PostboxError('unsupported', 'createSqliteOutbox: nudges are not recorded, so need no session');
+    },
+  };
+
+  /** The engine on `db`, as the queue consumer and the Cron Trigger handler drive it. */
+  const engineOn = (db: Db): DrivenEngine<Db> => {
+    const [rt, session] = on(db);
+    return {
+      runtime: rt,
+      drain: (opts) => drainLane(rt, session, opts),
+      sweep: (startedAt, opts, plan) => runSweep(rt, session, plan ?? planSweep(rt, startedAt, sweepOptions(opts))),
+      recover: () => recoverExpired(rt, session),
+      // The handle is the platform's: nothing to connect, nothing a deadline must drop.
+      withSession: (fn) => fn(session),
+      transaction,
+    };
+  };
 
   /** One operator action on `ids` in one store transaction (engine/operate.ts, as createOutbox's). */
   async function operate(db: Db, action: OperatorVerb, ids: readonly string[], scope: TenantScope | undefined, reason: string | null) {
@@ -182,6 +251,15 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
 
   return {
     store,
+    transaction,
+    bind: (db) => ({ [RUN]: engineOn(db) }),
+    async nudge(refs) {
+      try {
+        await sendNudges(unbound, refs.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane ?? registry.get(r.kind)?.lane ?? 'default', delaySeconds: 0 })));
+      } catch (error) {
+        base.emit({ type: 'nudge_failed', jobs: refs.length, error: errorMessage(error) });
+      }
+    },
     cancelMany: (db, ids, reason = 'cancelled', scope) => operate(db, 'cancel', ids, scope, reason),
     replayMany: (db, ids, scope) => operate(db, 'replay', ids, scope, null),
     retryNowMany: (db, ids, scope) => operate(db, 'retryNow', ids, scope, null),
@@ -212,12 +290,18 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     recover(db) {
       return recoverExpired(...on(db));
     },
-    sweep(db) {
-      const [rt, session] = on(db);
-      return runSweep(rt, session, planSweep(rt, now(), sweepOptions()));
+    sweep(db, opts = {}) {
+      const { schedules = [], at, ...sweep } = opts;
+      const startedAt = now();
+      return tick(engineOn(db), schedules, at ?? startedAt, startedAt, sweepOptions(sweep));
     },
-    async nextDueAt(db) {
+    async nextDueAt(db, opts = {}) {
       let next: number | null = null;
+      for (const schedule of opts.schedules ?? []) {
+        // The schedule's next minute after now, by the core's cron (a tick then enqueues it).
+        const { at } = core.call<{ at: number | null }>('cron', { op: 'next', expr: schedule.cron, after: now() });
+        if (at !== null && (next === null || at < next)) next = at;
+      }
       for (const lane of lanes) {
         const kinds = policies.filter((p) => p.lane === lane).map((p) => p.kind);
         // Which jobs this deploy may claim is the claim plan's (its version cutoff), as for a drain.

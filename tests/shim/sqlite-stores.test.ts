@@ -10,6 +10,7 @@ import { outboxStoreContract } from '../../js-shim/src/testing/store-contract.ts
 import { startWorker, type TestWorker } from '../support/worker.ts';
 import { scenarios } from './fixtures/sqlite/scenarios.ts';
 import { d1RuntimeScenarios, heartbeatScenarios, operatorScenarios, runtimeScenarios } from './fixtures/sqlite/runtime.ts';
+import { sweepOptionScenarios } from './fixtures/sqlite/sweep-options.ts';
 import { d1Scenarios, durableObjectScenarios } from './fixtures/sqlite/transactions.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
@@ -26,7 +27,7 @@ after(async () => {
   await worker?.dispose();
 });
 
-const engine = { ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios };
+const engine = { ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios, ...sweepOptionScenarios };
 const flavors = {
   d1: { ...scenarios, ...engine, ...d1Scenarios, ...d1RuntimeScenarios },
   'durable-object': { ...scenarios, ...engine, ...durableObjectScenarios },

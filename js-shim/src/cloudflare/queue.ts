@@ -3,9 +3,10 @@ import { isCoreError } from '../core/core.js';
 import { deadlineError, isDeadlineError } from '../engine/deadline.js';
 import { FLEET, isOutboxFleet, type FleetEngine, type OutboxFleet } from '../fleet.js';
 import { sendDrains } from '../engine/nudge.js';
-import { RUN, type Outbox, type OutboxEngine } from '../outbox.js';
+import { RUN, type DrivableOutbox } from '../engine/driven.js';
+import type { Outbox } from '../outbox.js';
 import { addReport, emptyReport, type RunReport } from '../engine/drain.js';
-import type { OutboxRuntime } from '../engine/runtime.js';
+import type { EngineRuntime } from '../engine/runtime.js';
 import type { OutboxEvent } from '../types.js';
 
 /** The parts of a Cloudflare `MessageBatch` Postbox uses. */
@@ -16,8 +17,11 @@ export interface QueueBatch<Body = unknown> {
   retryAll(options?: { delaySeconds?: number }): void;
 }
 
-/** Builds the outbox for one invocation from its `env` (and context). */
-export type OutboxFactory<Env> = (env: Env, ctx?: ExecutionContext) => Outbox<any>;
+/**
+ * Builds the outbox for one invocation from its `env` (and context): an `Outbox`
+ * (`createOutbox`), or a SQLite outbox bound to its database (`createSqliteOutbox(...).bind(env.DB)`).
+ */
+export type OutboxFactory<Env> = (env: Env, ctx?: ExecutionContext) => DrivableOutbox;
 
 /** Builds several outboxes (`createOutboxes`, one per database) for one invocation from its `env`. */
 export type OutboxFleetFactory<Env> = (env: Env, ctx?: ExecutionContext) => OutboxFleet<string, any>;
@@ -87,7 +91,7 @@ export function createQueueHandler<Env>(
   outboxFor: OutboxFleetFactory<Env>,
   options?: QueueHandlerOptions,
 ): (batch: QueueBatch, env: Env, ctx?: ExecutionContext) => Promise<FleetQueueReport>;
-export function createQueueHandler<Env>(outboxFor: (env: Env, ctx?: ExecutionContext) => Outbox<any> | OutboxFleet<string, any>, options: QueueHandlerOptions = {}) {
+export function createQueueHandler<Env>(outboxFor: (env: Env, ctx?: ExecutionContext) => DrivableOutbox | OutboxFleet<string, any>, options: QueueHandlerOptions = {}) {
   const only = options.lane;
   return async (batch: QueueBatch, env: Env, ctx?: ExecutionContext): Promise<RunReport | FleetQueueReport> => {
     const made = outboxFor(env, ctx);
@@ -132,7 +136,7 @@ export function createQueueHandler<Env>(outboxFor: (env: Env, ctx?: ExecutionCon
 }
 
 /** Sends messages whose drain failed back to the queue, each after the core's delay for its delivery count. */
-function redeliver(rt: OutboxRuntime, messages: readonly QueueBatch['messages'][number][]): void {
+function redeliver(rt: EngineRuntime<unknown>, messages: readonly QueueBatch['messages'][number][]): void {
   // A queue batch holds at most 100 messages, the most the core takes a call.
   for (let at = 0; at < messages.length; at += 100) {
     const part = messages.slice(at, at + 100);
@@ -257,7 +261,7 @@ export async function inTurns<T, R>(items: readonly T[], parallel: number, run: 
  * reported like any other bad message without failing the rest of the batch. `scope` is the
  * consumer's fields of the core's input (lane, outboxes), each followed by a comma.
  */
-function decode(rt: OutboxEngine['runtime'], scope: string, body: unknown): Decoded {
+function decode(rt: EngineRuntime<unknown>, scope: string, body: unknown): Decoded {
   let text: string | undefined;
   try {
     text = JSON.stringify(body);

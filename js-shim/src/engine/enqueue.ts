@@ -3,7 +3,9 @@ import type { Core } from '../core/core.js';
 import { isCoreError } from '../core/core.js';
 import { type DedupeVerdict, dedupeItem, heldResult } from './dedupe.js';
 import { EnqueueRefusedError, PostboxError } from '../errors.js';
-import type { PendingNudge } from './nudge.js';
+import { sendNudges, type PendingNudge } from './nudge.js';
+import type { EngineRuntime } from './runtime.js';
+import type { TxEnqueue, TxEnqueueMany } from './driven.js';
 import type { AppendInput, AppendRow, OutboxStore } from '../stores/contract.js';
 import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from '../types.js';
 
@@ -61,6 +63,31 @@ export interface PlannedEnqueue {
   /** The list index of each appended item, in append order. */
   writes: number[];
   decisions: EnqueueDecision[];
+}
+
+/**
+ * An application transaction with enqueues, as both outboxes give it (`outbox.transaction`):
+ * `begin` runs its callback in one transaction of the store, handing it the append's handle (`q`)
+ * and the caller's (`tx`); every enqueue made in it writes with `q`, and what they asked to be
+ * nudged is sent once the transaction has committed (never for one that rolled back).
+ */
+export async function enqueueInTransaction<Q, T>(
+  rt: EngineRuntime<unknown>,
+  env: () => EnqueueEnv<Q>,
+  begin: <X>(body: (q: Q, tx: unknown) => Promise<X>) => Promise<X>,
+  fn: (tx: any, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>,
+): Promise<T> {
+  const nudges: PendingNudge[] = [];
+  const result = await begin((q, tx) => {
+    const many = async <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: 'enqueue' | 'enqueueMany') => {
+      const outcome = await enqueueJobs(env(), q, job, items, api);
+      nudges.push(...outcome.nudges);
+      return outcome.results;
+    };
+    return fn(tx, async (job, opts) => (await many(job, [opts], 'enqueue'))[0]!, (job, items) => many(job, items, 'enqueueMany'));
+  });
+  await sendNudges(rt, nudges);
+  return result;
 }
 
 /**

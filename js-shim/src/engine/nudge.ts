@@ -2,6 +2,14 @@ import { beforeDeadline, type Deadline } from './deadline.js';
 import type { EngineRuntime } from './runtime.js';
 import { errorMessage } from '../errors.js';
 import type { Session } from './session.js';
+import type { QueueProducer } from '../types.js';
+
+/** One Queue serves every lane (its messages name the lane); a map gives each lane its own. */
+export function queueForLane(queue: QueueProducer | Record<string, QueueProducer> | undefined, lane: string): QueueProducer | undefined {
+  if (!queue) return undefined;
+  if (typeof (queue as QueueProducer).sendBatch === 'function') return queue as QueueProducer;
+  return (queue as Record<string, QueueProducer>)[lane];
+}
 
 export interface PendingNudge {
   id: string;
