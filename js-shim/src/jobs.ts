@@ -1,10 +1,10 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { getCore } from './core/core.js';
 import { PostboxError } from './errors.js';
-import type { Classify, CorePolicy, HandlerOutcome, JobContext, JobDefinition, Queryable, RetryPolicy } from './types.js';
+import type { CancelOutcome, Classify, CommitOutcome, CorePolicy, DeferOutcome, FailOutcome, HandlerOutcome, JobContext, JobDefinition, OkOutcome, Queryable, RetryOutcome, RetryPolicy } from './types.js';
 
 /** What `defineJob` takes. */
-export interface JobSpec<Schema extends StandardSchemaV1, Deps> {
+export interface JobSpec<Schema extends StandardSchemaV1, Deps, Out extends HandlerOutcome = HandlerOutcome> {
   /** Unique name of the job kind, e.g. `email.welcome`: `[A-Za-z0-9._:-]`, ≤ 128 bytes. */
   kind: string;
   /** Any Standard Schema validator (zod, valibot, arktype). Checked at enqueue and before each run. */
@@ -26,7 +26,7 @@ export interface JobSpec<Schema extends StandardSchemaV1, Deps> {
    * at least every `everyMs`.
    */
   heartbeat?: boolean | { everyMs?: number; auto?: boolean };
-  handle(payload: StandardSchemaV1.InferOutput<Schema>, ctx: JobContext<Deps>): Promise<HandlerOutcome>;
+  handle(payload: StandardSchemaV1.InferOutput<Schema>, ctx: JobContext<Deps>): Promise<Out>;
 }
 
 /**
@@ -46,9 +46,9 @@ export interface JobSpec<Schema extends StandardSchemaV1, Deps> {
  * });
  * ```
  */
-export function defineJob<Schema extends StandardSchemaV1>(
-  spec: JobSpec<Schema, unknown>,
-): JobDefinition<StandardSchemaV1.InferOutput<Schema>, unknown> {
+export function defineJob<Schema extends StandardSchemaV1, Out extends HandlerOutcome = HandlerOutcome>(
+  spec: JobSpec<Schema, unknown, Out>,
+): JobDefinition<StandardSchemaV1.InferOutput<Schema>, unknown, Out> {
   return buildJob(spec);
 }
 
@@ -62,14 +62,14 @@ export function defineJob<Schema extends StandardSchemaV1>(
  * ```
  */
 export function defineJobFor<Deps>() {
-  return <Schema extends StandardSchemaV1>(
-    spec: JobSpec<Schema, Deps>,
-  ): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps> => buildJob(spec);
+  return <Schema extends StandardSchemaV1, Out extends HandlerOutcome = HandlerOutcome>(
+    spec: JobSpec<Schema, Deps, Out>,
+  ): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps, Out> => buildJob(spec);
 }
 
-function buildJob<Schema extends StandardSchemaV1, Deps>(
-  spec: JobSpec<Schema, Deps>,
-): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps> {
+function buildJob<Schema extends StandardSchemaV1, Deps, Out extends HandlerOutcome>(
+  spec: JobSpec<Schema, Deps, Out>,
+): JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps, Out> {
   if (!spec || typeof spec.handle !== 'function') throw new PostboxError('invalid_job', 'defineJob: `handle` must be a function');
   if (!spec.payload || typeof spec.payload['~standard']?.validate !== 'function') {
     throw new PostboxError('invalid_job', `defineJob(${String(spec.kind)}): \`payload\` must be a Standard Schema`);
@@ -91,7 +91,7 @@ function buildJob<Schema extends StandardSchemaV1, Deps>(
     warnAtStreak: spec.warnAtStreak,
     classify: spec.classify,
     autoHeartbeat: policy.heartbeatMs !== undefined && !(typeof spec.heartbeat === 'object' && spec.heartbeat?.auto === false),
-    handle: spec.handle as JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps>['handle'],
+    handle: spec.handle as JobDefinition<StandardSchemaV1.InferOutput<Schema>, Deps, Out>['handle'],
     policy,
   });
 }
@@ -106,23 +106,29 @@ function heartbeatOption(kind: string, option: JobSpec<StandardSchemaV1, unknown
   return option;
 }
 
-/** The job succeeded. `commit` runs in the same transaction as the `succeeded` transition. */
-export function ok(options?: { commit?: (tx: Queryable) => Promise<unknown> }): HandlerOutcome {
+/**
+ * The job succeeded. `commit` runs in the same transaction as the `succeeded` transition
+ * (PostgreSQL; a SQLite outbox refuses a job that may return it).
+ */
+export function ok(): OkOutcome;
+export function ok(options: { commit: (tx: Queryable) => Promise<unknown> }): CommitOutcome;
+export function ok(options?: { commit?: (tx: Queryable) => Promise<unknown> }): OkOutcome | CommitOutcome;
+export function ok(options?: { commit?: (tx: Queryable) => Promise<unknown> }): OkOutcome | CommitOutcome {
   return options?.commit ? { type: 'ok', commit: options.commit } : { type: 'ok' };
 }
 
 /** Retry with backoff, or after `after` ms (e.g. a provider's Retry-After). */
-export function retry(options: { code: string; after?: number }): HandlerOutcome {
+export function retry(options: { code: string; after?: number }): RetryOutcome {
   return options.after === undefined ? { type: 'retry', code: options.code } : { type: 'retry', code: options.code, after: options.after };
 }
 
 /** Dead-letter now: no more retries. */
-export function fail(options: { code: string }): HandlerOutcome {
+export function fail(options: { code: string }): FailOutcome {
   return { type: 'fail', code: options.code };
 }
 
 /** Cancel the job: the work is moot. */
-export function cancel(options: { reason: string }): HandlerOutcome {
+export function cancel(options: { reason: string }): CancelOutcome {
   return { type: 'cancel', reason: options.reason };
 }
 
@@ -131,7 +137,7 @@ export function cancel(options: { reason: string }): HandlerOutcome {
  * stay where they were). For a handler that finds it must not try yet, e.g. a paused webhook
  * endpoint. A job deferred forever never finishes: defer only on a condition that ends.
  */
-export function defer(options: { code: string; after: number }): HandlerOutcome {
+export function defer(options: { code: string; after: number }): DeferOutcome {
   return { type: 'defer', code: options.code, after: options.after };
 }
 

@@ -32,14 +32,17 @@ import { enqueueInTransaction, enqueueJobs, finishEnqueue, planEnqueue, type Api
 import { RUN, type DrivableOutbox, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 import { tick, type Schedule, type ScheduledReport } from './engine/schedules.js';
 import type { OutboxStore } from './stores/contract.js';
-import type { EnqueueOptions, EnqueueResult, JobDefinition, JobRef, OutboxEvent, QueueProducer, VersionMetadata } from './types.js';
+import type { EnqueueOptions, EnqueueResult, JobDefinition, JobRef, OutboxEvent, PlainOutcome, QueueProducer, VersionMetadata } from './types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
   /** The store the jobs live in (`createD1OutboxStore()`, `createDurableObjectOutboxStore()`). */
   store: S;
-  /** Every job kind this outbox runs or enqueues. */
-  jobs: readonly JobDefinition[];
+  /**
+   * Every job kind this outbox runs or enqueues. A SQLite store cannot run a handler's
+   * `ok({ commit })` in its settlement, so a job whose handler may return one is a type error here.
+   */
+  jobs: readonly JobDefinition<any, any, PlainOutcome>[];
   /** Handlers run at once per drain batch (default 8). */
   concurrency?: number;
   /** Epoch ms (default `Date.now`): a test clock governs every stored time. */

@@ -27,13 +27,28 @@ export interface OutboxDb extends Queryable {
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
 }
 
-/** What a handler returns. Build one with `ok`, `retry`, `fail` or `cancel`. */
-export type HandlerOutcome =
-  | { readonly type: 'ok'; readonly commit?: (tx: Queryable) => Promise<unknown> }
-  | { readonly type: 'retry'; readonly code: string; readonly after?: number }
-  | { readonly type: 'fail'; readonly code: string }
-  | { readonly type: 'cancel'; readonly reason: string }
-  | { readonly type: 'defer'; readonly code: string; readonly after: number };
+/** Success (`ok()`). */
+export type OkOutcome = { readonly type: 'ok'; readonly commit?: undefined };
+/** Success with work committed in the settlement's own transaction (`ok({ commit })`): PostgreSQL only. */
+export type CommitOutcome = { readonly type: 'ok'; readonly commit: (tx: Queryable) => Promise<unknown> };
+/** Retry with backoff (`retry()`). */
+export type RetryOutcome = { readonly type: 'retry'; readonly code: string; readonly after?: number };
+/** Dead-letter now (`fail()`). */
+export type FailOutcome = { readonly type: 'fail'; readonly code: string };
+/** The work is moot (`cancel()`). */
+export type CancelOutcome = { readonly type: 'cancel'; readonly reason: string };
+/** Not attempted, try later, nothing charged (`defer()`). */
+export type DeferOutcome = { readonly type: 'defer'; readonly code: string; readonly after: number };
+
+/** What a handler returns. Build one with `ok`, `retry`, `fail`, `cancel` or `defer`. */
+export type HandlerOutcome = OkOutcome | CommitOutcome | RetryOutcome | FailOutcome | CancelOutcome | DeferOutcome;
+
+/**
+ * What a handler of a store that cannot run user code in its transactions (D1, Durable Objects)
+ * may return: every outcome but `ok({ commit })`. `createSqliteOutbox` takes only jobs whose
+ * handlers return these, so a job that may commit is refused where it meets such a store.
+ */
+export type PlainOutcome = Exclude<HandlerOutcome, CommitOutcome>;
 
 /** A per-code retry rule: a number caps the streak; an object can do more. */
 export type PerCodeRule =
@@ -99,8 +114,11 @@ export interface JobContext<Deps = unknown> {
 /** Maps a thrown error to an outcome; `undefined` means "use the default". */
 export type Classify = (error: unknown) => HandlerOutcome | undefined;
 
-/** A job definition, as returned by `defineJob`. */
-export interface JobDefinition<Payload = any, Deps = any> {
+/**
+ * A job definition, as returned by `defineJob`. `Out` is what its handler may return, as
+ * inferred from it: a job whose handler never returns `ok({ commit })` has a {@link PlainOutcome}.
+ */
+export interface JobDefinition<Payload = any, Deps = any, Out extends HandlerOutcome = HandlerOutcome> {
   readonly kind: string;
   readonly payload: StandardSchemaV1<unknown, Payload>;
   readonly timeoutMs: number;
@@ -110,7 +128,7 @@ export interface JobDefinition<Payload = any, Deps = any> {
   readonly classify: Classify | undefined;
   /** Whether the outbox beats for the handler while it runs (`heartbeat` on, `auto` not false). */
   readonly autoHeartbeat?: boolean;
-  readonly handle: (payload: Payload, ctx: JobContext<Deps>) => Promise<HandlerOutcome>;
+  readonly handle: (payload: Payload, ctx: JobContext<Deps>) => Promise<Out>;
   /** The policy as normalised by the core (lease, defaults, per-code rules). */
   readonly policy: CorePolicy;
   /** Type-level marker of the deps this job needs. */

@@ -1,6 +1,6 @@
 // The SQLite examples end to end under the real `wrangler dev` (each with its own wrangler.jsonc):
 // a signup writes the app's row and enqueues its job atomically, and the job runs — on the
-// Durable Object by its alarm(), on D1 right after the response and by the cron sweep.
+// Durable Object by its alarm(), on D1 by a Queue nudge (createQueueHandler) and the Cron Trigger's tick.
 //
 // Run: node --import tsx --test tests/e2e/sqlite-examples.test.ts
 import assert from 'node:assert/strict';
@@ -133,7 +133,7 @@ describe('SQLite examples under wrangler dev', { timeout: HARD_TIMEOUT_MS - 30_0
     }
   });
 
-  test('examples/d1: one db.batch for the user and its job, the cron sweep runs retries', async () => {
+  test('examples/d1: one db.batch for the user and its job, the Queue consumer runs it (no sweep before it succeeds), the Cron Trigger tick runs retries', async () => {
     const dev = await startExample('d1');
     try {
       await checkSignupFlow(dev, async () => {

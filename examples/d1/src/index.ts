@@ -1,13 +1,16 @@
 // The outbox on D1. D1 has no interactive transactions; its atomic unit is db.batch([...]). So a
 // signup is ONE batch: the user's INSERT followed by the enqueue's statements. Either both rows
-// commit or neither does. The job runs right after the response (waitUntil stands in for a
-// Queue nudge) and the Cron Trigger's sweep picks up retries and anything missed.
-import { defineJob, ok, retry } from 'postbox';
+// commit or neither does. Once it has, a Queue nudge runs the job (the queue consumer is
+// createQueueHandler, as for a PostgreSQL outbox), and the Cron Trigger's tick (the same
+// createScheduledHandler) picks up retries and anything a lost nudge missed.
+import { defineJob, ok, retry, type QueueProducer } from 'postbox';
+import { createQueueHandler, createScheduledHandler } from 'postbox/cloudflare';
 import { createD1OutboxStore, createSqliteOutbox } from 'postbox/d1';
 import { z } from 'zod';
 
 interface Env {
   DB: D1Database;
+  OUTBOX_QUEUE: QueueProducer;
 }
 
 const welcomeEmail = defineJob({
@@ -24,7 +27,11 @@ const welcomeEmail = defineJob({
 });
 
 const store = createD1OutboxStore();
-const outboxFor = (env: Env) => createSqliteOutbox({ store, jobs: [welcomeEmail], deps: { db: env.DB } });
+const outboxFor = (env: Env) => createSqliteOutbox({ store, jobs: [welcomeEmail], deps: { db: env.DB }, queue: env.OUTBOX_QUEUE });
+/** The outbox on this Worker's database, as the queue consumer and the Cron Trigger drive it. */
+const bound = (env: Env) => outboxFor(env).bind(env.DB);
+const consume = createQueueHandler(bound);
+const tick = createScheduledHandler(bound);
 
 /** The app's table and the outbox's, once per isolate (both idempotent). */
 let migrated: Promise<unknown> | undefined;
@@ -55,7 +62,8 @@ export default {
         return Response.json({ error: String(error) }, { status: 409 });
       }
       const [job] = enqueue.read(results.slice(1));
-      ctx.waitUntil(outbox.drain(env.DB));
+      // Committed: nudge the queue (never throws; a lost nudge waits for the next tick).
+      if (job?.status === 'created') ctx.waitUntil(outbox.nudge([job]));
       return Response.json({ user: { id, email }, job }, { status: 201 });
     }
     if (url.pathname === '/jobs') return Response.json((await store.listJobs(env.DB, { limit: 100 })).jobs);
@@ -63,8 +71,13 @@ export default {
     return new Response('not found', { status: 404 });
   },
 
-  async scheduled(_controller, env) {
+  async queue(batch, env) {
     await migrate(env);
-    await outboxFor(env).sweep(env.DB);
+    await consume(batch, env);
+  },
+
+  async scheduled(controller, env) {
+    await migrate(env);
+    await tick(controller, env);
   },
 } satisfies ExportedHandler<Env>;
