@@ -23,7 +23,7 @@ export type CoreErrorCode = 'invalid_json' | 'invalid_input' | 'invalid_policy' 
 export type PostboxErrorCode =
   | CoreErrorCode
   /** Options, job or schedule definitions, names: wrong before anything runs. */
-  | 'invalid_config' | 'invalid_job' | 'invalid_schedule' | 'invalid_secret' | 'invalid_db' | 'invalid_id' | 'duplicate_id' | 'missing_dependency' | 'unknown_kind'
+  | 'invalid_config' | 'invalid_job' | 'invalid_schedule' | 'invalid_secret' | 'invalid_db' | 'invalid_id' | 'duplicate_id' | 'missing_dependency'
   /** An operator action or a tenant scope the job refuses. */
   | 'invalid_state' | 'wrong_tenant'
   /** The database: unreachable, too old, too slow, or a statement that failed. */

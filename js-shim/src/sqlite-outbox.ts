@@ -182,17 +182,12 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const { registry, policies } = jobRegistry(options.jobs, 'createSqliteOutbox');
   const lanes = [...new Set(policies.map((p) => p.lane))];
 
-  const known = (job: JobDefinition) => {
-    if (registry.get(job?.kind) !== job) throw new PostboxError('unknown_kind', `job ${String(job?.kind)} is not registered with this outbox`);
-  };
-
   /** The enqueue's inputs as createOutbox's (enqueue.ts): the same checks, the same core calls, on this store. */
   const enqueueEnv = (): EnqueueEnv<Tx> => ({
     core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: options.queue !== undefined, versionTs, generateId, strict: false, store,
   });
 
   async function enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api = 'enqueueMany'): Promise<EnqueueResult[]> {
-    known(job);
     return (await enqueueJobs(enqueueEnv(), tx, job, items, api)).results;
   }
 
@@ -273,8 +268,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     enqueueMany: (tx, job, items) => enqueueMany(tx, job, items),
     async enqueueStatements(db, job, items) {
       if (!store.appendStatements) throw new PostboxError('invalid_config', 'enqueueStatements: this store runs appends itself; use enqueue inside store.transaction');
-      known(job);
-      const env = enqueueEnv();
+        const env = enqueueEnv();
       const planned = await planEnqueue(env, job, items, 'enqueueStatements');
       if (!planned.input) return { statements: [], read: () => planned.results as EnqueueResult[] };
       const batch = store.appendStatements(db, planned.input);
