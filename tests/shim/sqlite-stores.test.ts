@@ -1,7 +1,8 @@
 // The SQLite stores (D1 and Durable Object SQLite) inside workerd: every scenario of
 // fixtures/sqlite/ runs in the Worker against Miniflare's real D1 database and a fresh
 // SQLite-backed Durable Object; the engine's scenarios (createSqliteOutbox) run on the memory
-// store there too. No PostgreSQL is involved.
+// store there too. No PostgreSQL is involved: store-conformance.test.ts runs the engine's
+// scenarios on PostgreSQL.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,8 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { outboxStoreContract } from '../../js-shim/src/testing/store-contract.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 import { scenarios } from './fixtures/sqlite/scenarios.ts';
-import { d1RuntimeScenarios, heartbeatScenarios, operatorScenarios, runtimeScenarios } from './fixtures/sqlite/runtime.ts';
-import { sweepOptionScenarios } from './fixtures/sqlite/sweep-options.ts';
+import { d1RuntimeScenarios, engineScenarios as engine } from './fixtures/sqlite/runtime.ts';
 import { d1Scenarios, durableObjectScenarios } from './fixtures/sqlite/transactions.ts';
 
 const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
@@ -27,7 +27,6 @@ after(async () => {
   await worker?.dispose();
 });
 
-const engine = { ...runtimeScenarios, ...operatorScenarios, ...heartbeatScenarios, ...sweepOptionScenarios };
 const flavors = {
   d1: { ...scenarios, ...engine, ...d1Scenarios, ...d1RuntimeScenarios },
   'durable-object': { ...scenarios, ...engine, ...durableObjectScenarios },

@@ -1,8 +1,10 @@
 // The store conformance suite (postbox/testing's outboxStoreContract) against the memory store
 // and the PostgreSQL store on a real server (the default outbox and a named one in one
 // database), in Node and inside workerd (tests/shim/fixtures/store-worker.ts); broken stores
-// that must fail it; and the PostgreSQL store's transaction keeping the callback's error when
-// the rollback itself fails.
+// that must fail it; the PostgreSQL store's transaction keeping the callback's error when
+// the rollback itself fails; and the engine's scenarios (fixtures/sqlite/runtime.ts, which
+// sqlite-stores.test.ts runs on D1, a Durable Object and the memory store) on PostgreSQL inside
+// workerd, so that the one engine is held to the same behaviour on every store.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,8 +16,11 @@ import { outboxStoreContract } from 'postbox/testing';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 import { memoryStoreScenarios } from './fixtures/memory-contract.ts';
+import { engineScenarios } from './fixtures/sqlite/runtime.ts';
 
 const OTHER = 'contract_b';
+/** The named outbox the engine's scenarios run on, apart from the suite's two. */
+const ENGINE = 'engine_scenarios';
 
 describe('memory store', () => {
   for (const s of memoryStoreScenarios({ otherName: OTHER })) test(s.name, s.run);
@@ -146,6 +151,26 @@ describe('PostgreSQL store', () => {
       }
     } finally {
       await worker?.dispose();
+    }
+  });
+
+  describe("the engine's scenarios on PostgreSQL (workerd)", () => {
+    let worker: TestWorker | undefined;
+    before(async () => {
+      await migrate(client, { name: ENGINE });
+      worker = await startWorker({ entry: path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures/store-worker.ts'), databaseUrl: url });
+    });
+    after(async () => {
+      await worker?.dispose();
+    });
+
+    // Each in its own request, on the outbox's tables emptied by the Worker first.
+    for (const name of Object.keys(engineScenarios)) {
+      test(name, async () => {
+        const res = await worker!.fetch('/engine', { method: 'POST', body: JSON.stringify({ name, outbox: ENGINE }), headers: { 'content-type': 'application/json' } });
+        const text = await res.text();
+        assert.equal(res.status, 200, text);
+      });
     }
   });
 
