@@ -3,7 +3,11 @@
  * time goes per job. Prints wall time and CPU per job (client and database server); with --profile FILE also
  * writes a .cpuprofile of the drain (open it in Chrome DevTools).
  *
- *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value]
+ *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--telemetry none|api|sdk]
+ *
+ * --telemetry gives the outbox `openTelemetry()` from postbox/otel: `api` with no SDK registered
+ * (OpenTelemetry's no-op API, what an outbox costs with telemetry wired and nothing exporting),
+ * `sdk` with the SDK's tracer and meter providers registered, spans going to an in-memory exporter.
  *
  * --statements loads pg_stat_statements (with planning tracked) and prints, per statement of
  * the drain: calls, rows, and the server's mean planning and execution time.
@@ -21,6 +25,17 @@ const CONCURRENCY = Number(arg('concurrency') ?? 32);
 const HANDLER_MS = Number(arg('handler-ms') ?? 2);
 const OUT = arg('profile');
 const STATEMENTS = process.argv.includes('--statements');
+const TELEMETRY = arg('telemetry') ?? 'none';
+if (!['none', 'api', 'sdk'].includes(TELEMETRY)) throw new Error('--telemetry: none, api or sdk');
+if (TELEMETRY === 'sdk') {
+  const { trace, metrics } = await import('@opentelemetry/api');
+  const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = await import('@opentelemetry/sdk-trace-base');
+  const { MeterProvider, PeriodicExportingMetricReader, InMemoryMetricExporter, AggregationTemporality } = await import('@opentelemetry/sdk-metrics');
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(new InMemorySpanExporter())] }));
+  const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  metrics.setGlobalMeterProvider(new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 60_000 })] }));
+}
+const telemetry = TELEMETRY === 'none' ? undefined : (await import('postbox/otel')).openTelemetry();
 
 const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -33,7 +48,7 @@ const server = await startPostgres({
 try {
   const url = await server.createDatabase('probe');
   const job = defineJob({ kind: 'bench.sleep', payload: anyPayload, timeoutMs: 60_000, handle: async () => (await sleep(HANDLER_MS), ok()) });
-  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY, telemetry });
   await withClient(url, async (c) => {
     await migrate(c);
     if (STATEMENTS) await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');

@@ -20,6 +20,7 @@ const promised = {
   './dashboard': ['createDashboard'],
   './d1': ['createD1OutboxStore', 'D1OutboxStore', 'D1Transaction', 'migrateD1', 'sqliteMigrations', 'd1Driver', 'createSqliteOutbox'],
   './durable-object': ['createDurableObjectOutboxStore', 'DurableObjectOutboxStore', 'migrateDurableObject', 'sqliteMigrations', 'durableObjectDriver', 'createSqliteOutbox'],
+  './otel': ['openTelemetry', 'METRIC_NAMES'],
   './webhooks': ['defineWebhookJob', 'webhookDelivery', 'verifyWebhook', 'assertWebhook', 'signWebhook', 'WebhookVerificationError', 'WEBHOOK_SCHEDULE_MS'],
 };
 const MAX_WASM_BYTES = 200 * 1024;

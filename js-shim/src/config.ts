@@ -1,4 +1,4 @@
-import type { Clock, Connector, JobDefinition, OutboxEvent, QueueProducer, Queryable, VersionMetadata } from './types.js';
+import type { Clock, Connector, JobDefinition, OutboxEvent, QueueProducer, Queryable, Telemetry, VersionMetadata } from './types.js';
 
 /** Transition facts passed to `onTransition`. */
 export interface TransitionInfo {
@@ -59,6 +59,11 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   redactError?: (message: string) => string;
   /** Emit `streak_warning` when one code repeats this many times (per job overrides). */
   warnAtStreak?: number;
+  /**
+   * Traces and metrics of enqueues, attempts, claim statements and sweeps: `openTelemetry()`
+   * from `postbox/otel` (OpenTelemetry's API; a no-op until an SDK is registered).
+   */
+  telemetry?: Telemetry;
   /** Largest payload accepted, as JSON bytes. Default 256 KiB. */
   maxPayloadBytes?: number;
   /** Refusals throw `EnqueueRefusedError` instead of returning. */

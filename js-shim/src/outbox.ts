@@ -157,6 +157,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     generateId: options.generateId ?? uuidv7,
     strict: options.strictEnqueue === true,
     store,
+    telemetry: options.telemetry,
   });
 
   const deadlineOf = (deadlineAt: number | undefined) => (deadlineAt === undefined ? undefined : { at: deadlineAt, now: () => runtime.clock.now() });

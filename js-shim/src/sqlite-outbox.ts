@@ -32,7 +32,7 @@ import { enqueueInTransaction, enqueueJobs, finishEnqueue, planEnqueue, type Api
 import { RUN, type DrivableOutbox, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 import { tick, type Schedule, type ScheduledReport } from './engine/schedules.js';
 import type { OutboxStore } from './stores/contract.js';
-import type { EnqueueOptions, EnqueueResult, JobDefinition, JobRef, OutboxEvent, PlainOutcome, QueueProducer, VersionMetadata } from './types.js';
+import type { EnqueueOptions, EnqueueResult, JobDefinition, JobRef, OutboxEvent, PlainOutcome, QueueProducer, Telemetry, VersionMetadata } from './types.js';
 
 /** Options of {@link createSqliteOutbox}. */
 export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStore<Db, Tx>> {
@@ -72,6 +72,8 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
    * a Cron Trigger).
    */
   queue?: QueueProducer | Record<string, QueueProducer>;
+  /** Traces and metrics, as `createOutbox`'s (`openTelemetry()` from `postbox/otel`). */
+  telemetry?: Telemetry;
 }
 
 /** What a drain or a recovery did, by resulting status: the same counts as `createOutbox`'s drains. */
@@ -184,7 +186,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
 
   /** The enqueue's inputs as createOutbox's (enqueue.ts): the same checks, the same core calls, on this store. */
   const enqueueEnv = (): EnqueueEnv<Tx> => ({
-    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: options.queue !== undefined, versionTs, generateId, strict: false, store,
+    core, now: now(), maxPayloadBytes, maxQueueDelayMs, maxKeyChars, hasQueue: options.queue !== undefined, versionTs, generateId, strict: false, store, telemetry: options.telemetry,
   });
 
   async function enqueueMany<P>(tx: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api = 'enqueueMany'): Promise<EnqueueResult[]> {
@@ -194,7 +196,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const emit = eventSink(options.events);
   const base = {
     core, registry, policies, concurrency, emit, store, key: null, versionTs, seed: randomSeed,
-    options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak },
+    options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak, telemetry: options.telemetry },
     clock: { now },
     // Without a queue the sweep (a Durable Object's alarm, a Cron Trigger) runs every due job.
     queueFor: (lane: string) => queueForLane(options.queue, lane),

@@ -286,3 +286,64 @@ export interface VersionMetadata {
   tag?: string;
   timestamp: string;
 }
+
+// Telemetry: what the engine tells a tracing and metrics system, whichever store it runs on
+// (each enqueue, each attempt from its start to its settlement, each claim statement and each
+// sweep). The engine calls it only when an outbox has one (`telemetry`), so an outbox without
+// one pays a property check. `postbox/otel` implements it over `@opentelemetry/api`.
+
+/** One enqueue call (a list of one kind): what it asked for and what came of it. */
+export interface EnqueueTrace {
+  /**
+   * The trace context every job of this enqueue keeps (a W3C traceparent, at most 512
+   * characters), for its attempts to link to; `null`: none.
+   */
+  readonly context: string | null;
+  /** Ends the enqueue's span: how many items were created, found existing, or refused. */
+  end(result: { created: number; exists: number; refused: number; error?: unknown }): void;
+}
+
+/** One attempt, from the moment its handler starts to its settlement (or to losing its job). */
+export interface AttemptTrace {
+  /** The handler returned, threw or timed out: the attempt's run is over, its settlement to come. */
+  ran(): void;
+  /**
+   * The attempt settled: its outcome in the core's vocabulary (`ok`, `retry`, `timeout`, …), the
+   * job's new status, the error code it carries, and whether the write stood (`stale`: the job
+   * had moved on, so nothing changed).
+   */
+  settled(result: { outcome: string; status: string; code: string | null; message: string | null; stale: boolean }): void;
+  /** The attempt ended without a settlement of its own (its lease lost; its settlement failed to write). */
+  abandoned(reason: string): void;
+}
+
+/** A unit of the engine's own work (a claim statement, a sweep), for a span around it. */
+export interface OperationTrace {
+  end(result?: { error?: unknown; attributes?: Record<string, string | number> }): void;
+}
+
+/** What the engine reports to (see {@link EnqueueTrace} and its siblings above). Every method must not throw. */
+export interface Telemetry {
+  /** An enqueue of `count` jobs of `kind` is starting. */
+  enqueue(info: { kind: string; lane: string; count: number; api: string }): EnqueueTrace;
+  /** A claimed attempt's handler is starting. */
+  attempt(info: {
+    jobId: string;
+    kind: string;
+    lane: string;
+    attempt: number;
+    tenantKey: string | null;
+    /** What its enqueue's {@link EnqueueTrace.context} was, or null. */
+    traceContext: string | null;
+    /** When the job was enqueued and when this attempt started, epoch ms on the outbox's clock. */
+    enqueuedAt: number;
+    startedAt: number;
+  }): AttemptTrace;
+  /**
+   * A settlement of an attempt that never ran here: a crash the sweep recovered (its lease ran
+   * out), a job claimed too late to start, one released unstarted.
+   */
+  settledUnrun(info: { jobId: string; kind: string; lane: string; outcome: string; status: string; code: string | null }): void;
+  /** A claim statement (`claim`), a sweep (`sweep`) or one of its steps (`sweep.<step>`) is starting. */
+  operation(name: string, attributes: Record<string, string | number>): OperationTrace;
+}

@@ -1,6 +1,6 @@
 // What a claimed attempt is, how it ended, and what a run of attempts did.
 import type { ClaimedJob } from '../stores/contract.js';
-import type { Queryable } from '../types.js';
+import type { AttemptTrace, Queryable } from '../types.js';
 
 /** A job row as claimed (or found with an expired lease): the store contract's `ClaimedJob`. */
 export type ClaimedRow = ClaimedJob;
@@ -20,6 +20,8 @@ export interface Finished {
   row: ClaimedRow;
   outcome: CoreOutcome;
   commit?: (tx: Queryable) => Promise<unknown>;
+  /** The attempt's trace, ended by its settlement (only with the outbox's `telemetry`). */
+  trace?: AttemptTrace;
 }
 
 /** Counts of what a run did, by resulting status. */

@@ -205,12 +205,14 @@ class LanePump<Db> {
     let rows: ClaimedRow[];
     const startedAt = performance.now();
     const items: Settlement[] = carry.length > 0 ? decidePairs(this.rt, now, carry) : [];
+    const span = this.rt.options.telemetry?.operation('claim', { lane: this.opts.lane, limit: n, settling: items.length });
     try {
       if (items.length > 0) {
         // The settlements with the claim riding on them; a failure is the writer's to handle.
         const out = await writeSettled(this.rt, this.session, now, items, { claim });
         recordAll(this.rt, this.report, items, out);
         if (out.claimed === null) {
+          span?.end({ error: out.failure ?? 'the claim did not run' });
           if (chunk) this.targets!.unshift(...chunk);
           // The session failed (the writer has written the settlements on a fresh one): stop
           // claiming, let what runs finish, and release what waits for a slot. A row's data at
@@ -226,6 +228,7 @@ class LanePump<Db> {
         rows = await this.session.exclusive((q) => this.rt.store.claim(q, claim));
       }
     } catch (error) {
+      span?.end({ error });
       // The claim alone failed: it claimed nothing. Stop claiming on a fresh session.
       if (chunk) this.targets!.unshift(...chunk);
       this.#failure = error;
@@ -233,6 +236,7 @@ class LanePump<Db> {
       this.#release();
       return;
     }
+    span?.end({ attributes: { claimed: rows.length } });
     this.#statementMs.push(performance.now() - startedAt);
     if (this.#statementMs.length > RECENT_STATEMENTS) this.#statementMs.shift();
     this.report.claimed += rows.length;
@@ -267,7 +271,16 @@ class LanePump<Db> {
     this.#running++;
     const startedAt = performance.now();
     const { start: _start, ...admitted } = admit;
+    const trace = this.rt.options.telemetry?.attempt({
+      jobId: row.id, kind: row.kind, lane: row.lane, attempt: (admitted as Admitted).attempt, tenantKey: row.tenant_key,
+      traceContext: row.trace_context, enqueuedAt: Number(row.created_ms), startedAt: this.rt.clock.now(),
+    });
     void runHandler(this.rt, this.session, job, row, admitted as Admitted).then(async (result) => {
+      if (trace) {
+        trace.ran();
+        if (result.finished) result.finished.trace = trace;
+        else trace.abandoned('lease_lost');
+      }
       this.#recentMs.push(performance.now() - startedAt);
       if (this.#recentMs.length > RECENT_RUNS) this.#recentMs.shift();
       // A handler that timed out mid-query may hold the session forever: the others go on on a fresh one.

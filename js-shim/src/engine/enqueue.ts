@@ -7,7 +7,7 @@ import { sendNudges, type PendingNudge } from './nudge.js';
 import type { EngineRuntime } from './runtime.js';
 import type { TxEnqueue, TxEnqueueMany } from './driven.js';
 import type { AppendInput, AppendRow, OutboxStore } from '../stores/contract.js';
-import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable } from '../types.js';
+import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable, Telemetry } from '../types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
 export type EnqueueDecision =
@@ -34,7 +34,12 @@ export interface EnqueueEnv<Tx = Queryable> {
   strict: boolean;
   /** The outbox's store: a transaction's handle (`Tx`) is what its append writes with. */
   store: OutboxStore<unknown, Tx>;
+  /** A span per enqueue call, when the outbox has `telemetry`. */
+  telemetry?: Telemetry;
 }
+
+/** The longest trace context a job keeps (the column's CHECK, migrations/0008). */
+const MAX_TRACE_CONTEXT_CHARS = 512;
 
 /** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */
 export type Api = 'enqueue' | 'enqueueMany' | 'enqueueStatements';
@@ -100,9 +105,28 @@ export async function enqueueInTransaction<Q, T>(
  * the statement found, after (the caller's transaction rolls back).
  */
 export async function enqueueJobs<P, Tx>(env: EnqueueEnv<Tx>, q: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<EnqueueOutcome> {
-  const planned = await planEnqueue(env, job, items, api);
-  const rows = planned.input ? await env.store.append(q, planned.input) : [];
-  return finishEnqueue(env, job, planned, rows, api);
+  const trace = env.telemetry?.enqueue({ kind: job?.kind, lane: job?.lane, count: items?.length ?? 0, api });
+  try {
+    const planned = await planEnqueue(env, job, items, api);
+    // A context the column cannot hold is dropped: telemetry must never fail an enqueue.
+    const context = trace?.context;
+    if (planned.input && typeof context === 'string' && context.length > 0 && context.length <= MAX_TRACE_CONTEXT_CHARS) planned.input.traceContext = context;
+    const rows = planned.input ? await env.store.append(q, planned.input) : [];
+    const outcome = finishEnqueue(env, job, planned, rows, api);
+    if (trace) {
+      let created = 0;
+      let exists = 0;
+      for (const r of outcome.results) {
+        if (r.status === 'created') created++;
+        else if (r.status === 'exists') exists++;
+      }
+      trace.end({ created, exists, refused: outcome.results.length - created - exists });
+    }
+    return outcome;
+  } catch (error) {
+    trace?.end({ created: 0, exists: 0, refused: 0, error });
+    throw error;
+  }
 }
 
 /** Everything before the write: each item checked and serialised, the core's decisions, ids drawn. */

@@ -341,6 +341,12 @@ function commitFailure(rt: EngineRuntime<unknown>, f: Finished, error: unknown):
 
 function record(rt: EngineRuntime<unknown>, report: RunReport, f: Finished, d: SettleDecision, settled: boolean, failed: boolean): void {
   const base = { jobId: f.row.id, kind: f.row.kind };
+  if (f.trace) {
+    if (failed) f.trace.abandoned('settle_failed');
+    else f.trace.settled({ outcome: d.attemptOutcome, status: d.status, code: d.errorCode, message: d.errorMessage, stale: !settled });
+  } else if (settled && rt.options.telemetry) {
+    rt.options.telemetry.settledUnrun({ jobId: f.row.id, kind: f.row.kind, lane: f.row.lane, outcome: d.attemptOutcome, status: d.status, code: d.errorCode });
+  }
   if (failed) {
     rt.emit({ type: 'settle_failed', ...base, error: 'settlement could not be written; the lease will expire and the sweep recovers it' });
     return;

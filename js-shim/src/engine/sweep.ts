@@ -111,6 +111,7 @@ export function planSweep(rt: EngineRuntime<unknown>, startedAt: number, opts: S
 export async function runSweep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, plan: SweepPlan): Promise<SweepReport> {
   const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unregistered: [], rebuiltIndexes: [], failedSteps: [] };
   const deadline = { at: plan.deadlineAt, now: () => rt.clock.now() };
+  const span = rt.options.telemetry?.operation('sweep', { steps: plan.steps.map((s) => s.type).join(',') });
   for (const step of plan.steps) {
     // One step's failure (say, a dropped connection) must not cost the others their turn.
     try {
@@ -121,6 +122,10 @@ export async function runSweep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, 
       await session.replace();
     }
   }
+  span?.end({
+    ...(report.failedSteps.length > 0 ? { error: `failed steps: ${report.failedSteps.join(', ')}` } : {}),
+    attributes: { recovered: report.recovered, claimed: report.claimed, succeeded: report.succeeded, deleted: report.deleted, handed_off: report.handedOff },
+  });
   return report;
 }
 

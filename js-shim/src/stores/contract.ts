@@ -101,6 +101,8 @@ export interface AppendInput {
   /** The deploy version's timestamp the jobs carry (claims of older versions skip them), or `null`. */
   versionTs: number | null;
   items: readonly AppendItem[];
+  /** The enqueue's trace context (a W3C traceparent, ≤ 512 characters) every job of the list keeps; absent or `null`: none. */
+  traceContext?: string | null;
 }
 
 /**
@@ -185,6 +187,10 @@ export interface ClaimedJob {
   last_error_message: string | null;
   /** The lease's end, epoch ms (PostgreSQL returns a bigint as a decimal string). */
   lease_expires_ms: string | number;
+  /** The trace context the job was enqueued with, or null. */
+  trace_context: string | null;
+  /** When the job was enqueued (created_at), epoch ms (a decimal string from PostgreSQL). */
+  created_ms: string | number;
 }
 
 /** The core's decision for one finished attempt, to write (docs/ABI.md, `pb_settle`). */

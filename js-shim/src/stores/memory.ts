@@ -39,6 +39,7 @@ interface Row {
   updatedAt: number;
   versionTs: number | null;
   maxAttempts: number | null;
+  traceContext: string | null;
   attempts: number;
   attemptSeq: number;
   crashes: number;
@@ -200,7 +201,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       const row: Row = {
         id: item.id, kind: input.kind, lane: input.lane, status: 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
         correlationId: item.correlationId, metadata, dueAt: item.dueAt, createdAt: input.now, updatedAt: input.now, versionTs: input.versionTs,
-        maxAttempts: item.maxAttempts, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: null, lastErrorMessage: null,
+        maxAttempts: item.maxAttempts, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: null, lastErrorMessage: null,
         leaseExpiresAt: null, finishedAt: null, nudgeSentAt: null, replayedAt: null, log: [], tx: own,
       };
       this.#t.rows.set(row.id, row);
@@ -471,7 +472,7 @@ function claimed(r: Row): ClaimedJob {
     id: r.id, kind: r.kind, lane: r.lane, payload: structuredClone(r.payload), tenant_key: r.tenantKey, correlation_id: r.correlationId,
     metadata: structuredClone(r.metadata), attempts: r.attempts, attempt_seq: r.attemptSeq, crashes: r.crashes, streak_code: r.streakCode,
     streak: r.streak, max_attempts: r.maxAttempts, last_error_code: r.lastErrorCode, last_error_message: r.lastErrorMessage,
-    lease_expires_ms: r.leaseExpiresAt!,
+    lease_expires_ms: r.leaseExpiresAt!, trace_context: r.traceContext, created_ms: r.createdAt,
   };
 }
 

@@ -90,7 +90,7 @@ RETURNING j.id`;
       const w = items[0]!;
       const { rows } = await tx.query(this.sql.insertOne, [
         w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
-        w.maxAttempts,
+        w.maxAttempts, input.traceContext ?? null,
       ]);
       const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
       notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
@@ -111,6 +111,7 @@ RETURNING j.id`;
           input.now,
           input.versionTs,
           column((w) => w.maxAttempts),
+          input.traceContext ?? null,
         ])
       ).rows;
     }

@@ -29,8 +29,9 @@ export interface SqliteMigration {
 }
 
 /**
- * The migrations for the outbox with table prefix `p`. Each statement is idempotent
- * (`IF NOT EXISTS`), so a migration two isolates apply at once ends the same.
+ * The migrations for the outbox with table prefix `p`. Each runs as one batch with its record;
+ * a `CREATE` is idempotent (`IF NOT EXISTS`), and an `ALTER TABLE` that another isolate applied
+ * first fails its batch whole, which {@link migrateSqlite} then finds recorded.
  */
 function migrations(p: string): SqliteMigration[] {
   return [
@@ -114,6 +115,12 @@ function migrations(p: string): SqliteMigration[] {
 ) STRICT`,
       ],
     },
+    {
+      // migrations/0008: the trace context of the span that enqueued a job (postbox/otel).
+      version: 2,
+      name: 'job_trace_context',
+      statements: [`ALTER TABLE ${p}job ADD COLUMN trace_context TEXT CHECK (length(trace_context) <= 512)`],
+    },
   ];
 }
 
@@ -142,10 +149,17 @@ export async function migrateSqlite(driver: SqliteDriver, name?: string | null):
   const applied: number[] = [];
   for (const m of migrations(p)) {
     if (have.has(m.version)) continue;
-    await driver.batch([
-      ...m.statements.map((sql) => ({ sql, params: [] })),
-      { sql: `INSERT OR IGNORE INTO ${table} (version, name, applied_at) VALUES (?1, ?2, ?3)`, params: [m.version, m.name, Date.now()] },
-    ]);
+    try {
+      await driver.batch([
+        ...m.statements.map((sql) => ({ sql, params: [] })),
+        { sql: `INSERT OR IGNORE INTO ${table} (version, name, applied_at) VALUES (?1, ?2, ?3)`, params: [m.version, m.name, Date.now()] },
+      ]);
+    } catch (error) {
+      // Another isolate applied it meanwhile (its ALTER TABLE ran first): nothing left to do.
+      const [again] = await driver.batch([{ sql: `SELECT 1 AS applied FROM ${table} WHERE version = ?1`, params: [m.version] }]);
+      if ((again ?? []).length > 0) continue;
+      throw error;
+    }
     applied.push(m.version);
   }
   return applied;

@@ -13,7 +13,7 @@ const claimedColumns = (t: string) =>
   ${t}correlation_id AS correlation_id, ${t}metadata AS metadata, ${t}attempts AS attempts, ${t}attempt_seq AS attempt_seq,
   ${t}crashes AS crashes, ${t}streak_code AS streak_code, ${t}streak AS streak, ${t}max_attempts AS max_attempts,
   ${t}last_error_code AS last_error_code, ${t}last_error_message AS last_error_message,
-  ${t}lease_expires_at AS lease_expires_ms, ${t}due_at AS due_ms`;
+  ${t}lease_expires_at AS lease_expires_ms, ${t}trace_context AS trace_context, ${t}created_at AS created_ms, ${t}due_at AS due_ms`;
 
 /** Columns of an inspected job (the contract's `JobView`, before conversion). */
 export const JOB_VIEW_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
@@ -27,7 +27,7 @@ export interface SqliteSql {
   readonly prefix: string;
   readonly job: string;
   readonly attempt: string;
-  /** `?1` items (JSON array: id, payload, tenantKey, dedupeKey, correlationId, metadata, dueAt, maxAttempts), `?2` kind, `?3` lane, `?4` now, `?5` version ts. */
+  /** `?1` items (JSON array: id, payload, tenantKey, dedupeKey, correlationId, metadata, dueAt, maxAttempts), `?2` kind, `?3` lane, `?4` now, `?5` version ts, `?6` trace context. */
   readonly appendInsert: string;
   /** `?1` the same items: the job holding each keyed item's dedupe key (`ord` from 0) and the fields a repeat is compared on. */
   readonly appendHolders: string;
@@ -163,9 +163,9 @@ ON CONFLICT (id) DO UPDATE SET ok = excluded.ok`;
     attempt,
     appendInsert: `
 INSERT INTO ${job} (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                    due_at, created_at, updated_at, version_ts, max_attempts)
+                    due_at, created_at, updated_at, version_ts, max_attempts, trace_context)
 SELECT value ->> 'id', ?2, ?3, 'pending', value ->> 'payload', value ->> 'tenantKey', value ->> 'dedupeKey',
-       value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts'
+       value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts', ?6
   FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
     appendHolders: `

@@ -85,7 +85,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     const chunks = chunkItems(input);
     const statements: SqlStatement[] = [];
     for (const json of chunks.map((c) => c.json)) {
-      statements.push({ sql: this.sql.appendInsert, params: [json, input.kind, input.lane, input.now, input.versionTs] });
+      statements.push({ sql: this.sql.appendInsert, params: [json, input.kind, input.lane, input.now, input.versionTs, input.traceContext ?? null] });
       statements.push({ sql: this.sql.appendHolders, params: [json] });
     }
     return {
@@ -427,6 +427,8 @@ function toClaimed(rows: SqlRow[], byDue: boolean): ClaimedJob[] {
     last_error_code: str(r.last_error_code),
     last_error_message: str(r.last_error_message),
     lease_expires_ms: Number(r.lease_expires_ms),
+    trace_context: str(r.trace_context),
+    created_ms: Number(r.created_ms),
   }));
 }
 

@@ -73,6 +73,7 @@ export class Driver<Db, Tx> {
     items: { payload: unknown; dedupeKey?: string; tenantKey?: string | null; delayMs?: number; correlationId?: string; metadata?: object; maxAttempts?: number }[],
     kind = KIND,
     store: OutboxStore<Db, Tx> = this.store,
+    traceContext: string | null = null,
   ): Promise<(AppendRow & { verdict: string })[]> {
     const core = getCore();
     const payloads = items.map((i) => JSON.stringify(i.payload));
@@ -88,6 +89,7 @@ export class Driver<Db, Tx> {
         correlationId: i.correlationId ?? null, metadataJson: i.metadata === undefined ? null : JSON.stringify(i.metadata), dueAt: decided[n]!.dueAt,
         maxAttempts: i.maxAttempts ?? null,
       })),
+      ...(traceContext === null ? {} : { traceContext }),
     };
     let rows: AppendRow[];
     if (this.runBatch) {

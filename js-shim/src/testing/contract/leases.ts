@@ -28,6 +28,21 @@ export function leasesScenarios<Db, Tx>(scenario: ScenarioOf<Db, Tx>): StoreScen
       eq(targeted.length, 0, 'a target of another kind or lane is not claimed');
     }),
 
+    scenario('a claimed job carries the trace context its list was appended with, and when it was enqueued', async (d) => {
+      const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+      const traced = await d.enqueue(d.db, [{ payload: { n: 1 } }, { payload: { n: 2 } }], KIND, d.store, traceparent);
+      const plain = await d.one();
+      d.now = T0 + 1000;
+      const claimed = await d.claim(10);
+      const byId = new Map(claimed.map((j) => [j.id, j]));
+      eq(traced.map((r) => byId.get(r.id)?.trace_context), [traceparent, traceparent], 'every job of the list keeps its trace context');
+      eq(byId.get(plain)?.trace_context, null, 'a job appended without one has none');
+      eq(claimed.map((j) => Number(j.created_ms)), [T0, T0, T0], 'created_ms is the append\'s now');
+      d.now = Number(claimed[0]!.lease_expires_ms) + 1;
+      const expired = await d.store.listExpiredLeases(d.db, { now: d.now, kinds: [KIND], limit: 10 });
+      eq(expired.filter((j) => j.trace_context === traceparent).length, 2, 'recovery sees it too');
+    }),
+
     scenario('leases fence settlements: a stale attempt changes nothing', async (d) => {
       const id = await d.one();
       const [job] = await d.claim();

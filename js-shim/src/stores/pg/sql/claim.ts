@@ -2,12 +2,13 @@ import type { ClaimedJob } from '../../contract.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
-/** What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order; the last is lease_expires_ms. */
+/** What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order; the last three are lease_expires_ms, trace_context and created_ms. */
 const CLAIMED_VALUES = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')}`;
+  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')}, trace_context, ${ms('created_at')}`;
 
 /** The claimed values as columns of a result row. */
-const CLAIMED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms`;
+const CLAIMED_COLUMNS = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
+  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')} AS lease_expires_ms, trace_context, ${ms('created_at')} AS created_ms`;
 
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';
@@ -76,7 +77,7 @@ export function claimedFromArray(a: readonly unknown[]): ClaimedJob {
     correlation_id: a[5] as string | null, metadata: a[6] as Record<string, unknown> | null, attempts: a[7] as number,
     attempt_seq: a[8] as number, crashes: a[9] as number, streak_code: a[10] as string | null, streak: a[11] as number,
     max_attempts: a[12] as number | null, last_error_code: a[13] as string | null, last_error_message: a[14] as string | null,
-    lease_expires_ms: a[15] as number,
+    lease_expires_ms: a[15] as number, trace_context: a[16] as string | null, created_ms: a[17] as number,
   };
 }
 

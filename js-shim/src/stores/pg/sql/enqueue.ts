@@ -11,8 +11,8 @@ import { ts } from './time.js';
 export const jobInsertOne = (s: string) => `
 WITH ins AS (
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                          due_at, created_at, updated_at, version_ts, max_attempts)
-  VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11, $12::int)
+                          due_at, created_at, updated_at, version_ts, max_attempts, trace_context)
+  VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11, $12::int, $13::text)
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
@@ -27,9 +27,9 @@ SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload, max_atte
 /** The INSERT of JobInsertMany's items that pass `filter`. */
 const insertItems = (s: string, filter: string) => `
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                          due_at, created_at, updated_at, version_ts, max_attempts)
+                          due_at, created_at, updated_at, version_ts, max_attempts, trace_context)
   SELECT id, $8, $9, 'pending', payload, tenant_key, dedupe_key, correlation_id, NULLIF(metadata, 'null'::jsonb),
-         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts
+         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts, $13::text
     FROM item WHERE ${filter}`;
 
 /**
@@ -37,7 +37,7 @@ const insertItems = (s: string, filter: string) => `
  * The per-item columns come as JSON arrays, parallel by position: `$1` ids, `$2` payloads,
  * `$3` tenant keys, `$4` dedupe keys, `$5` correlation ids, `$6` metadata, `$7` due times
  * (epoch ms); then `$8` kind, `$9` lane, `$10` now, `$11` version timestamp; `$12` the jobs' own
- * retry budgets (null: the kind's). (A JSON array
+ * retry budgets (null: the kind's); `$13` the list's trace context (null: none). (A JSON array
  * costs the client one JSON.stringify, where node-postgres' array literals cost far more.)
  *
  * Items without a dedupe key go in with a plain INSERT (cheaper than ON CONFLICT's speculative

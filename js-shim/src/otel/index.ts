@@ -1,0 +1,207 @@
+/**
+ * OpenTelemetry for an outbox: spans and metrics of its enqueues, attempts, claim statements
+ * and sweeps, through `@opentelemetry/api` (an optional peer dependency: install it to use this
+ * entry point). The API is a no-op until an SDK is registered, so an outbox given
+ * `openTelemetry()` and no SDK costs the API's no-op calls; Postbox bundles no SDK.
+ *
+ * Attributes follow OpenTelemetry's messaging conventions: `messaging.system` is `postbox`, the
+ * destination is the job's kind, the message id its job id; Postbox's own are `postbox.*`.
+ *
+ * @example
+ * ```ts
+ * import { openTelemetry } from 'postbox/otel';
+ * const outbox = createOutbox({ jobs, connect, telemetry: openTelemetry() });
+ * ```
+ * @module
+ */
+import { SpanKind, SpanStatusCode, isSpanContextValid, metrics, trace, type Attributes, type Link, type Meter, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
+import type { AttemptTrace, EnqueueTrace, OperationTrace, Telemetry } from '../types.js';
+
+/** Options of {@link openTelemetry}: a tracer and a meter of your own (default: the global providers', named `postbox`). */
+export interface OpenTelemetryOptions {
+  tracer?: Tracer;
+  meter?: Meter;
+}
+
+/** The instruments Postbox records, by name (see the README's OpenTelemetry section). */
+export const METRIC_NAMES = {
+  /** Counter: attempts settled, by kind, outcome and resulting status (recovered crashes included). */
+  attempts: 'postbox.attempts',
+  /** Histogram (s): how long each attempt's handler ran, by kind and outcome. */
+  attemptDuration: 'postbox.attempt.duration',
+  /** Counter: attempts whose job was scheduled to retry, by kind and error code. */
+  retries: 'postbox.retries',
+  /** Counter: jobs dead-lettered, by kind and error code. */
+  deadLetters: 'postbox.dead_letters',
+  /** Counter: enqueued items, by kind and result (`created`, `exists`, `refused`). */
+  enqueued: 'postbox.enqueued',
+  /** Histogram (s): from a job's enqueue to the start of its first attempt, by kind. */
+  enqueueToStart: 'postbox.enqueue_to_start',
+} as const;
+
+const SYSTEM = 'postbox';
+
+/**
+ * A {@link Telemetry} over OpenTelemetry's API, for `createOutbox({ telemetry })` or
+ * `createSqliteOutbox({ telemetry })`: a producer span per enqueue call (`send <kind>`), a
+ * consumer span per attempt (`process <kind>`) from its start to its settlement, a span per claim
+ * statement and per sweep, and the counters and histogram of {@link METRIC_NAMES}.
+ */
+export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
+  const tracer = options.tracer ?? trace.getTracer(SYSTEM);
+  const meter = options.meter ?? metrics.getMeter(SYSTEM);
+  const attempts = meter.createCounter(METRIC_NAMES.attempts, { description: 'Attempts settled', unit: '{attempt}' });
+  const duration = meter.createHistogram(METRIC_NAMES.attemptDuration, {
+    description: 'How long an attempt\'s handler ran',
+    unit: 's',
+    advice: { explicitBucketBoundaries: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300] },
+  });
+  const retries = meter.createCounter(METRIC_NAMES.retries, { description: 'Attempts whose job will retry', unit: '{attempt}' });
+  const deadLetters = meter.createCounter(METRIC_NAMES.deadLetters, { description: 'Jobs dead-lettered', unit: '{job}' });
+  const enqueued = meter.createCounter(METRIC_NAMES.enqueued, { description: 'Items enqueued, by result', unit: '{job}' });
+  const waited = meter.createHistogram(METRIC_NAMES.enqueueToStart, {
+    description: 'From a job\'s enqueue to the start of its first attempt',
+    unit: 's',
+    advice: { explicitBucketBoundaries: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600] },
+  });
+
+  // A job's attribute sets repeat (a few kinds, outcomes and codes): made once each, not per attempt.
+  const sets = new Map<string, Attributes>();
+  const attributeSet = (kind: string, name: string, value: string, name2?: string, value2?: string): Attributes => {
+    const key = `${kind}\u0000${name}\u0000${value}\u0000${name2 ?? ''}\u0000${value2 ?? ''}`;
+    let set = sets.get(key);
+    if (!set) {
+      set = name2 === undefined ? { 'messaging.destination.name': kind, [name]: value } : { 'messaging.destination.name': kind, [name]: value, [name2]: value2! };
+      // Bounded: kinds and outcomes are few; codes are the handlers' own, so a flood of distinct ones is not kept.
+      if (sets.size < 1_000) sets.set(key, set);
+    }
+    return set;
+  };
+
+  /** The metrics every settlement records, run or not. */
+  const settledMetrics = (kind: string, outcome: string, status: string, code: string | null) => {
+    attempts.add(1, attributeSet(kind, 'postbox.outcome', outcome, 'postbox.status', status));
+    if (status === 'retrying') retries.add(1, attributeSet(kind, 'error.type', code ?? outcome));
+    else if (status === 'dead') deadLetters.add(1, attributeSet(kind, 'error.type', code ?? outcome));
+  };
+
+  return {
+    enqueue(info): EnqueueTrace {
+      const span = tracer.startSpan(`send ${info.kind}`, { kind: SpanKind.PRODUCER });
+      // Attributes only for a span that records: with no SDK, building them would be the whole cost.
+      if (span.isRecording()) {
+        span.setAttributes({
+          'messaging.system': SYSTEM,
+          'messaging.operation.type': 'send',
+          'messaging.operation.name': info.api,
+          'messaging.destination.name': info.kind,
+          'messaging.batch.message_count': info.count,
+          'postbox.lane': info.lane,
+        });
+      }
+      return {
+        context: traceparent(span.spanContext()),
+        end(result) {
+          if (result.created) enqueued.add(result.created, attributeSet(info.kind, 'postbox.result', 'created'));
+          if (result.exists) enqueued.add(result.exists, attributeSet(info.kind, 'postbox.result', 'exists'));
+          if (result.refused) enqueued.add(result.refused, attributeSet(info.kind, 'postbox.result', 'refused'));
+          if (span.isRecording()) span.setAttributes({ 'postbox.created': result.created, 'postbox.exists': result.exists, 'postbox.refused': result.refused });
+          endSpan(span, result.error);
+        },
+      };
+    },
+
+    attempt(info): AttemptTrace {
+      // Linked, not parented, to the enqueue: the attempt runs in its own invocation's trace, and
+      // a retried job's attempts are siblings under the one link.
+      const enqueuedBy = parseTraceparent(info.traceContext);
+      const links: Link[] = enqueuedBy ? [{ context: enqueuedBy }] : [];
+      const span = tracer.startSpan(`process ${info.kind}`, { kind: SpanKind.CONSUMER, links });
+      if (info.attempt === 1) waited.record(Math.max(0, info.startedAt - info.enqueuedAt) / 1000, attributeSet(info.kind, 'postbox.lane', info.lane));
+      const recording = span.isRecording();
+      if (recording) {
+        span.setAttributes({
+          'messaging.system': SYSTEM,
+          'messaging.operation.type': 'process',
+          'messaging.operation.name': 'process',
+          'messaging.destination.name': info.kind,
+          'messaging.message.id': info.jobId,
+          'postbox.lane': info.lane,
+          'postbox.attempt': info.attempt,
+        });
+        if (info.tenantKey !== null) span.setAttribute('postbox.tenant_key', info.tenantKey);
+      }
+      const startedAt = performance.now();
+      let ranMs: number | null = null;
+      return {
+        ran() {
+          ranMs ??= performance.now() - startedAt;
+        },
+        settled(result) {
+          const outcome = result.stale ? 'stale' : result.outcome;
+          duration.record((ranMs ?? performance.now() - startedAt) / 1000, attributeSet(info.kind, 'postbox.outcome', outcome));
+          if (!result.stale) settledMetrics(info.kind, result.outcome, result.status, result.code);
+          if (recording) {
+            span.setAttributes({ 'postbox.outcome': outcome, 'postbox.status': result.status });
+            if (result.code !== null) span.setAttribute('error.type', result.code);
+            // A success, or a job moved on by someone else, is not this span's error.
+            if (result.stale || result.outcome === 'ok') span.setStatus({ code: SpanStatusCode.OK });
+            else span.setStatus({ code: SpanStatusCode.ERROR, message: result.message ?? result.code ?? result.outcome });
+          }
+          span.end();
+        },
+        abandoned(reason) {
+          span.setAttribute('postbox.outcome', reason);
+          span.setStatus({ code: SpanStatusCode.ERROR, message: reason });
+          span.end();
+        },
+      };
+    },
+
+    settledUnrun(info) {
+      settledMetrics(info.kind, info.outcome, info.status, info.code);
+    },
+
+    operation(name, attributes): OperationTrace {
+      const span = tracer.startSpan(`postbox ${name}`, { kind: SpanKind.INTERNAL });
+      if (span.isRecording()) span.setAttributes({ 'messaging.system': SYSTEM, ...prefixed(attributes) });
+      return {
+        end(result = {}) {
+          if (result.attributes && span.isRecording()) span.setAttributes(prefixed(result.attributes));
+          endSpan(span, result.error);
+        },
+      };
+    },
+  };
+}
+
+/** Postbox's own attributes carry its prefix. */
+function prefixed(attributes: Record<string, string | number>): Attributes {
+  const out: Attributes = {};
+  for (const [key, value] of Object.entries(attributes)) out[`postbox.${key}`] = value;
+  return out;
+}
+
+function endSpan(span: Span, error: unknown): void {
+  if (error !== undefined && error !== null) {
+    if (error instanceof Error) span.recordException(error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+  }
+  span.end();
+}
+
+/** A span context as a W3C traceparent (`00-<trace id>-<span id>-<flags>`); null for an invalid one (no SDK, no active trace). */
+function traceparent(context: SpanContext): string | null {
+  if (!isSpanContextValid(context)) return null;
+  return `00-${context.traceId}-${context.spanId}-${(context.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** The span context a stored traceparent names, or null for none or one that does not parse. */
+function parseTraceparent(text: string | null): SpanContext | null {
+  const m = text === null ? null : TRACEPARENT.exec(text);
+  if (!m) return null;
+  const context: SpanContext = { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16), isRemote: true };
+  return isSpanContextValid(context) ? context : null;
+}

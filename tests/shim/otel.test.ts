@@ -1,0 +1,113 @@
+// OpenTelemetry inside workerd against a real PostgreSQL (tests/shim/fixtures/otel-worker.ts):
+// with the SDK's in-memory exporters registered, an outbox given `openTelemetry()` records a
+// producer span per enqueue (a child of the request's span), a consumer span per attempt with
+// the messaging attributes and its outcome, spans for claim statements, and the attempt,
+// retry, dead-letter and enqueue counters and the attempt-duration histogram with the values
+// the drain produced.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { useMigratedDb } from '../support/migrated-db.ts';
+import { startWorker, type TestWorker } from '../support/worker.ts';
+
+const fixtures = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
+const db = useMigratedDb('otel');
+let worker: TestWorker;
+
+
+interface SpanView {
+  name: string;
+  kind: number;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string | null;
+  links: { traceId: string; spanId: string }[];
+  attributes: Record<string, string | number>;
+  status: { code: number; message?: string };
+}
+interface MetricView {
+  name: string;
+  points: { attributes: Record<string, string>; value: number | { count: number } }[];
+}
+
+/** The Worker's JSON answer; anything else fails the test with what it said. */
+async function json(res: Response): Promise<any> {
+  const text = await res.text();
+  assert.equal(res.status, 200, text);
+  return JSON.parse(text);
+}
+const post = async (p: string, body?: unknown) => json(await worker.fetch(p, { method: 'POST', body: JSON.stringify(body ?? {}) }));
+const telemetry = async (): Promise<{ spans: SpanView[]; metrics: MetricView[] }> => json(await worker.fetch('/telemetry'));
+const points = (metrics: MetricView[], name: string) => metrics.find((m) => m.name === name)?.points ?? [];
+const sum = (metrics: MetricView[], name: string, match: Record<string, string>) =>
+  points(metrics, name)
+    .filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v))
+    .reduce((n, p) => n + (typeof p.value === 'number' ? p.value : p.value.count), 0);
+
+describe('postbox/otel inside workerd', () => {
+  // In a describe: its hook runs after the file's database is migrated.
+  before(async () => {
+    worker = await startWorker({ entry: path.join(fixtures, 'otel-worker.ts'), databaseUrl: db.url });
+  });
+  after(async () => {
+    await worker?.dispose();
+  });
+
+  test('enqueues, attempts and claims are spans, and the drain\'s numbers are metrics', async () => {
+    const enq = (await post('/enqueue', { items: [{ to: 'a', mode: 'ok' }, { to: 'b', mode: 'flaky' }, { to: 'c', mode: 'fail' }] })) as {
+      results: { status: string; id: string }[];
+      traceId: string;
+      spanId: string;
+    };
+    assert.deepEqual(enq.results.map((r) => r.status), ['created', 'created', 'created']);
+    const report = (await post('/drain')) as { succeeded: number; dead: number; retrying: number };
+    assert.deepEqual([report.succeeded, report.dead, report.retrying], [2, 1, 1]);
+
+    const { spans, metrics } = await telemetry();
+    // The producer span is the request's child, in its trace.
+    const send = spans.filter((s) => s.name === 'send otel.mail');
+    assert.equal(send.length, 1);
+    assert.equal(send[0]!.kind, 3 /* PRODUCER */);
+    assert.equal(send[0]!.traceId, enq.traceId);
+    assert.equal(send[0]!.parentSpanId, enq.spanId);
+    assert.deepEqual([send[0]!.attributes['messaging.system'], send[0]!.attributes['messaging.batch.message_count'], send[0]!.attributes['postbox.created']], ['postbox', 3, 3]);
+
+    // One consumer span per attempt: four (the flaky job's two are siblings), each with its outcome.
+    const process = spans.filter((s) => s.name === 'process otel.mail');
+    assert.equal(process.length, 4);
+    for (const s of process) assert.equal(s.kind, 4 /* CONSUMER */);
+    const byJob = (id: string) => process.filter((s) => s.attributes['messaging.message.id'] === id).map((s) => [s.attributes['postbox.attempt'], s.attributes['postbox.outcome'], s.attributes['postbox.status'], s.status.code]);
+    const [a, b, c] = enq.results.map((r) => r.id) as [string, string, string];
+    assert.deepEqual(byJob(a), [[1, 'ok', 'succeeded', 1 /* OK */]]);
+    assert.deepEqual(byJob(b), [[1, 'retry', 'retrying', 2 /* ERROR */], [2, 'ok', 'succeeded', 1]]);
+    assert.deepEqual(byJob(c), [[1, 'fail', 'dead', 2]]);
+    assert.equal(process.find((s) => s.attributes['messaging.message.id'] === c)!.attributes['error.type'], 'bad_address');
+    // Each attempt links to the enqueue's span (its trace context is kept with the job), in the request's trace.
+    for (const s of process) assert.deepEqual(s.links, [{ traceId: enq.traceId, spanId: send[0]!.spanId }]);
+    // The flaky job's two attempts are siblings: neither is the other's parent.
+    const [first, second] = process.filter((s) => s.attributes['messaging.message.id'] === b);
+    assert.equal(first!.parentSpanId, second!.parentSpanId);
+    assert.notEqual(second!.parentSpanId, first!.spanId);
+    // Claim statements are spans too, with how many jobs each took.
+    const claims = spans.filter((s) => s.name === 'postbox claim');
+    assert.ok(claims.length >= 2);
+    assert.equal(claims.reduce((n, s) => n + Number(s.attributes['postbox.claimed']), 0), 4);
+
+    assert.equal(sum(metrics, 'postbox.attempts', { 'postbox.outcome': 'ok' }), 2);
+    assert.equal(sum(metrics, 'postbox.attempts', { 'postbox.outcome': 'retry', 'postbox.status': 'retrying' }), 1);
+    assert.equal(sum(metrics, 'postbox.attempts', {}), 4);
+    assert.equal(sum(metrics, 'postbox.retries', { 'error.type': 'provider_down' }), 1);
+    assert.equal(sum(metrics, 'postbox.dead_letters', { 'error.type': 'bad_address' }), 1);
+    assert.equal(sum(metrics, 'postbox.enqueued', { 'postbox.result': 'created' }), 3);
+    assert.equal(sum(metrics, 'postbox.attempt.duration', { 'messaging.destination.name': 'otel.mail' }), 4, 'one duration per attempt');
+    assert.equal(sum(metrics, 'postbox.enqueue_to_start', { 'messaging.destination.name': 'otel.mail' }), 3, 'one wait per job: its first attempt');
+  });
+
+  test('a refused item and a dedupe hit are counted by result', async () => {
+    const before = (await telemetry()).metrics;
+    await post('/enqueue', { items: [{ to: 'x', mode: 'nope' }] });
+    const after = (await telemetry()).metrics;
+    assert.equal(sum(after, 'postbox.enqueued', { 'postbox.result': 'refused' }) - sum(before, 'postbox.enqueued', { 'postbox.result': 'refused' }), 1);
+  });
+});
