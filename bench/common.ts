@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { runDrain, type Outbox } from 'postbox';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -187,4 +188,24 @@ export async function postmasterPidOf(url: string): Promise<number | null> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Drains `outbox` until a drain claims nothing, measuring the drain alone: wall time, this
+ * process's CPU (µs) and the database server's (ms; null where /proc cannot say).
+ */
+export async function timedDrain(outbox: Outbox, postmasterPid: number | null): Promise<{ claimed: number; wallMs: number; clientCpuUs: number; dbCpuMs: number | null }> {
+  const db0 = postmasterPid === null ? null : serverCpuMs(postmasterPid);
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let claimed = 0;
+  for (;;) {
+    const r = await runDrain(outbox);
+    claimed += r.claimed;
+    if (r.claimed === 0) break;
+  }
+  const wallMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const db1 = postmasterPid === null ? null : serverCpuMs(postmasterPid);
+  return { claimed, wallMs, clientCpuUs: cpu.user + cpu.system, dbCpuMs: db0 === null || db1 === null ? null : db1 - db0 };
 }

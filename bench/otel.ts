@@ -6,17 +6,17 @@
  * order), so warm-up and the machine's drift fall on all of them alike. The SDK is registered
  * globally for its turns and unregistered after (the API's `disable`).
  *
- *   node --import tsx bench/otel.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--rounds 8] [--no-write]
+ *   node --expose-gc --import tsx bench/otel.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--rounds 8] [--no-write]
  */
 import { metrics, trace } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
-import { createOutbox, defineJob, ok, runDrain, type Telemetry } from 'postbox';
+import { createOutbox, defineJob, ok, type Telemetry } from 'postbox';
 import { openTelemetry } from 'postbox/otel';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { startPostgres, withClient } from '../tests/support/postgres.ts';
-import { arg, machineLine, pkgVersion, postmasterPidOf, serverCpuMs, writeResults } from './common.ts';
+import { arg, machineLine, pkgVersion, postmasterPidOf, timedDrain, writeResults } from './common.ts';
 
 const JOBS = Number(arg('jobs') ?? 8000);
 const CONCURRENCY = Number(arg('concurrency') ?? 32);
@@ -27,7 +27,13 @@ const WRITE = !process.argv.includes('--no-write');
 type Mode = 'none' | 'api' | 'sdk';
 const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+// The SDK's turns leave spans behind for the collector: collected between turns (run with --expose-gc), not in the next turn's drain.
+const collect = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
 
 /** Registers the SDK globally (in-memory exporters) for one turn; returns its removal. */
 function registerSdk(): () => Promise<void> {
@@ -62,25 +68,15 @@ try {
         for (let i = 0; i < JOBS; i += 1000) await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
         await c.query('VACUUM ANALYZE outbox.job');
       });
-      const db0 = pm === null ? null : serverCpuMs(pm);
-      const cpu0 = process.cpuUsage();
-      const t0 = performance.now();
-      let claimed = 0;
-      for (;;) {
-        const r = await runDrain(outbox);
-        claimed += r.claimed;
-        if (r.claimed === 0) break;
-      }
-      const wall = performance.now() - t0;
-      const cpu = process.cpuUsage(cpu0);
-      const db1 = pm === null ? null : serverCpuMs(pm);
+      const { claimed, wallMs: wall, clientCpuUs, dbCpuMs } = await timedDrain(outbox, pm);
       if (claimed !== JOBS) throw new Error(`${mode}: drained ${claimed} of ${JOBS}`);
       results[mode].wall.push(wall);
-      results[mode].client.push((cpu.user + cpu.system) / claimed);
-      if (db0 !== null && db1 !== null) results[mode].db.push(((db1 - db0) * 1000) / claimed);
-      process.stderr.write(`${mode}: ${(wall / 1000).toFixed(2)} s, client ${((cpu.user + cpu.system) / claimed).toFixed(0)} µs/job\n`);
+      results[mode].client.push(clientCpuUs / claimed);
+      if (dbCpuMs !== null) results[mode].db.push((dbCpuMs * 1000) / claimed);
+      process.stderr.write(`${mode}: ${(wall / 1000).toFixed(2)} s, client ${(clientCpuUs / claimed).toFixed(0)} µs/job\n`);
     } finally {
       await unregister?.();
+      collect();
     }
   };
 
@@ -96,7 +92,7 @@ try {
   const report = [
     `# OpenTelemetry's cost on a drain (${new Date().toISOString().slice(0, 10)})`,
     '',
-    `- command: \`node --import tsx bench/otel.ts --jobs ${JOBS} --concurrency ${CONCURRENCY} --handler-ms ${HANDLER_MS} --rounds ${ROUNDS}\``,
+    `- command: \`node --expose-gc --import tsx bench/otel.ts --jobs ${JOBS} --concurrency ${CONCURRENCY} --handler-ms ${HANDLER_MS} --rounds ${ROUNDS}\``,
     `- ${JOBS} jobs of ${HANDLER_MS} ms drained at c=${CONCURRENCY} on one connection, ${ROUNDS} turns per mode, medians; @opentelemetry/api ${pkgVersion('@opentelemetry/api')}, sdk-trace-base ${pkgVersion('@opentelemetry/sdk-trace-base')}, sdk-metrics ${pkgVersion('@opentelemetry/sdk-metrics')}`,
     machineLine(),
     '- none: no `telemetry`; api: `openTelemetry()` with no SDK registered; sdk: the SDK registered, spans to an in-memory exporter (one per attempt, claim and enqueue), metrics to an in-memory reader',

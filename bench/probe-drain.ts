@@ -14,11 +14,11 @@
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { createOutbox, defineJob, ok, runDrain } from 'postbox';
+import { createOutbox, defineJob, ok } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { startPostgres, withClient } from '../tests/support/postgres.ts';
-import { arg, postmasterPidOf, serverCpuByProcess, serverCpuMs } from './common.ts';
+import { arg, postmasterPidOf, serverCpuByProcess, timedDrain } from './common.ts';
 
 const JOBS = Number(arg('jobs') ?? 8000);
 const CONCURRENCY = Number(arg('concurrency') ?? 32);
@@ -65,25 +65,14 @@ try {
     await session.post('Profiler.start');
   }
   if (STATEMENTS) await withClient(url, (c) => c.query('SELECT pg_stat_statements_reset()'));
-  const db0 = pm === null ? null : serverCpuMs(pm);
   const byProcess0 = pm === null ? new Map<string, number>() : serverCpuByProcess(pm);
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  let claimed = 0;
-  for (;;) {
-    const r = await runDrain(outbox);
-    claimed += r.claimed;
-    if (r.claimed === 0) break;
-  }
-  const wall = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  const db1 = pm === null ? null : serverCpuMs(pm);
+  const { claimed, wallMs: wall, clientCpuUs, dbCpuMs } = await timedDrain(outbox, pm);
   const byProcess1 = pm === null ? new Map<string, number>() : serverCpuByProcess(pm);
   if (OUT) writeFileSync(OUT, JSON.stringify((await session.post('Profiler.stop')).profile));
   const perJob = (us: number) => (us / claimed).toFixed(0);
   console.log(
     `${claimed} jobs, c=${CONCURRENCY}, ${HANDLER_MS} ms: ${(wall / 1000).toFixed(2)} s, ${(claimed / (wall / 1000)).toFixed(0)} jobs/s; ` +
-      `CPU per job: client ${perJob(cpu.user + cpu.system)} µs, db ${db0 === null || db1 === null ? '?' : perJob((db1 - db0) * 1000)} µs${OUT ? `; profile ${OUT}` : ''}`,
+      `CPU per job: client ${perJob(clientCpuUs)} µs, db ${dbCpuMs === null ? '?' : perJob(dbCpuMs * 1000)} µs${OUT ? `; profile ${OUT}` : ''}`,
   );
   const split = [...byProcess1].map(([k, v]) => [k, v - (byProcess0.get(k) ?? 0)] as const).filter(([, v]) => v > 0);
   console.log(`server CPU by process (µs per job; ended processes not listed): ${split.map(([k, v]) => `${k} ${perJob(v * 1000)}`).join(', ')}`);

@@ -324,6 +324,12 @@ export interface OperationTrace {
 
 /** What the engine reports to (see {@link EnqueueTrace} and its siblings above). Every method must not throw. */
 export interface Telemetry {
+  /**
+   * Whether attempts use each job's stored trace context and enqueue time (`attempt`'s
+   * `traceContext` and `enqueuedAt`): the claims then return them, a little more work per
+   * claimed job, so a telemetry that records nothing says false.
+   */
+  readonly needsJobContext: boolean;
   /** An enqueue of `count` jobs of `kind` is starting. */
   enqueue(info: { kind: string; lane: string; count: number; api: string }): EnqueueTrace;
   /** A claimed attempt's handler is starting. */
@@ -333,9 +339,9 @@ export interface Telemetry {
     lane: string;
     attempt: number;
     tenantKey: string | null;
-    /** What its enqueue's {@link EnqueueTrace.context} was, or null. */
+    /** What its enqueue's {@link EnqueueTrace.context} was, or null (always null without `needsJobContext`). */
     traceContext: string | null;
-    /** When the job was enqueued and when this attempt started, epoch ms on the outbox's clock. */
+    /** When the job was enqueued (NaN without `needsJobContext`) and when this attempt started, epoch ms on the outbox's clock. */
     enqueuedAt: number;
     startedAt: number;
   }): AttemptTrace;

@@ -8,6 +8,10 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
+import { metrics, trace } from '@opentelemetry/api';
+import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { openTelemetry } from 'postbox/otel';
 import { useMigratedDb } from '../support/migrated-db.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
 
@@ -110,4 +114,17 @@ describe('postbox/otel inside workerd', () => {
     const after = (await telemetry()).metrics;
     assert.equal(sum(after, 'postbox.enqueued', { 'postbox.result': 'refused' }) - sum(before, 'postbox.enqueued', { 'postbox.result': 'refused' }), 1);
   });
+});
+
+test('claims carry each job\'s trace context only when something records it (no SDK: the API\'s no-ops, plain claims)', async () => {
+  // This Node process has no SDK registered: the worker's is inside workerd.
+  assert.equal(openTelemetry().needsJobContext, false);
+  assert.equal(openTelemetry({ tracer: trace.getTracer('mine') }).needsJobContext, true, 'a tracer of your own');
+  metrics.setGlobalMeterProvider(new MeterProvider());
+  assert.equal(openTelemetry().needsJobContext, true, 'a metrics SDK alone (the wait histogram needs the enqueue time)');
+  metrics.disable();
+  trace.setGlobalTracerProvider(new BasicTracerProvider());
+  assert.equal(openTelemetry().needsJobContext, true, 'a tracing SDK');
+  trace.disable();
+  assert.equal(openTelemetry().needsJobContext, false, 'and none again');
 });

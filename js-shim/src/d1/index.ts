@@ -33,16 +33,8 @@ import { budgetColumns, jsonEqual, SqliteOutboxStore } from '../stores/sqlite/st
 
 export { d1Driver, sqliteMigrations, sqliteTablePrefix, type D1Like, type D1StatementLike, type SqliteDriver, type SqliteMigration };
 export { jsonEqual } from '../stores/sqlite/store.js';
-export {
-  createSqliteOutbox,
-  type BoundSqliteOutbox,
-  type EnqueueStatements,
-  type SqliteOutbox,
-  type SqliteOutboxOptions,
-  type SqliteRunReport,
-  type SqliteSweepOptions,
-  type SqliteSweepReport,
-} from '../sqlite-outbox.js';
+// The outbox over this store: createSqliteOutbox and its types.
+export * from '../sqlite-outbox.js';
 
 /** One queued entry of a D1 transaction's batch. */
 type Entry = { app: D1PreparedStatement } | { store: SqlStatement };

@@ -56,7 +56,6 @@ function buildTables<S extends string>(schemaName: S) {
       check('job_finished_has_time', sql`(${t.status} IN ('succeeded', 'dead', 'cancelled')) = (${t.finishedAt} IS NOT NULL)`),
       check('job_running_has_lease', sql`(${t.status} = 'running') = (${t.leaseExpiresAt} IS NOT NULL)`),
       check('job_max_attempts_range', sql`${t.maxAttempts} BETWEEN 1 AND 1000`),
-      check('job_trace_context_length', sql`length(${t.traceContext}) <= 512`),
       uniqueIndex('job_dedupe_key').on(t.tenantScope, t.dedupeKey).where(sql`dedupe_key IS NOT NULL`),
       index('job_claimable').on(t.lane, t.dueAt, t.id).where(sql`status IN ('pending', 'retrying')`),
       index('job_lease').on(t.leaseExpiresAt).where(sql`status = 'running'`),

@@ -23,16 +23,8 @@ import { SqliteOutboxStore } from '../stores/sqlite/store.js';
 
 export { durableObjectDriver, sqliteMigrations, sqliteTablePrefix, type DurableObjectSqlStorage, type SqliteDriver, type SqliteMigration };
 export { jsonEqual } from '../stores/sqlite/store.js';
-export {
-  createSqliteOutbox,
-  type BoundSqliteOutbox,
-  type EnqueueStatements,
-  type SqliteOutbox,
-  type SqliteOutboxOptions,
-  type SqliteRunReport,
-  type SqliteSweepOptions,
-  type SqliteSweepReport,
-} from '../sqlite-outbox.js';
+// The outbox over this store: createSqliteOutbox and its types.
+export * from '../sqlite-outbox.js';
 
 /** `ctx.storage` of a SQLite-backed Durable Object. */
 export type DurableObjectStorageLike = DurableObjectStorage;

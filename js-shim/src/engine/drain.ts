@@ -201,6 +201,7 @@ class LanePump<Db> {
     const chunk = this.targets?.splice(0, n);
     const now = this.rt.clock.now();
     const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
+    if (this.rt.options.telemetry?.needsJobContext) claim.traced = true;
     if (chunk) claim.targets = chunk;
     let rows: ClaimedRow[];
     const startedAt = performance.now();
@@ -273,7 +274,7 @@ class LanePump<Db> {
     const { start: _start, ...admitted } = admit;
     const trace = this.rt.options.telemetry?.attempt({
       jobId: row.id, kind: row.kind, lane: row.lane, attempt: (admitted as Admitted).attempt, tenantKey: row.tenant_key,
-      traceContext: row.trace_context, enqueuedAt: Number(row.created_ms), startedAt: this.rt.clock.now(),
+      traceContext: row.trace_context ?? null, enqueuedAt: Number(row.created_ms), startedAt: this.rt.clock.now(),
     });
     void runHandler(this.rt, this.session, job, row, admitted as Admitted).then(async (result) => {
       if (trace) {

@@ -38,7 +38,7 @@ export interface EnqueueEnv<Tx = Queryable> {
   telemetry?: Telemetry;
 }
 
-/** The longest trace context a job keeps (the column's CHECK, migrations/0008). */
+/** The longest trace context a job keeps (migrations/0008 leaves the bound to the engine). */
 const MAX_TRACE_CONTEXT_CHARS = 512;
 
 /** Which call is enqueueing, for messages: `enqueue`, or `enqueueMany` and the item's index. */

@@ -14,7 +14,7 @@
  * ```
  * @module
  */
-import { SpanKind, SpanStatusCode, isSpanContextValid, metrics, trace, type Attributes, type Link, type Meter, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
+import { ProxyTracerProvider, SpanKind, SpanStatusCode, createNoopMeter, isSpanContextValid, metrics, trace, type Attributes, type Link, type Meter, type Span, type SpanContext, type Tracer } from '@opentelemetry/api';
 import type { AttemptTrace, EnqueueTrace, OperationTrace, Telemetry } from '../types.js';
 
 /** Options of {@link openTelemetry}: a tracer and a meter of your own (default: the global providers', named `postbox`). */
@@ -45,7 +45,7 @@ const SYSTEM = 'postbox';
  * A {@link Telemetry} over OpenTelemetry's API, for `createOutbox({ telemetry })` or
  * `createSqliteOutbox({ telemetry })`: a producer span per enqueue call (`send <kind>`), a
  * consumer span per attempt (`process <kind>`) from its start to its settlement, a span per claim
- * statement and per sweep, and the counters and histogram of {@link METRIC_NAMES}.
+ * statement and per sweep, and the counters and histograms of {@link METRIC_NAMES}.
  */
 export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
   const tracer = options.tracer ?? trace.getTracer(SYSTEM);
@@ -86,6 +86,9 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
   };
 
   return {
+    // Claims return each job's trace context and enqueue time only when something records them.
+    needsJobContext: records(options),
+
     enqueue(info): EnqueueTrace {
       const span = tracer.startSpan(`send ${info.kind}`, { kind: SpanKind.PRODUCER });
       // Attributes only for a span that records: with no SDK, building them would be the whole cost.
@@ -173,6 +176,18 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
       };
     },
   };
+}
+
+/**
+ * Whether a tracer or a meter here records anything: one of your own, or an SDK registered
+ * with the global providers. Without either every call is a no-op, and the claims need not
+ * return what the links and the wait histogram would use.
+ */
+function records(options: OpenTelemetryOptions): boolean {
+  if (options.tracer || options.meter) return true;
+  const provider = trace.getTracerProvider();
+  const tracing = !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(SYSTEM) !== undefined;
+  return tracing || metrics.getMeter(SYSTEM) !== createNoopMeter();
 }
 
 /** Postbox's own attributes carry its prefix. */

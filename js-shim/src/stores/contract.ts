@@ -101,7 +101,7 @@ export interface AppendInput {
   /** The deploy version's timestamp the jobs carry (claims of older versions skip them), or `null`. */
   versionTs: number | null;
   items: readonly AppendItem[];
-  /** The enqueue's trace context (a W3C traceparent, ≤ 512 characters) every job of the list keeps; absent or `null`: none. */
+  /** The enqueue's trace context (a W3C traceparent; the engine passes at most 512 characters) every job of the list keeps; absent or `null`: none. */
   traceContext?: string | null;
 }
 
@@ -159,6 +159,8 @@ export interface ClaimInput {
   limit: number;
   versionCutoff: number | null;
   targets?: readonly ClaimTarget[];
+  /** Return each job's `trace_context` and `created_ms` too (the outbox has telemetry). */
+  traced?: boolean;
 }
 
 /**
@@ -187,10 +189,10 @@ export interface ClaimedJob {
   last_error_message: string | null;
   /** The lease's end, epoch ms (PostgreSQL returns a bigint as a decimal string). */
   lease_expires_ms: string | number;
-  /** The trace context the job was enqueued with, or null. */
-  trace_context: string | null;
-  /** When the job was enqueued (created_at), epoch ms (a decimal string from PostgreSQL). */
-  created_ms: string | number;
+  /** The trace context the job was enqueued with, or null: present when the claim was `traced` (a store may always return it). */
+  trace_context?: string | null;
+  /** When the job was enqueued (created_at), epoch ms (a decimal string from PostgreSQL): present when `traced`, as `trace_context`. */
+  created_ms?: string | number;
 }
 
 /** The core's decision for one finished attempt, to write (docs/ABI.md, `pb_settle`). */

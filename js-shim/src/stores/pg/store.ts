@@ -135,7 +135,8 @@ RETURNING j.id`;
   }
 
   async claim(db: LaneDb, input: ClaimInput): Promise<ClaimedJob[]> {
-    const statement = input.targets ? this.sql.claimTargets : this.sql.claimDue;
+    const set = input.traced ? this.sql.traced : this.sql;
+    const statement = input.targets ? set.claimTargets : set.claimDue;
     return (await run(db, statement, [input.now, ...claimArgs(input)])).rows as ClaimedJob[];
   }
 
@@ -147,7 +148,8 @@ RETURNING j.id`;
   async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }> {
     // One `now` for both halves: the statement has one $1.
     if (settle.now !== claim.now) throw new PostboxError('invalid_input', 'settleThenClaim: the settle and the claim must share one now');
-    const statement = claim.targets ? this.sql.settleThenClaimTargets : this.sql.settleThenClaimDue;
+    const set = claim.traced ? this.sql.traced : this.sql;
+    const statement = claim.targets ? set.settleThenClaimTargets : set.settleThenClaimDue;
     const out = (await run(db, statement, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
     return { settled: out.settled as string[], claimed: (out.claimed as unknown[][]).map(claimedFromArray) };
   }

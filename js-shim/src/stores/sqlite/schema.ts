@@ -119,7 +119,7 @@ function migrations(p: string): SqliteMigration[] {
       // migrations/0008: the trace context of the span that enqueued a job (postbox/otel).
       version: 2,
       name: 'job_trace_context',
-      statements: [`ALTER TABLE ${p}job ADD COLUMN trace_context TEXT CHECK (length(trace_context) <= 512)`],
+      statements: [`ALTER TABLE ${p}job ADD COLUMN trace_context TEXT`],
     },
   ];
 }

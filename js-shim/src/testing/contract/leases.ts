@@ -28,12 +28,12 @@ export function leasesScenarios<Db, Tx>(scenario: ScenarioOf<Db, Tx>): StoreScen
       eq(targeted.length, 0, 'a target of another kind or lane is not claimed');
     }),
 
-    scenario('a claimed job carries the trace context its list was appended with, and when it was enqueued', async (d) => {
+    scenario('a traced claim returns the trace context each job\'s list was appended with, and when it was enqueued', async (d) => {
       const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
       const traced = await d.enqueue(d.db, [{ payload: { n: 1 } }, { payload: { n: 2 } }], KIND, d.store, traceparent);
       const plain = await d.one();
       d.now = T0 + 1000;
-      const claimed = await d.claim(10);
+      const claimed = await d.claim(10, { traced: true });
       const byId = new Map(claimed.map((j) => [j.id, j]));
       eq(traced.map((r) => byId.get(r.id)?.trace_context), [traceparent, traceparent], 'every job of the list keeps its trace context');
       eq(byId.get(plain)?.trace_context, null, 'a job appended without one has none');

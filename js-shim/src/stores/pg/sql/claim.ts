@@ -2,13 +2,20 @@ import type { ClaimedJob } from '../../contract.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
-/** What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order; the last three are lease_expires_ms, trace_context and created_ms. */
+/** What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order; the last is lease_expires_ms. */
 const CLAIMED_VALUES = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')}, trace_context, ${ms('created_at')}`;
+  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')}`;
 
-/** The claimed values as columns of a result row. */
-const CLAIMED_COLUMNS = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')} AS lease_expires_ms, trace_context, ${ms('created_at')} AS created_ms`;
+/**
+ * What a traced claim adds (`ClaimInput.traced`: the outbox has telemetry): the job's trace
+ * context and its enqueue time. Only then, since the two values cost every claimed row a
+ * measurable share of the drain's time (bench/probe-drain.ts, c=32: about 5 %).
+ */
+const TRACE_VALUES = `trace_context, ${ms('created_at')}`;
+
+/** The claimed values as columns of a result row (the traced ones too: recovery and inspection are not the drain's hot path). */
+const CLAIMED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms, trace_context, ${ms('created_at')} AS created_ms`;
+const UNTRACED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms`;
 
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';
@@ -61,38 +68,46 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
 )`;
 }
 
-export { CLAIMED_COLUMNS };
+export { CLAIMED_COLUMNS, traceName };
 
 /**
  * The claimed columns as one JSON array per job, for statements that return the claim inside
  * JSON (drain.ts): without a key per field the answer is about a third the size, which
  * keeps a claim's answer within a segment or two. Same order as {@link claimedFromArray}.
  */
-export const CLAIMED_ARRAY = `json_build_array(${CLAIMED_VALUES})`;
+export const claimedArray = (traced: boolean) => `json_build_array(${CLAIMED_VALUES}${traced ? `, ${TRACE_VALUES}` : ''})`;
 
-/** One job of {@link CLAIMED_ARRAY} as the row the claim statements return. */
+/** One job of {@link claimedArray} as the row the claim statements return. */
 export function claimedFromArray(a: readonly unknown[]): ClaimedJob {
-  return {
+  const job: ClaimedJob = {
     id: a[0] as string, kind: a[1] as string, lane: a[2] as string, payload: a[3], tenant_key: a[4] as string | null,
     correlation_id: a[5] as string | null, metadata: a[6] as Record<string, unknown> | null, attempts: a[7] as number,
     attempt_seq: a[8] as number, crashes: a[9] as number, streak_code: a[10] as string | null, streak: a[11] as number,
     max_attempts: a[12] as number | null, last_error_code: a[13] as string | null, last_error_message: a[14] as string | null,
-    lease_expires_ms: a[15] as number, trace_context: a[16] as string | null, created_ms: a[17] as number,
+    lease_expires_ms: a[15] as number,
   };
+  if (a.length > 16) {
+    job.trace_context = a[16] as string | null;
+    job.created_ms = a[17] as number;
+  }
+  return job;
 }
 
+/** A claim statement's name, and its traced variant's. */
+const traceName = (name: string, traced: boolean) => (traced ? `${name}_traced` : name);
+
 /** JobClaimDue: up to limit due jobs, oldest due first. $1 now, $2 lane … $6 cutoff. */
-export const jobClaimDue = (s: string): Statement => ({
-  name: 'postbox_claim_due',
+export const jobClaimDue = (s: string, traced = false): Statement => ({
+  name: traceName('postbox_claim_due', traced),
   text: `WITH ${claimCtes(s, 2, 'due')}
-SELECT ${CLAIMED_COLUMNS} FROM claimed`,
+SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed`,
 });
 
 /** JobClaimTargets: the claimable ones among nudged jobs. $1 now, $2 lane … $8 target kinds. */
-export const jobClaimTargets = (s: string): Statement => ({
-  name: 'postbox_claim_targets',
+export const jobClaimTargets = (s: string, traced = false): Statement => ({
+  name: traceName('postbox_claim_targets', traced),
   text: `WITH ${claimCtes(s, 2, 'targets')}
-SELECT ${CLAIMED_COLUMNS} FROM claimed`,
+SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed`,
 });
 
 /**

@@ -1,4 +1,4 @@
-import { CLAIMED_ARRAY, claimCtes, type Pick } from './claim.js';
+import { claimCtes, claimedArray, traceName, type Pick } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
 
@@ -7,14 +7,14 @@ import type { Statement } from './statement.js';
  * statement, so a drain pays one round trip per batch. The claim cannot pick a row the settle
  * touches: those were 'running' in the statement's snapshot. Parameters: $1 now, the 12
  * settle arrays, then the claim's (see claimCtes). Returns one row: the ids actually settled
- * and the claimed jobs (each an array, CLAIMED_ARRAY), both as JSON.
+ * and the claimed jobs (each an array, claimedArray; `traced` adds the trace columns), both as JSON.
  */
-const settleThenClaim = (s: string, pick: Pick): Statement => ({
-  name: `postbox_settle_then_claim_${pick}`,
+const settleThenClaim = (s: string, pick: Pick, traced: boolean): Statement => ({
+  name: traceName(`postbox_settle_then_claim_${pick}`, traced),
   text: `WITH ${settleCtes(s, 2)}, ${claimCtes(s, 2 + SETTLE_PARAMS, pick)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
-       (SELECT COALESCE(json_agg(${CLAIMED_ARRAY}), '[]') FROM claimed) AS claimed`,
+       (SELECT COALESCE(json_agg(${claimedArray(traced)}), '[]') FROM claimed) AS claimed`,
 });
 
-export const jobSettleThenClaimDue = (s: string) => settleThenClaim(s, 'due');
-export const jobSettleThenClaimTargets = (s: string) => settleThenClaim(s, 'targets');
+export const jobSettleThenClaimDue = (s: string, traced = false) => settleThenClaim(s, 'due', traced);
+export const jobSettleThenClaimTargets = (s: string, traced = false) => settleThenClaim(s, 'targets', traced);

@@ -32,6 +32,8 @@ export interface OutboxSql {
   readonly nextDue: Statement;
   readonly settleThenClaimDue: Statement;
   readonly settleThenClaimTargets: Statement;
+  /** The four claim statements again, returning each job's trace context and enqueue time too (`ClaimInput.traced`). */
+  readonly traced: { readonly claimDue: Statement; readonly claimTargets: Statement; readonly settleThenClaimDue: Statement; readonly settleThenClaimTargets: Statement };
   readonly settleBatch: Statement;
   readonly heartbeat: Statement;
   readonly scheduleLastRuns: Statement;
@@ -85,6 +87,12 @@ export function outboxSql(name?: string | null): OutboxSql {
     nextDue: n(jobNextDue(s)),
     settleThenClaimDue: n(jobSettleThenClaimDue(s)),
     settleThenClaimTargets: n(jobSettleThenClaimTargets(s)),
+    traced: Object.freeze({
+      claimDue: n(jobClaimDue(s, true)),
+      claimTargets: n(jobClaimTargets(s, true)),
+      settleThenClaimDue: n(jobSettleThenClaimDue(s, true)),
+      settleThenClaimTargets: n(jobSettleThenClaimTargets(s, true)),
+    }),
     settleBatch: n(jobSettleBatch(s)),
     heartbeat: n(jobHeartbeat(s)),
     scheduleLastRuns: n(scheduleLastRuns(s)),
