@@ -44,10 +44,16 @@ const SYSTEM = 'postbox';
 /**
  * A {@link Telemetry} over OpenTelemetry's API, for `createOutbox({ telemetry })` or
  * `createSqliteOutbox({ telemetry })`: a producer span per enqueue call (`send <kind>`), a
- * consumer span per attempt (`process <kind>`) from its start to its settlement, a span per claim
- * statement and per sweep, and the counters and histograms of {@link METRIC_NAMES}.
+ * consumer span per attempt (`process <kind>`) from its start to its settlement, linked to the
+ * enqueue's span, a span per claim statement and per sweep, and the counters and histograms of
+ * {@link METRIC_NAMES}. `undefined` when nothing would record it (no SDK registered, no `tracer`
+ * or `meter` given): the outbox then does no telemetry work at all. Make it where you make the
+ * outbox (per invocation), after your SDK is registered.
  */
-export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
+export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry | undefined {
+  // Nothing records (no SDK registered, no tracer or meter given): no telemetry at all, so the
+  // outbox does none of its work, not even the API's no-op calls.
+  if (!records(options)) return undefined;
   const tracer = options.tracer ?? trace.getTracer(SYSTEM);
   const meter = options.meter ?? metrics.getMeter(SYSTEM);
   const attempts = meter.createCounter(METRIC_NAMES.attempts, { description: 'Attempts settled', unit: '{attempt}' });
@@ -65,29 +71,24 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
     advice: { explicitBucketBoundaries: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600] },
   });
 
-  // A job's attribute sets repeat (a few kinds, outcomes and codes): made once each, not per attempt.
-  const sets = new Map<string, Attributes>();
-  const attributeSet = (kind: string, name: string, value: string, name2?: string, value2?: string): Attributes => {
-    const key = `${kind}\u0000${name}\u0000${value}\u0000${name2 ?? ''}\u0000${value2 ?? ''}`;
-    let set = sets.get(key);
-    if (!set) {
-      set = name2 === undefined ? { 'messaging.destination.name': kind, [name]: value } : { 'messaging.destination.name': kind, [name]: value, [name2]: value2! };
-      // Bounded: kinds and outcomes are few; codes are the handlers' own, so a flood of distinct ones is not kept.
-      if (sets.size < 1_000) sets.set(key, set);
-    }
-    return set;
-  };
+  // A job's attribute sets repeat (a few kinds, outcomes and codes): made once each, not per
+  // attempt, and found without building a key.
+  const byOutcomeStatus = memo((kind, outcome, status) => ({ 'messaging.destination.name': kind, 'postbox.outcome': outcome, 'postbox.status': status }));
+  const byOutcome = memo((kind, outcome) => ({ 'messaging.destination.name': kind, 'postbox.outcome': outcome }));
+  const byCode = memo((kind, code) => ({ 'messaging.destination.name': kind, 'error.type': code }));
+  const byResult = memo((kind, result) => ({ 'messaging.destination.name': kind, 'postbox.result': result }));
+  const byLane = memo((kind, lane) => ({ 'messaging.destination.name': kind, 'postbox.lane': lane }));
 
   /** The metrics every settlement records, run or not. */
   const settledMetrics = (kind: string, outcome: string, status: string, code: string | null) => {
-    attempts.add(1, attributeSet(kind, 'postbox.outcome', outcome, 'postbox.status', status));
-    if (status === 'retrying') retries.add(1, attributeSet(kind, 'error.type', code ?? outcome));
-    else if (status === 'dead') deadLetters.add(1, attributeSet(kind, 'error.type', code ?? outcome));
+    attempts.add(1, byOutcomeStatus(kind, outcome, status));
+    if (status === 'retrying') retries.add(1, byCode(kind, code ?? outcome));
+    else if (status === 'dead') deadLetters.add(1, byCode(kind, code ?? outcome));
   };
 
   return {
-    // Claims return each job's trace context and enqueue time only when something records them.
-    needsJobContext: records(options),
+    // Something records (checked above): attempts link to their enqueue and time their wait.
+    needsJobContext: true,
 
     enqueue(info): EnqueueTrace {
       const span = tracer.startSpan(`send ${info.kind}`, { kind: SpanKind.PRODUCER });
@@ -105,9 +106,9 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
       return {
         context: traceparent(span.spanContext()),
         end(result) {
-          if (result.created) enqueued.add(result.created, attributeSet(info.kind, 'postbox.result', 'created'));
-          if (result.exists) enqueued.add(result.exists, attributeSet(info.kind, 'postbox.result', 'exists'));
-          if (result.refused) enqueued.add(result.refused, attributeSet(info.kind, 'postbox.result', 'refused'));
+          if (result.created) enqueued.add(result.created, byResult(info.kind, 'created'));
+          if (result.exists) enqueued.add(result.exists, byResult(info.kind, 'exists'));
+          if (result.refused) enqueued.add(result.refused, byResult(info.kind, 'refused'));
           if (span.isRecording()) span.setAttributes({ 'postbox.created': result.created, 'postbox.exists': result.exists, 'postbox.refused': result.refused });
           endSpan(span, result.error);
         },
@@ -120,7 +121,7 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
       const enqueuedBy = parseTraceparent(info.traceContext);
       const links: Link[] = enqueuedBy ? [{ context: enqueuedBy }] : [];
       const span = tracer.startSpan(`process ${info.kind}`, { kind: SpanKind.CONSUMER, links });
-      if (info.attempt === 1) waited.record(Math.max(0, info.startedAt - info.enqueuedAt) / 1000, attributeSet(info.kind, 'postbox.lane', info.lane));
+      if (info.attempt === 1) waited.record(Math.max(0, info.startedAt - info.enqueuedAt) / 1000, byLane(info.kind, info.lane));
       const recording = span.isRecording();
       if (recording) {
         span.setAttributes({
@@ -142,7 +143,7 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
         },
         settled(result) {
           const outcome = result.stale ? 'stale' : result.outcome;
-          duration.record((ranMs ?? performance.now() - startedAt) / 1000, attributeSet(info.kind, 'postbox.outcome', outcome));
+          duration.record((ranMs ?? performance.now() - startedAt) / 1000, byOutcome(info.kind, outcome));
           if (!result.stale) settledMetrics(info.kind, result.outcome, result.status, result.code);
           if (recording) {
             span.setAttributes({ 'postbox.outcome': outcome, 'postbox.status': result.status });
@@ -180,14 +181,48 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry {
 
 /**
  * Whether a tracer or a meter here records anything: one of your own, or an SDK registered
- * with the global providers. Without either every call is a no-op, and the claims need not
- * return what the links and the wait histogram would use.
+ * with the global providers. Without either every call would be a no-op.
  */
 function records(options: OpenTelemetryOptions): boolean {
   if (options.tracer || options.meter) return true;
   const provider = trace.getTracerProvider();
   const tracing = !(provider instanceof ProxyTracerProvider) || provider.getDelegateTracer(SYSTEM) !== undefined;
   return tracing || metrics.getMeter(SYSTEM) !== createNoopMeter();
+}
+
+/**
+ * A lookup of attribute sets by their values (two or three of them), made on first use and kept:
+ * kinds, outcomes, statuses and lanes are few. Error codes are the handlers' own, so each level
+ * keeps at most 256 entries and makes a fresh set past that.
+ */
+function memo(make: (a: string, b: string, c: string) => Attributes): (a: string, b: string, c?: string) => Attributes {
+  const root = new Map<string, Map<string, Attributes | Map<string, Attributes>>>();
+  return (a, b, c) => {
+    let level = root.get(a);
+    if (!level) {
+      level = new Map();
+      if (root.size < 256) root.set(a, level);
+    }
+    if (c === undefined) {
+      let set = level.get(b) as Attributes | undefined;
+      if (!set) {
+        set = make(a, b, '');
+        if (level.size < 256) level.set(b, set);
+      }
+      return set;
+    }
+    let inner = level.get(b) as Map<string, Attributes> | undefined;
+    if (!inner) {
+      inner = new Map();
+      if (level.size < 256) level.set(b, inner);
+    }
+    let set = inner.get(c);
+    if (!set) {
+      set = make(a, b, c);
+      if (inner.size < 256) inner.set(c, set);
+    }
+    return set;
+  };
 }
 
 /** Postbox's own attributes carry its prefix. */
