@@ -4,10 +4,10 @@ import { outboxConfig, type OutboxConfig } from './engine/outbox-config.js';
 import { runTransaction, toQueryable, type TransactionalDb } from './stores/pg/db.js';
 import { boundedTransaction } from './stores/pg/bounded.js';
 import { enqueueInTransaction, enqueueJobs, type EnqueueEnv } from './engine/enqueue.js';
-import { PostboxError, errorMessage } from './errors.js';
+import { PostboxError } from './errors.js';
 import { isUuid, uuidv7 } from './ids.js';
 import { checkOutboxName } from './name.js';
-import { queueForLane, sendNudges } from './engine/nudge.js';
+import { nudgeCommitted, queueForLane, sendNudges } from './engine/nudge.js';
 import { outboxSql } from './stores/pg/sql/index.js';
 import { postgresOutboxStore } from './stores/pg/store.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
@@ -206,13 +206,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     async enqueueMany(tx, job, items) {
       return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, items, 'enqueueMany')).results;
     },
-    async nudge(refs) {
-      try {
-        await sendNudges(runtime, refs.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane ?? registry.get(r.kind)?.lane ?? 'default', delaySeconds: 0 })));
-      } catch (error) {
-        runtime.emit({ type: 'nudge_failed', jobs: refs.length, error: errorMessage(error) });
-      }
-    },
+    nudge: (refs) => nudgeCommitted(runtime, refs),
     cancel: async (ref, reason = 'cancelled', scope) => (await operate('cancel', [ref.id], scope, reason))[0]!,
     cancelMany: (ids, reason = 'cancelled', scope) => operate('cancel', ids, scope, reason),
     replay: async (id, scope) => (await operate('replay', [id], scope, null))[0]!,

@@ -21,13 +21,13 @@
 import { getCore } from './core/core.js';
 import { outboxConfig } from './engine/outbox-config.js';
 import { uuidv7 } from './ids.js';
-import { PostboxError, errorMessage } from './errors.js';
+import { PostboxError } from './errors.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
 import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { DirectSession } from './engine/session.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions } from './engine/sweep.js';
 import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
-import { queueForLane, sendNudges } from './engine/nudge.js';
+import { nudgeCommitted, queueForLane, sendNudges } from './engine/nudge.js';
 import { enqueueInTransaction, enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from './engine/enqueue.js';
 import { RUN, type DrivableOutbox, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 import { tick, type Schedule, type ScheduledReport } from './engine/schedules.js';
@@ -253,13 +253,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     store,
     transaction,
     bind: (db) => ({ [RUN]: engineOn(db) }),
-    async nudge(refs) {
-      try {
-        await sendNudges(unbound, refs.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane ?? registry.get(r.kind)?.lane ?? 'default', delaySeconds: 0 })));
-      } catch (error) {
-        base.emit({ type: 'nudge_failed', jobs: refs.length, error: errorMessage(error) });
-      }
-    },
+    nudge: (refs) => nudgeCommitted(unbound, refs),
     cancelMany: (db, ids, reason = 'cancelled', scope) => operate(db, 'cancel', ids, scope, reason),
     replayMany: (db, ids, scope) => operate(db, 'replay', ids, scope, null),
     retryNowMany: (db, ids, scope) => operate(db, 'retryNow', ids, scope, null),

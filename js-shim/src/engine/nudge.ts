@@ -42,6 +42,18 @@ export interface RecordNudges<Db = unknown> {
 }
 
 /**
+ * Nudges for jobs the application committed itself (`outbox.nudge(refs)` of either outbox): due
+ * now, each on its own lane or its kind's. Never throws: a failure is a `nudge_failed` event.
+ */
+export async function nudgeCommitted<Db>(rt: EngineRuntime<Db>, refs: readonly { id: string; kind: string; lane?: string }[]): Promise<void> {
+  try {
+    await sendNudges(rt, refs.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane ?? rt.registry.get(r.kind)?.lane ?? 'default', delaySeconds: 0 })));
+  } catch (error) {
+    rt.emit({ type: 'nudge_failed', jobs: refs.length, error: errorMessage(error) });
+  }
+}
+
+/**
  * Sends nudges after a commit. The core coalesces them: jobs of one lane, kind and delay share
  * messages of up to 100 ids, and each lane's messages go in `sendBatch` calls sized to Queues'
  * limits. When recording, each sent batch's jobs get `nudge_sent_at` in one statement. Returns
