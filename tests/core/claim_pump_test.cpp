@@ -202,3 +202,27 @@ TEST_CASE("pump: a step's job budget counts what the step claimed on every lane"
   CHECK(call(pb_claim, R"({"op":"pump","concurrency":8,"mayClaim":true,"remaining":2,"maxJobs":10})").out ==
         R"({"action":"claim","claim":2,"waitMs":null})");
 }
+
+TEST_CASE("pump: claims paused by a flow limit keep an idle lane waiting for them, not done") {
+  PumpInput in = lane(8, 0, 0, 0, false);
+  CHECK(decide_pump(in).action == PumpAction::done);
+  in.throttle_wait_ms = 250;
+  auto step = decide_pump(in);
+  CHECK(step.action == PumpAction::wait);
+  CHECK(step.wait_ms == 250);
+  // Settlements still go first; with handlers running, the sooner of the two waits.
+  in.settles = 1;
+  CHECK(decide_pump(in).action == PumpAction::settle);
+  in = lane(8, 2, 0, 1, false);
+  in.oldest_settle_age_ms = 5;
+  in.throttle_wait_ms = 100;
+  step = decide_pump(in);
+  CHECK(step.action == PumpAction::wait);
+  CHECK(step.wait_ms == 15);
+  in.throttle_wait_ms = 3;
+  CHECK(decide_pump(in).wait_ms == 3);
+  // Once the wait is over the shim reports claiming allowed again, and the lane claims.
+  in = lane(8, 0, 0, 0, true);
+  in.throttle_wait_ms = 0;
+  CHECK(decide_pump(in).action == PumpAction::claim);
+}

@@ -86,6 +86,24 @@ Status read_version(od::value& v, const Where& where, std::optional<int64_t>& cu
   return ok_status();
 }
 
+void write_limits(JsonWriter& out, const std::vector<const Policy*>& fit) {
+  auto list = [&](std::string_view key, auto value) {
+    out.key(key);
+    out.begin_array();
+    for (const Policy* p : fit) {
+      if (p->limited()) value(*p);
+    }
+    out.end_array();
+  };
+  out.key("limits");
+  out.begin_object();
+  list("kinds", [&](const Policy& p) { out.string(p.kind); });
+  list("concurrency", [&](const Policy& p) { out.integer(p.concurrency.value_or(0)); });
+  list("rateSlots", [&](const Policy& p) { out.integer(p.rate_slots.value_or(0)); });
+  list("rateHoldMs", [&](const Policy& p) { out.integer(p.rate_hold_ms); });
+  out.end_object();
+}
+
 }  // namespace
 
 namespace {
@@ -162,6 +180,9 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
   std::optional<int64_t> slack;
   for (const Policy* p : fit) slack = std::min(slack.value_or(INT64_MAX), claim_slack_ms(p->span_ms()));
   out.field("slackMs", slack);
+  // Limited kinds, as parallel arrays; absent when none is (the claim keeps its plain
+  // statement). A kind without a concurrency limit has 0 concurrency slots; without a rate, 0.
+  if (std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->limited(); })) write_limits(out, fit);
   // A drain that filled its last claim and now sees kinds dropped (their attempts no longer fit
   // before the deadline) leaves due work behind: its lane's queue must be told (a drain message).
   if (in.first_kinds) {
@@ -288,6 +309,8 @@ Status claim_outbox(od::object& root, const Where& where, JsonWriter& out);
 // fleet.cpp
 Status claim_fleet(od::object& root, const Where& where, JsonWriter& out);
 Status claim_share(od::object& root, const Where& where, JsonWriter& out);
+// flow_limits.cpp
+Status claim_throttle(od::object& root, const Where& where, JsonWriter& out);
 // consumer_idle.cpp
 Status claim_idle(od::object& root, const Where& where, JsonWriter& out);
 
@@ -326,7 +349,7 @@ AdmitDecision decide_admit(const LeaseInput& in) {
 Status run_claim(od::document& doc, JsonWriter& out) {
   static constexpr Operation kOps[] = {
       {"plan", claim_plan}, {"admit", claim_admit}, {"deadline", claim_deadline}, {"pump", claim_pump}, {"heartbeat", claim_heartbeat},
-      {"outbox", claim_outbox}, {"fleet", claim_fleet}, {"share", claim_share}, {"idle", claim_idle}};
+      {"outbox", claim_outbox}, {"fleet", claim_fleet}, {"share", claim_share}, {"idle", claim_idle}, {"throttle", claim_throttle}};
   return dispatch_op(doc, out, "claim", kOps);
 }
 

@@ -20,7 +20,8 @@
 //                oldest has waited kSettleFlushMs (20 ms), or the lane is idle. While claims
 //                go on, settlements ride on the next claim (within those 20 ms) rather than
 //                cost a statement of their own
-//   done when    nothing runs, nothing is buffered, nothing waits to be settled
+//   done when    nothing runs, nothing is buffered, nothing waits to be settled, and no flow
+//                limit has paused claims (then: wait until they may resume, throttleWaitMs)
 //   otherwise    wait for a handler to finish, or until the oldest settlement is due to go
 //
 // "Claiming allowed" is the shim's report of what earlier plans and claims said: the plan
@@ -29,6 +30,7 @@
 #include <algorithm>
 
 #include "postbox/claim_pump.h"
+#include "postbox/flow_limits.h"
 #include "postbox/families.h"
 
 namespace postbox {
@@ -72,11 +74,12 @@ PumpStep decide_pump(const PumpInput& given) {
   const bool batch_done = !in.may_claim && in.settles >= in.concurrency;
   if (in.settles > 0 && (batch_done || lane_idle || age >= kSettleFlushMs)) {
     step.action = PumpAction::settle;
-  } else if (lane_idle) {
+  } else if (lane_idle && !in.throttle_wait_ms) {
     step.action = PumpAction::done;
   } else {
     step.action = PumpAction::wait;
     if (in.settles > 0) step.wait_ms = kSettleFlushMs - age;
+    if (in.throttle_wait_ms) step.wait_ms = std::min(step.wait_ms.value_or(*in.throttle_wait_ms), std::max<int64_t>(*in.throttle_wait_ms, 0));
   }
   return step;
 }
@@ -104,6 +107,10 @@ Status claim_pump(od::object& root, const Where& where, JsonWriter& out) {
       Result<int64_t> n = input::read_int(field, where, key, 0, 1000000);
       if (!n) return n.take_error();
       (key == "running" ? in.running : key == "buffered" ? in.buffered : key == "settles" ? in.settles : in.max_batch) = n.value();
+    } else if (key == "throttleWaitMs") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 0, kMaxThrottleWaitMs);
+      if (!n) return n.take_error();
+      in.throttle_wait_ms = n.value();
     } else if (key == "remaining" || key == "slowestRecentMs" || key == "oldestSettleAgeMs" || key == "slackMs" ||
                key == "statementMs") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);

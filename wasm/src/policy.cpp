@@ -1,6 +1,7 @@
 // pb_policy: validates a job definition and fills in every default, so later decisions read
 // one explicit shape. See docs/ABI.md, "pb_policy".
 #include "postbox/policy.h"
+#include "postbox/flow_limits.h"
 
 #include <algorithm>
 
@@ -229,6 +230,8 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
         if (rkey == "backoff") return read_backoff(rfield, rw, policy);
         return field_error(rw, rkey, "is not a known field");
       });
+    } else if (read_flow_field(key, field, where, policy, inner)) {
+      return inner;
     } else if (!read_retry_field(key, field, where, policy, rules, inner)) {
       return field_error(where, key, "is not a known field");
     }
@@ -295,6 +298,11 @@ void write_policy(JsonWriter& out, const Policy& policy) {
   out.field("warnAtStreak", policy.warn_at_streak);
   // Only when set, so policies without one keep their documented bytes.
   if (policy.heartbeat_ms) out.field("heartbeatMs", *policy.heartbeat_ms);
+  if (policy.concurrency) out.field("concurrency", *policy.concurrency);
+  if (policy.rate_slots) {
+    out.field("rateSlots", *policy.rate_slots);
+    out.field("rateHoldMs", policy.rate_hold_ms);
+  }
   if (!policy.schedule_ms.empty()) {
     out.key("scheduleMs");
     out.begin_array();

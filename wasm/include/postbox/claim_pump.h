@@ -29,6 +29,9 @@ struct PumpInput {
   // every lane it drained: the budget is the step's, not each lane's.
   std::optional<int64_t> max_jobs;
   int64_t claimed = 0;
+  // Claims paused by a flow limit (claim op "throttle"): they may resume after this long. An
+  // idle lane waits for it instead of being done.
+  std::optional<int64_t> throttle_wait_ms;
 };
 
 // A finished attempt waits at most this long for others to share its statement, so a slow

@@ -73,6 +73,12 @@ struct Policy {
   // When set, replaces the doubling backoff: delay n is entry n (the last entry repeats).
   std::vector<int64_t> schedule_ms;
   std::vector<CodeRule> per_code;  // sorted by code, byte order
+  // Flow limits (flow_limits.h): at most `concurrency` attempts at once across every consumer;
+  // at most `rate_slots` starts in any window of `rate_hold_ms`.
+  std::optional<int64_t> concurrency;
+  std::optional<int64_t> rate_slots;
+  int64_t rate_hold_ms = 0;
+  bool limited() const { return concurrency.has_value() || rate_slots.has_value(); }
 
   const CodeRule* rule_for(std::string_view code) const;
   int64_t span_ms() const { return lease_span_ms(timeout_ms, heartbeat_ms); }

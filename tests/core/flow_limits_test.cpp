@@ -1,0 +1,77 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "abi_call.h"
+#include "postbox/flow_limits.h"
+
+using postbox::test::call;
+using postbox::test::error_code_of;
+
+TEST_CASE("flow limits: a rate becomes burst slots, each held long enough that the rate is never exceeded") {
+  // 20 starts a second, bursting to 5: 5 slots of 250 ms.
+  auto r = postbox::rate_slots(20, 1000, 5);
+  CHECK(r.slots == 5);
+  CHECK(r.hold_ms == 250);
+  // Without an exact quotient the hold rounds up (3 per 1 s: 334 ms, not 333).
+  CHECK(postbox::rate_slots(3, 1000, 1).hold_ms == 334);
+  // A burst above the rate holds each slot longer than the period.
+  CHECK(postbox::rate_slots(1, 1000, 10).hold_ms == 10000);
+}
+
+TEST_CASE("flow limits: a policy carries them normalised, and normalising again changes nothing") {
+  auto r = call(pb_policy, R"({"kind":"sms","timeoutMs":1000,"concurrency":5,"rateLimit":{"starts":20,"perMs":1000,"burst":5}})");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find(R"("concurrency":5,"rateSlots":5,"rateHoldMs":250,)") != std::string::npos);
+  CHECK(call(pb_policy, r.out).out == r.out);
+  // Without a burst the period's whole allowance may start at once.
+  CHECK(call(pb_policy, R"({"kind":"sms","timeoutMs":1000,"rateLimit":{"starts":10,"perMs":60000}})").out.find(
+            R"("rateSlots":10,"rateHoldMs":60000,)") != std::string::npos);
+  // No limits: the policy's bytes are as they were.
+  CHECK(call(pb_policy, R"({"kind":"sms","timeoutMs":1000,"concurrency":null,"rateLimit":null})").out.find("concurrency") ==
+        std::string::npos);
+}
+
+TEST_CASE("flow limits: bad limits are refused as invalid_policy, naming the field") {
+  for (const char* bad : {R"("concurrency":0)", R"("concurrency":10001)", R"("concurrency":"5")", R"("rateLimit":{"starts":0,"perMs":1000})",
+                          R"("rateLimit":{"starts":5})", R"("rateLimit":{"perMs":1000})", R"("rateLimit":{"starts":5,"perMs":0})",
+                          R"("rateLimit":{"starts":5,"perMs":1000,"burst":0})", R"("rateLimit":{"starts":5,"perMs":1000,"every":1})",
+                          R"("rateLimit":5)"}) {
+    auto r = call(pb_policy, std::string(R"({"kind":"sms","timeoutMs":1000,)") + bad + "}");
+    CHECK_MESSAGE(r.rc != 0, bad);
+    CHECK_MESSAGE(error_code_of(r.out) == "invalid_policy", bad);
+  }
+  auto r = call(pb_policy, R"({"kind":"sms","timeoutMs":1000,"rateLimit":{"starts":5,"perMs":0}})");
+  CHECK(r.out.find("rateLimit.perMs") != std::string::npos);
+}
+
+TEST_CASE("flow limits: the claim plan lists limited kinds only when there are any") {
+  const std::string policies =
+      R"([{"kind":"a","timeoutMs":1000},{"kind":"b","timeoutMs":1000,"concurrency":2},{"kind":"c","timeoutMs":1000,"rateLimit":{"starts":4,"perMs":1000}}])";
+  auto r = call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":)" + policies + "}");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find(R"("limits":{"kinds":["b","c"],"concurrency":[2,0],"rateSlots":[0,4],"rateHoldMs":[0,1000]})") != std::string::npos);
+  auto plain = call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":[{"kind":"a","timeoutMs":1000}]})");
+  CHECK(plain.out.find("limits") == std::string::npos);
+}
+
+TEST_CASE("flow limits: a throttled drain asks again when a rate slot frees, or polls for concurrency, within bounds") {
+  auto throttle = [](const std::string& kinds, int64_t deadline = 100000) {
+    return call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":)" + std::to_string(deadline) + R"(,"throttled":)" + kinds + "}").out;
+  };
+  // A rate slot frees at 1250: ask then.
+  CHECK(throttle(R"([{"kind":"c","retryAt":1250,"timeoutMs":1000}])") == R"({"retryAt":1250})");
+  // Only concurrency in the way: poll.
+  CHECK(throttle(R"([{"kind":"b","retryAt":null,"timeoutMs":1000}])") == R"({"retryAt":1100})");
+  // The soonest of several; a time already past means now.
+  CHECK(throttle(R"([{"kind":"c","retryAt":1250,"timeoutMs":1000},{"kind":"b","retryAt":null,"timeoutMs":1000}])") == R"({"retryAt":1100})");
+  CHECK(throttle(R"([{"kind":"c","retryAt":900,"timeoutMs":1000}])") == R"({"retryAt":1000})");
+  // Too far off (the next nudge or sweep takes it), or past the deadline: stop.
+  CHECK(throttle(R"([{"kind":"c","retryAt":6001,"timeoutMs":1000}])") == R"({"retryAt":null})");
+  CHECK(throttle(R"([{"kind":"c","retryAt":6000,"timeoutMs":1000}])") == R"({"retryAt":6000})");
+  CHECK(throttle(R"([{"kind":"c","retryAt":1250,"timeoutMs":1000}])", 2249) == R"({"retryAt":null})");
+  CHECK(throttle("[]") == R"({"retryAt":null})");
+  auto bad = call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":2000,"throttled":[{"kind":"c"}]})");
+  CHECK(bad.rc != 0);
+  CHECK(error_code_of(bad.out) == "invalid_input");
+}

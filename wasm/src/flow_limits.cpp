@@ -1,0 +1,146 @@
+// Flow limits: the policy fields that bound a kind's running attempts and starts, and when a
+// drain whose claim was throttled asks again. See flow_limits.h.
+#include "postbox/flow_limits.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "postbox/families.h"
+#include "postbox/names.h"
+#include "postbox/policy.h"
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+RateSlots rate_slots(int64_t starts, int64_t per_ms, int64_t burst) {
+  // Rounded up: a slot held a little longer can only lower the rate, never raise it.
+  return RateSlots{burst, (burst * per_ms + starts - 1) / starts};
+}
+
+namespace {
+
+Status read_rate_limit(od::value& v, const Where& where, Policy& policy) {
+  if (input::take_null(v)) {
+    policy.rate_slots.reset();
+    policy.rate_hold_ms = 0;
+    return ok_status();
+  }
+  Result<od::object> obj = input::read_object(v, where, "rateLimit");
+  if (!obj) return obj.take_error();
+  const Where inner = where.nested("rateLimit");
+  std::optional<int64_t> starts, per_ms, burst;
+  Status status = input::for_each_field(obj.value(), inner, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "starts" && key != "perMs" && key != "burst") return field_error(inner, key, "is not a known field");
+    Result<int64_t> n = key == "perMs" ? input::read_int(field, inner, key, 1, kMaxRatePeriodMs)
+                                       : input::read_int(field, inner, key, 1, kMaxFlowSlots);
+    if (!n) return n.take_error();
+    (key == "starts" ? starts : key == "perMs" ? per_ms : burst) = n.value();
+    return ok_status();
+  });
+  if (!status) return status;
+  if (!starts) return input::missing(inner, "starts");
+  if (!per_ms) return input::missing(inner, "perMs");
+  // Without a burst, a whole period's starts may come at once, as a window of `starts` allows.
+  const RateSlots slots = rate_slots(*starts, *per_ms, burst.value_or(*starts));
+  policy.rate_slots = slots.slots;
+  policy.rate_hold_ms = slots.hold_ms;
+  return ok_status();
+}
+
+}  // namespace
+
+bool read_flow_field(std::string_view key, od::value& field, const Where& where, Policy& policy, Status& status) {
+  if (key == "concurrency") {
+    Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 1, kMaxFlowSlots);
+    status = n ? ok_status() : Status(n.take_error());
+    if (n) policy.concurrency = n.value();
+    return true;
+  }
+  if (key == "rateLimit") {
+    status = read_rate_limit(field, where, policy);
+    return true;
+  }
+  if (key == "rateSlots" || key == "rateHoldMs") {
+    Result<int64_t> n = key == "rateSlots" ? input::read_int(field, where, key, 1, kMaxFlowSlots)
+                                           : input::read_int(field, where, key, 1, kMaxRatePeriodMs * kMaxFlowSlots);
+    status = n ? ok_status() : Status(n.take_error());
+    if (n && key == "rateSlots") policy.rate_slots = n.value();
+    if (n && key == "rateHoldMs") policy.rate_hold_ms = n.value();
+    return true;
+  }
+  return false;
+}
+
+std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, const ThrottledKind* kinds, size_t count) {
+  std::optional<int64_t> soonest;
+  for (size_t i = 0; i < count; ++i) {
+    const ThrottledKind& k = kinds[i];
+    const int64_t at = std::max(now, k.retry_at.value_or(now + kThrottlePollMs));
+    if (at - now > kMaxThrottleWaitMs || at + k.timeout_ms > deadline_at) continue;
+    soonest = std::min(soonest.value_or(at), at);
+  }
+  return soonest;
+}
+
+// claim op "throttle": {now, deadlineAt, throttled: [{kind, retryAt, timeoutMs}]} →
+// {retryAt}: when the drain claims again, or null when it stops claiming.
+Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
+  int64_t now = 0, deadline_at = 0;
+  bool has_now = false, has_deadline = false, has_throttled = false;
+  std::vector<ThrottledKind> kinds;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "now" || key == "deadlineAt") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      (key == "now" ? now : deadline_at) = n.value();
+      (key == "now" ? has_now : has_deadline) = true;
+      return ok_status();
+    }
+    if (key != "throttled") return ok_status();
+    has_throttled = true;
+    Result<od::array> arr = input::read_array(field, where, key);
+    if (!arr) return arr.take_error();
+    return input::for_each_element(arr.value(), where, key, kMaxPolicies, [&](od::value& item, uint32_t index) -> Status {
+      const Where iw = where.indexed("throttled", index);
+      Result<od::object> obj = input::read_object(item, iw, "throttled");
+      if (!obj) return obj.take_error();
+      ThrottledKind k;
+      bool has_kind = false, has_timeout = false;
+      Status inner = input::for_each_field(obj.value(), iw, [&](std::string_view ikey, od::value& ifield) -> Status {
+        if (ikey == "kind") {
+          Result<std::string_view> s = input::read_string(ifield, iw, ikey, kMaxKindBytes);
+          if (!s) return s.take_error();
+          k.kind = s.value();
+          has_kind = true;
+        } else if (ikey == "retryAt") {
+          Result<std::optional<int64_t>> n = input::read_nullable_int(ifield, iw, ikey);
+          if (!n) return n.take_error();
+          k.retry_at = n.value();
+        } else if (ikey == "timeoutMs") {
+          Result<int64_t> n = input::read_int(ifield, iw, ikey, 1, kMaxTimeoutMs);
+          if (!n) return n.take_error();
+          k.timeout_ms = n.value();
+          has_timeout = true;
+        }
+        return ok_status();
+      });
+      if (!inner) return inner;
+      if (!has_kind) return input::missing(iw, "kind");
+      if (!has_timeout) return input::missing(iw, "timeoutMs");
+      kinds.push_back(k);
+      return ok_status();
+    });
+  });
+  if (!status) return status;
+  if (!has_now) return input::missing(where, "now");
+  if (!has_deadline) return input::missing(where, "deadlineAt");
+  if (!has_throttled) return input::missing(where, "throttled");
+  out.begin_object();
+  out.field("retryAt", throttle_retry_at(now, deadline_at, kinds.data(), kinds.size()));
+  out.end_object();
+  return ok_status();
+}
+
+}  // namespace postbox
