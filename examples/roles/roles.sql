@@ -33,6 +33,8 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".schedule_run TO :"worker";
 -- postbox/webhooks: each endpoint's breaker, created by its first delivery, updated after each.
 GRANT SELECT, INSERT, UPDATE ON :"schema".webhook_endpoint TO :"worker";
 GRANT SELECT, INSERT, UPDATE ON :"schema".index_baseline TO :"worker";
+-- Flow limits' slots: created by the first claim that needs them, then taken and released.
+GRANT SELECT, INSERT, UPDATE ON :"schema".kind_slot TO :"worker";
 -- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
 GRANT SELECT, INSERT ON :"schema".job TO :"app";
 GRANT SELECT ON :"schema".attempt TO :"app";

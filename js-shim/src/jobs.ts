@@ -26,6 +26,20 @@ export interface JobSpec<Schema extends StandardSchemaV1, Deps, Out extends Hand
    * at least every `everyMs`.
    */
   heartbeat?: boolean | { everyMs?: number; auto?: boolean };
+  /**
+   * At most this many attempts of the kind run at once, across every consumer, lane, isolate
+   * and process (1-10000). An attempt counts from its claim until it settles or its lease runs
+   * out. Jobs beyond it wait, uncharged, and are claimed as attempts end.
+   */
+  concurrency?: number;
+  /**
+   * At most `starts` attempts of the kind start per `perMs`, across every consumer, and at
+   * most `burst` (default `starts`) at once: no window of `burst × perMs / starts` ms sees more
+   * than `burst` starts. Throttled jobs wait, uncharged, and are not claimed until they may start.
+   *
+   * @example `{ starts: 20, perMs: 1000, burst: 5 }`: a provider's 20 requests a second.
+   */
+  rateLimit?: { starts: number; perMs: number; burst?: number };
   handle(payload: StandardSchemaV1.InferOutput<Schema>, ctx: JobContext<Deps>): Promise<Out>;
 }
 
@@ -81,6 +95,8 @@ function buildJob<Schema extends StandardSchemaV1, Deps, Out extends HandlerOutc
     ...(spec.retry === undefined ? {} : { retry: spec.retry }),
     warnAtStreak: spec.warnAtStreak ?? null,
     ...(spec.heartbeat === undefined ? {} : { heartbeat: heartbeatOption(spec.kind, spec.heartbeat) }),
+    ...(spec.concurrency === undefined ? {} : { concurrency: spec.concurrency }),
+    ...(spec.rateLimit === undefined ? {} : { rateLimit: spec.rateLimit }),
   });
   return Object.freeze({
     kind: policy.kind,

@@ -150,6 +150,11 @@ export interface CorePolicy {
   heartbeatMs?: number;
   /** Present only when the policy has an explicit schedule. */
   scheduleMs?: number[];
+  /** Present only when the kind has a concurrency limit (`defineJob`'s `concurrency`). */
+  concurrency?: number;
+  /** Present only when the kind has a rate limit: at most `rateSlots` starts in any `rateHoldMs` window. */
+  rateSlots?: number;
+  rateHoldMs?: number;
   perCode: Record<string, { streak: number | null; maxAttempts: number | null; maxDelayMs: number | null; onExhaustion: 'dead' | 'cancel' }>;
 }
 

@@ -400,7 +400,7 @@ function workerTotals(): Record<string, number> {
 async function recoverInParent(dbUrl: string): Promise<{ passes: number; recovered: number; succeeded: number; stale: number }> {
   const clock = createTestClock(Date.now() + offsetMs + LEASE_MS + 1_000);
   const outbox = createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl), concurrency: CONCURRENCY, clock });
-  const total: RunReport & { passes: number } = { passes: 0, claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0 };
+  const total: RunReport & { passes: number } = { passes: 0, claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0 };
   const add = (r: RunReport): void => {
     for (const key of Object.keys(r) as (keyof RunReport)[]) if (typeof r[key] === 'number' && key in total) total[key] += r[key];
   };

@@ -71,6 +71,11 @@ TEST_CASE("flow limits: a throttled drain asks again when a rate slot frees, or 
   CHECK(throttle(R"([{"kind":"c","retryAt":6000,"timeoutMs":1000}])") == R"({"retryAt":6000})");
   CHECK(throttle(R"([{"kind":"c","retryAt":1250,"timeoutMs":1000}])", 2249) == R"({"retryAt":null})");
   CHECK(throttle("[]") == R"({"retryAt":null})");
+  // Held back without taking a job since 5050 (4950 ms ago): the poll at 1100 comes too late.
+  CHECK(call(pb_claim, R"({"op":"throttle","now":10000,"deadlineAt":100000,"throttledSince":5050,"throttled":[{"kind":"b","retryAt":null,"timeoutMs":1000}]})").out ==
+        R"({"retryAt":null})");
+  CHECK(call(pb_claim, R"({"op":"throttle","now":10000,"deadlineAt":100000,"throttledSince":5100,"throttled":[{"kind":"b","retryAt":null,"timeoutMs":1000}]})").out ==
+        R"({"retryAt":10100})");
   auto bad = call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":2000,"throttled":[{"kind":"c"}]})");
   CHECK(bad.rc != 0);
   CHECK(error_code_of(bad.out) == "invalid_input");

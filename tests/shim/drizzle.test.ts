@@ -46,7 +46,7 @@ test('the drizzle tables describe exactly the migrated columns', async () => {
   const client = await migrated('drizzle_same');
   const { rows } = await client.query(
     `SELECT table_name AS table, column_name AS column, data_type AS type, is_nullable = 'NO' AS "notNull"
-       FROM information_schema.columns WHERE table_schema = 'outbox' AND table_name IN ('job', 'attempt', 'schedule_run', 'webhook_endpoint', 'index_baseline')`,
+       FROM information_schema.columns WHERE table_schema = 'outbox' AND table_name IN ('job', 'attempt', 'schedule_run', 'webhook_endpoint', 'index_baseline', 'kind_slot')`,
   );
   const key = (c: { table: string; column: string }) => `${c.table}.${c.column}`;
   const sorted = <T extends { table: string; column: string }>(list: T[]) => [...list].sort((a, b) => key(a).localeCompare(key(b)));
@@ -88,6 +88,7 @@ test('a missing trigger, function or table is drift', async () => {
   await client.query('DROP SCHEMA outbox CASCADE');
   assert.deepEqual((await verifyOutboxSchema(client)).map(describe), [
     'missing_table:job', 'missing_table:attempt', 'missing_table:schedule_run', 'missing_table:webhook_endpoint', 'missing_table:index_baseline',
+    'missing_table:kind_slot',
     'missing_function:delete_attempts_of_deleted_jobs',
   ]);
   await client.end();

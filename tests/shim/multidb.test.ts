@@ -269,7 +269,7 @@ describe('one database down', () => {
 const onTheTick = () => Math.floor(Date.now() / 300_000) * 300_000;
 
 function counts(over: Record<string, number>) {
-  return { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, ...over };
+  return { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0, ...over };
 }
 
 describe('createOutboxes', () => {

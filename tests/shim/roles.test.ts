@@ -72,7 +72,7 @@ test('the worker role may read, insert and update every table the outbox uses', 
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = 'outbox' AND c.relkind = 'r' AND c.relname <> 'schema_migration' ORDER BY 1`,
     );
-    assert.deepEqual(rows.map((r) => r.table), ['attempt', 'index_baseline', 'job', 'schedule_run', 'webhook_endpoint']);
+    assert.deepEqual(rows.map((r) => r.table), ['attempt', 'index_baseline', 'job', 'kind_slot', 'schedule_run', 'webhook_endpoint']);
     for (const r of rows) assert.equal(r.worker, true, `pb_worker on outbox.${r.table}`);
   } finally {
     await owner.end();

@@ -73,21 +73,24 @@ bool read_flow_field(std::string_view key, od::value& field, const Where& where,
   return false;
 }
 
-std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, const ThrottledKind* kinds, size_t count) {
+std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64_t throttled_since, const ThrottledKind* kinds,
+                                         size_t count) {
+  const int64_t give_up_at = std::min(throttled_since, now) + kMaxThrottleWaitMs;
   std::optional<int64_t> soonest;
   for (size_t i = 0; i < count; ++i) {
     const ThrottledKind& k = kinds[i];
     const int64_t at = std::max(now, k.retry_at.value_or(now + kThrottlePollMs));
-    if (at - now > kMaxThrottleWaitMs || at + k.timeout_ms > deadline_at) continue;
+    if (at > give_up_at || at + k.timeout_ms > deadline_at) continue;
     soonest = std::min(soonest.value_or(at), at);
   }
   return soonest;
 }
 
-// claim op "throttle": {now, deadlineAt, throttled: [{kind, retryAt, timeoutMs}]} →
-// {retryAt}: when the drain claims again, or null when it stops claiming.
+// claim op "throttle": {now, deadlineAt, throttledSince?, throttled: [{kind, retryAt, timeoutMs}]}
+// → {retryAt}: when the drain claims again, or null when it stops claiming.
 Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   int64_t now = 0, deadline_at = 0;
+  std::optional<int64_t> since;
   bool has_now = false, has_deadline = false, has_throttled = false;
   std::vector<ThrottledKind> kinds;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
@@ -96,6 +99,12 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
       if (!n) return n.take_error();
       (key == "now" ? now : deadline_at) = n.value();
       (key == "now" ? has_now : has_deadline) = true;
+      return ok_status();
+    }
+    if (key == "throttledSince") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key);
+      if (!n) return n.take_error();
+      since = n.value();
       return ok_status();
     }
     if (key != "throttled") return ok_status();
@@ -138,7 +147,7 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   if (!has_deadline) return input::missing(where, "deadlineAt");
   if (!has_throttled) return input::missing(where, "throttled");
   out.begin_object();
-  out.field("retryAt", throttle_retry_at(now, deadline_at, kinds.data(), kinds.size()));
+  out.field("retryAt", throttle_retry_at(now, deadline_at, since.value_or(now), kinds.data(), kinds.size()));
   out.end_object();
   return ok_status();
 }

@@ -129,7 +129,8 @@ export class Core {
   pump(input: PumpInput): PumpAnswer {
     const ex = this.#exports;
     // `maxBatch: null` is refused by the JSON op; the numeric entry cannot tell it from absent.
-    if (ex.pb_pump_numbers && ex.pb_numbers_out && input.maxBatch !== null) {
+    // A lane paused by a flow limit asks the JSON op (the numeric entry has no throttle wait).
+    if (ex.pb_pump_numbers && ex.pb_numbers_out && input.maxBatch !== null && (input.throttleWaitMs ?? null) === null) {
       const rc = ex.pb_pump_numbers(
         input.concurrency, input.running, input.buffered, input.settles, input.mayClaim ? 1 : 0, orAbsent(input.remaining),
         orAbsent(input.slowestRecentMs), orAbsent(input.oldestSettleAgeMs), orAbsent(input.slackMs), orAbsent(input.statementMs),
@@ -209,6 +210,8 @@ export interface PumpInput {
   maxBatch?: number;
   maxJobs?: number | null;
   claimed?: number | null;
+  /** Claims paused by a flow limit resume after this long (ms); null: not paused. */
+  throttleWaitMs?: number | null;
 }
 
 /** pb_claim `pump`'s answer. */

@@ -115,7 +115,23 @@ function buildTables<S extends string>(schemaName: S) {
     rebuiltAt: tstz('rebuilt_at'),
     updatedAt: tstz('updated_at').notNull(),
   });
-  return { schema, job, attempt, scheduleRun, webhookEndpoint, indexBaseline };
+  const kindSlot = schema.table(
+    'kind_slot',
+    {
+      kind: text('kind').notNull(),
+      pool: text('pool').notNull(),
+      slot: integer('slot').notNull(),
+      jobId: uuid('job_id'),
+      attemptSeq: integer('attempt_seq'),
+      heldUntil: tstz('held_until'),
+    },
+    (t) => [
+      primaryKey({ name: 'kind_slot_pkey', columns: [t.kind, t.pool, t.slot] }),
+      check('kind_slot_pool_check', sql`${t.pool} IN ('c', 'r')`),
+      check('kind_slot_slot_check', sql`${t.slot} >= 1`),
+    ],
+  );
+  return { schema, job, attempt, scheduleRun, webhookEndpoint, indexBaseline, kindSlot };
 }
 
 /** The drizzle tables of one outbox, as {@link outboxTables} returns them. */
@@ -135,6 +151,8 @@ export const outboxScheduleRun = defaults.scheduleRun;
 export const outboxIndexBaseline = defaults.indexBaseline;
 /** `outbox.webhook_endpoint`: each webhook endpoint's breaker state (`postbox/webhooks`). */
 export const outboxWebhookEndpoint = defaults.webhookEndpoint;
+/** `outbox.kind_slot`: the slots a claim takes for kinds with a `concurrency` or `rateLimit` (migration 0009). */
+export const outboxKindSlot = defaults.kindSlot;
 
 /** What {@link outboxDrizzleExtras} returns. */
 export interface OutboxDrizzleExtras {
@@ -194,7 +212,7 @@ export function outboxTables(name?: string | null): OutboxTables {
 }
 
 /** Every Postbox table, in the order drift is reported. */
-const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun, t.webhookEndpoint, t.indexBaseline];
+const tableList = (t: OutboxTables) => [t.job, t.attempt, t.scheduleRun, t.webhookEndpoint, t.indexBaseline, t.kindSlot];
 
 /** One difference between the database and the schema Postbox expects. */
 export type SchemaDrift =

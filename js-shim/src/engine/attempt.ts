@@ -37,10 +37,12 @@ export interface RunReport {
   released: number;
   stale: number;
   recovered: number;
+  /** Claims that a flow limit (a kind's `concurrency` or `rateLimit`) cut short, leaving due jobs of its kind. */
+  throttled: number;
 }
 
 export const emptyReport = (): RunReport => ({
-  claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0,
+  claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0,
 });
 
 /** Adds `from`'s counts into `into`; only the run counts, so a wider report (a sweep's) keeps its own fields. */

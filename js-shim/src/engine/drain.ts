@@ -12,7 +12,7 @@ import type { Admitted } from './lease.js';
 import type { EngineRuntime, OutboxRuntime } from './runtime.js';
 import type { Session } from './session.js';
 import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, writeSettled, type Settlement } from './settle.js';
-import type { ClaimInput } from '../stores/contract.js';
+import type { ClaimedJobs, ClaimInput, ClaimLimits, ThrottledKind } from '../stores/contract.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
 
@@ -26,6 +26,8 @@ interface ClaimPlan {
   slackMs: number | null;
   /** With `firstKinds`: the core's verdict that due jobs are left behind (a drain message is needed). */
   backlog?: boolean;
+  /** The flow limits of the plan's limited kinds; absent when none is. */
+  limits?: ClaimLimits;
 }
 
 /** The core's next step for the lane; on wait, `waitMs` says when to ask again even if no handler ends. */
@@ -94,6 +96,10 @@ class LanePump<Db> {
   /** The last plan's smallest claim slack: how long a claimed job may wait for a slot. */
   #slackMs: number | null = null;
   #lastClaimFull = false;
+  /** When (the outbox's clock) claims paused by a flow limit may resume; null: not paused. */
+  #throttledUntil: number | null = null;
+  /** The first of the claims a flow limit has held back since one last took a job; null: none. */
+  #throttledSince: number | null = null;
   #backlogReported = false;
   #stopped = false;
 
@@ -124,7 +130,9 @@ class LanePump<Db> {
         this.#exhausted = true;
         this.#release();
       }
-      let step = this.#pump(this.#failure === undefined && !this.#exhausted);
+      const throttleWaitMs = this.#throttledUntil === null ? null : Math.max(0, this.#throttledUntil - this.rt.clock.now());
+      if (throttleWaitMs === 0) this.#throttledUntil = null;
+      let step = this.#pump(this.#failure === undefined && !this.#exhausted && this.#throttledUntil === null);
       // The plan (which kinds still fit the deadline) is only needed for a claim.
       let claimPlan: ClaimPlan | null = null;
       if (step.action === 'claim') {
@@ -159,6 +167,7 @@ class LanePump<Db> {
       oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
       slackMs: this.#slackMs,
       statementMs: this.#statementMs.length === 0 ? null : Math.ceil(Math.max(...this.#statementMs)),
+      throttleWaitMs: this.#throttledUntil === null || this.#exhausted || this.#failure !== undefined ? null : Math.max(0, this.#throttledUntil - this.rt.clock.now()),
     });
   }
 
@@ -202,8 +211,9 @@ class LanePump<Db> {
     const now = this.rt.clock.now();
     const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
     if (this.rt.options.telemetry?.needsJobContext) claim.traced = true;
+    if (claimPlan.limits) claim.limits = claimPlan.limits;
     if (chunk) claim.targets = chunk;
-    let rows: ClaimedRow[];
+    let rows: ClaimedJobs;
     const startedAt = performance.now();
     const items: Settlement[] = carry.length > 0 ? decidePairs(this.rt, now, carry) : [];
     const span = this.rt.options.telemetry?.operation('claim', { lane: this.opts.lane, limit: n, settling: items.length });
@@ -242,9 +252,29 @@ class LanePump<Db> {
     if (this.#statementMs.length > RECENT_STATEMENTS) this.#statementMs.shift();
     this.report.claimed += rows.length;
     this.#lastClaimFull = rows.length === n;
-    if (chunk ? this.targets!.length === 0 : rows.length < n) this.#exhausted = true;
+    const throttled = rows.throttled ?? [];
+    if (rows.length > 0) this.#throttledSince = null;
+    if (throttled.length > 0 && rows.length < n) {
+      // Held back by a flow limit, not out of work: the core says when to ask again, if at all.
+      if (chunk) this.targets!.unshift(...chunk.filter((t) => !rows.some((r) => r.id === t.id)));
+      this.#throttle(throttled);
+    } else if (chunk ? this.targets!.length === 0 : rows.length < n) this.#exhausted = true;
     this.#buffer.push(...rows);
     this.#fill();
+  }
+
+  /** A claim left limited kinds' due jobs behind: pause claims until the core's time, or stop claiming. */
+  #throttle(throttled: readonly ThrottledKind[]): void {
+    const timeouts = new Map(this.policies.map((p) => [p.kind, p.timeoutMs]));
+    const now = this.rt.clock.now();
+    this.#throttledSince ??= now;
+    const { retryAt } = this.rt.core.call<{ retryAt: number | null }>('claim', {
+      op: 'throttle', now, deadlineAt: this.opts.deadlineAt, throttledSince: this.#throttledSince,
+      throttled: throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt, timeoutMs: timeouts.get(t.kind) ?? 1 })),
+    });
+    this.report.throttled++;
+    if (retryAt === null) this.#exhausted = true;
+    else this.#throttledUntil = retryAt;
   }
 
   /** Starts buffered jobs in free slots. */
@@ -287,6 +317,8 @@ class LanePump<Db> {
       // A handler that timed out mid-query may hold the session forever: the others go on on a fresh one.
       if (result.abandoned) await this.session.replace();
       this.#running--;
+      // Its attempt's concurrency slot frees with the settlement that rides on the next claim.
+      this.#throttledUntil = null;
       // A lost lease settles nothing: the job's owner (or the recovery, once the lease ran out) decides.
       if (result.finished === null) this.report.stale++;
       else if (needsHooks(this.rt, result.finished)) this.#settleWithHooks(result.finished);

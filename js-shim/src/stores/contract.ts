@@ -161,6 +161,32 @@ export interface ClaimInput {
   targets?: readonly ClaimTarget[];
   /** Return each job's `trace_context` and `created_ms` too (the outbox has telemetry). */
   traced?: boolean;
+  /** The flow limits of the claim's limited kinds, as the core's plan gives them; absent when none is. */
+  limits?: ClaimLimits;
+}
+
+/**
+ * Flow limits of a claim's kinds (parallel arrays): a job of `kinds[i]` is claimed only while
+ * fewer than `concurrency[i]` attempts of its kind hold a lease (0: no such limit), and fewer
+ * than `rateSlots[i]` of its kind started in the last `rateHoldMs[i]` ms (0: no rate), counted
+ * across every consumer of the store.
+ */
+export interface ClaimLimits {
+  kinds: readonly string[];
+  concurrency: readonly number[];
+  rateSlots: readonly number[];
+  rateHoldMs: readonly number[];
+}
+
+/** A limited kind whose due jobs a claim left for want of room; `retryAt` is when a rate slot frees (null: not known). */
+export interface ThrottledKind {
+  kind: string;
+  retryAt: number | null;
+}
+
+/** What a claim returns: the claimed jobs, and with limits the kinds it held back. */
+export interface ClaimedJobs extends Array<ClaimedJob> {
+  throttled?: ThrottledKind[];
 }
 
 /**
@@ -421,7 +447,7 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
   appendStatements?(db: Db, input: AppendInput): AppendBatch;
 
   /** Claims due (or targeted) jobs with a lease; see {@link ClaimInput}. */
-  claim(db: Db, input: ClaimInput): Promise<ClaimedJob[]>;
+  claim(db: Db, input: ClaimInput): Promise<ClaimedJobs>;
 
   /** Writes settlements; returns the ids actually written (a stale or duplicate one is left out and changes nothing). */
   settle(db: Db, input: SettleInput): Promise<string[]>;
@@ -431,7 +457,7 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
    * a job this settle touches. Both halves carry the same `now` (the PostgreSQL store refuses
    * two with `invalid_input`: its statement has one).
    */
-  settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }>;
+  settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }>;
 
   /** Extends leases; returns the ids whose lease was written. */
   heartbeat(db: Db, input: HeartbeatInput): Promise<string[]>;

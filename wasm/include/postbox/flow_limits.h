@@ -39,13 +39,16 @@ RateSlots rate_slots(int64_t starts, int64_t per_ms, int64_t burst);
 
 // A claim left due jobs of limited kinds behind (their slots were all held). `retry_at` is when
 // a held rate slot frees, if known. The drain asks again at the soonest such time, or after
-// kThrottlePollMs when only concurrency slots are in the way; it stops (nullopt) when that is
-// more than kMaxThrottleWaitMs away or the kind's attempt would not fit before the deadline.
+// kThrottlePollMs when only concurrency slots are in the way (a handler of its own ending asks
+// at once). It stops (nullopt) once its claims have been held back for kMaxThrottleWaitMs
+// without taking a job (`throttled_since`: the first such claim), when the next try would
+// come later than that, or when the kind's attempt would no longer fit before the deadline.
 struct ThrottledKind {
   std::string_view kind;
   std::optional<int64_t> retry_at;
   int64_t timeout_ms = 0;
 };
-std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, const ThrottledKind* kinds, size_t count);
+std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64_t throttled_since, const ThrottledKind* kinds,
+                                         size_t count);
 
 }  // namespace postbox

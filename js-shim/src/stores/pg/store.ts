@@ -16,7 +16,7 @@ import { run } from './sql/statement.js';
 import { ms, ts } from './sql/time.js';
 import type { JobStatus, LaneDb, Queryable } from '../../types.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
+  AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimedJobs, ClaimInput, ClaimLimits, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
@@ -134,7 +134,12 @@ RETURNING j.id`;
     return out;
   }
 
-  async claim(db: LaneDb, input: ClaimInput): Promise<ClaimedJob[]> {
+  async claim(db: LaneDb, input: ClaimInput): Promise<ClaimedJobs> {
+    if (input.limits) {
+      await this.#ensureSlots(db, input.limits);
+      const statement = input.targets ? this.sql.limited.claimTargets : this.sql.limited.claimDue;
+      return this.#limitedAnswer((await run(db, statement, [input.now, ...claimArgs(input)])).rows[0]);
+    }
     const set = input.traced ? this.sql.traced : this.sql;
     const statement = input.targets ? set.claimTargets : set.claimDue;
     return (await run(db, statement, [input.now, ...claimArgs(input)])).rows as ClaimedJob[];
@@ -145,13 +150,42 @@ RETURNING j.id`;
     return rows.map((r: { id: string }) => r.id);
   }
 
-  async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }> {
+  async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
     // One `now` for both halves: the statement has one $1.
     if (settle.now !== claim.now) throw new PostboxError('invalid_input', 'settleThenClaim: the settle and the claim must share one now');
-    const set = claim.traced ? this.sql.traced : this.sql;
+    if (claim.limits) await this.#ensureSlots(db, claim.limits);
+    const set = claim.limits ? this.sql.limited : claim.traced ? this.sql.traced : this.sql;
     const statement = claim.targets ? set.settleThenClaimTargets : set.settleThenClaimDue;
     const out = (await run(db, statement, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
-    return { settled: out.settled as string[], claimed: (out.claimed as unknown[][]).map(claimedFromArray) };
+    return { settled: out.settled as string[], claimed: claim.limits ? this.#limitedAnswer(out) : (out.claimed as unknown[][]).map(claimedFromArray) };
+  }
+
+  /**
+   * Slot rows a limited kind's claims take, created once per store and limit (a deploy that
+   * raises a limit adds slots). A kind a claim finds throttled is checked again by the next
+   * claim, so slot rows deleted meanwhile (a restore, an operator) are made again.
+   */
+  readonly #slotsReady = new Set<string>();
+  async #ensureSlots(db: LaneDb, limits: ClaimLimits): Promise<void> {
+    const kinds: string[] = [];
+    const pools: string[] = [];
+    const counts: number[] = [];
+    limits.kinds.forEach((kind, i) => {
+      for (const [pool, n] of [['c', limits.concurrency[i]!], ['r', limits.rateSlots[i]!]] as const) {
+        if (n > 0 && !this.#slotsReady.has(`${pool}:${n}:${kind}`)) kinds.push(kind), pools.push(pool), counts.push(n);
+      }
+    });
+    if (kinds.length === 0) return;
+    await run(db, this.sql.kindSlotsEnsure, [kinds, pools, counts]);
+    kinds.forEach((kind, i) => this.#slotsReady.add(`${pools[i]}:${counts[i]}:${kind}`));
+  }
+
+  /** A limited claim's answer (sql/limits.ts): the claimed jobs, carrying the throttled kinds. */
+  #limitedAnswer(row: { claimed: unknown[][]; throttled: { kind: string; retryAt: number | string | null }[] }): ClaimedJobs {
+    const jobs: ClaimedJobs = row.claimed.map(claimedFromArray);
+    jobs.throttled = row.throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt === null ? null : Number(t.retryAt) }));
+    for (const t of jobs.throttled) for (const key of [...this.#slotsReady]) if (key.endsWith(`:${t.kind}`)) this.#slotsReady.delete(key);
+    return jobs;
   }
 
   async heartbeat(db: LaneDb, input: HeartbeatInput): Promise<string[]> {
@@ -295,8 +329,11 @@ export function postgresOutboxStore(name?: string | null): PostgresOutboxStore {
 function claimArgs(c: ClaimInput): unknown[] {
   const args: unknown[] = [c.lane, c.kinds, c.leaseMs, c.limit, c.versionCutoff];
   if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
+  if (c.limits) args.push(c.limits.kinds, c.limits.concurrency, c.limits.rateSlots, c.limits.rateHoldMs);
   return args;
 }
+
+
 
 /** The 12 parallel arrays of a settle statement, after `now` (sql/settle.ts). */
 function settleColumns(input: SettleInput): string[] {

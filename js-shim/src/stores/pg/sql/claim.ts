@@ -20,6 +20,18 @@ const UNTRACED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms`;
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';
 
+/** In the drain's pick, a value read through a scalar subquery, so no plan sees it (see claimCtes). */
+export const hide = (pick: Pick) => (pick === 'due' ? (sql: string) => `(SELECT ${sql})` : (sql: string) => sql);
+
+/** Whether job `j` is one a claim of these parameters may take (see claimCtes for `first`). */
+export function claimablePredicate(first: number, pick: Pick): string {
+  const p = (i: number) => `$${first + i}`;
+  const v = hide(pick);
+  return `j.status IN ('pending', 'retrying') AND j.due_at <= ${v(ts('$1'))}
+     AND j.lane = ${v(`${p(0)}::text`)} AND j.kind = ANY(${v(`${p(1)}::text[]`)}::text[])
+     AND (j.version_ts IS NULL OR j.version_ts <= ${v(`COALESCE(${p(4)}::bigint, 9007199254740991)`)})`;
+}
+
 /**
  * The claim part of a statement: picks rows and leases each for its kind's lease; the attempt
  * is the job row's (status, attempt_seq, started_at, lease) until it ends (migration 0006). `$1` is now; from `first`: lane, kinds[], leaseMs[] (parallel to kinds), limit,
@@ -35,10 +47,8 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
   // its execution at concurrency 1). Hidden, custom and generic plans cost the same and the
   // server keeps the generic one, which uses the same index (bench/probe-drain.ts --statements
   // shows plans per call). The nudged pick keeps its values visible: its ids are its plan.
-  const v = pick === 'due' ? (sql: string) => `(SELECT ${sql})` : (sql: string) => sql;
-  const claimable = `j.status IN ('pending', 'retrying') AND j.due_at <= ${v(ts('$1'))}
-     AND j.lane = ${v(`${p(0)}::text`)} AND j.kind = ANY(${v(`${p(1)}::text[]`)}::text[])
-     AND (j.version_ts IS NULL OR j.version_ts <= ${v(`COALESCE(${p(4)}::bigint, 9007199254740991)`)})`;
+  const v = hide(pick);
+  const claimable = claimablePredicate(first, pick);
   const picked =
     pick === 'due'
       ? `SELECT j.id FROM ${s}.job j

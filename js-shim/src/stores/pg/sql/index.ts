@@ -8,6 +8,9 @@
 import { checkOutboxName, outboxSchemaName, schemaIdent } from '../../../name.js';
 import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobListExpiredUnregistered, jobNextDue } from './claim.js';
 import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
+import {
+  jobClaimLimitedDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
+} from './limits.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
 import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate } from './operate.js';
@@ -34,6 +37,10 @@ export interface OutboxSql {
   readonly settleThenClaimTargets: Statement;
   /** The four claim statements again, returning each job's trace context and enqueue time too (`ClaimInput.traced`). */
   readonly traced: { readonly claimDue: Statement; readonly claimTargets: Statement; readonly settleThenClaimDue: Statement; readonly settleThenClaimTargets: Statement };
+  /** The four claim statements of a lane with flow-limited kinds (limits.ts): JSON answers with the throttled kinds, always traced. */
+  readonly limited: { readonly claimDue: Statement; readonly claimTargets: Statement; readonly settleThenClaimDue: Statement; readonly settleThenClaimTargets: Statement };
+  /** Creates the slot rows limited kinds need. */
+  readonly kindSlotsEnsure: Statement;
   readonly settleBatch: Statement;
   readonly heartbeat: Statement;
   readonly scheduleLastRuns: Statement;
@@ -93,6 +100,13 @@ export function outboxSql(name?: string | null): OutboxSql {
       settleThenClaimDue: n(jobSettleThenClaimDue(s, true)),
       settleThenClaimTargets: n(jobSettleThenClaimTargets(s, true)),
     }),
+    limited: Object.freeze({
+      claimDue: n(jobClaimLimitedDue(s)),
+      claimTargets: n(jobClaimLimitedTargets(s)),
+      settleThenClaimDue: n(jobSettleThenClaimLimitedDue(s)),
+      settleThenClaimTargets: n(jobSettleThenClaimLimitedTargets(s)),
+    }),
+    kindSlotsEnsure: n(kindSlotsEnsure(s)),
     settleBatch: n(jobSettleBatch(s)),
     heartbeat: n(jobHeartbeat(s)),
     scheduleLastRuns: n(scheduleLastRuns(s)),

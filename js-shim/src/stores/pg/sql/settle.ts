@@ -36,7 +36,7 @@ const settleCtes = (s: string, first: number): string => {
     FROM s
    WHERE j.id = ANY(${p(0)}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.lease_expires_at IS NOT NULL
      AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
-  RETURNING j.id, j.kind, j.started_at
+  RETURNING j.id, j.kind, j.started_at, j.attempt_seq
 ), closed AS (
   ${closeAttempts(s, `SELECT DISTINCT ON (s.id) s.id, s.seq, settled.kind, settled.started_at, s.outcome, s.error_code, s.error_message
     FROM s JOIN settled ON settled.id = s.id`)}

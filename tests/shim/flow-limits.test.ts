@@ -1,0 +1,100 @@
+// Flow limits inside workerd against a real PostgreSQL: a kind's `concurrency` holds across
+// several consumers at once and across a crashed attempt (until its lease runs out), a
+// `rateLimit` spaces the kind's starts, and a throttled kind holds back only itself.
+// POSTBOX_PG picks the server (17, 15 or 14).
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { until, useOutboxEnv } from './outbox-env.ts';
+
+const env = useOutboxEnv({ entry: 'flow-worker.ts' });
+
+type Report = { claimed: number; succeeded: number; throttled: number };
+type Stats = { running: Record<string, number>; most: Record<string, number>; starts: { kind: string; key: string; at: number }[] };
+
+const post = async (path: string, body: object = {}) => {
+  const res = await env.post(path, body);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body;
+};
+const enqueue = (kind: string, opts: { n?: number; key?: string; ms?: number } = {}) => post('/enqueue', { kind, ...opts }) as Promise<string[]>;
+const drains = (n: number) => post('/drains', { n }) as Promise<Report[]>;
+const stats = async () => (await (await env.worker.fetch('/stats')).json()) as Stats;
+const statusCounts = async (kind: string) =>
+  Object.fromEntries((await env.sql(`SELECT status, count(*)::int AS n FROM outbox.job WHERE kind = $1 GROUP BY status`, [kind])).map((r) => [r.status, r.n]));
+const sum = (reports: Report[], key: keyof Report) => reports.reduce((n, r) => n + r[key], 0);
+
+/** The most attempts of `kind` the ledger shows at once: claim (started_at) to settle (finished_at). */
+async function ledgerPeak(kind: string): Promise<number> {
+  const rows = await env.sql(
+    `SELECT extract(epoch FROM started_at) * 1000 AS s, extract(epoch FROM finished_at) * 1000 AS f FROM outbox.attempt WHERE kind = $1`,
+    [kind],
+  );
+  // Ends sort before starts at the same instant: an attempt settled at t frees its slot for a claim at t.
+  const edges = rows.flatMap((r) => [[Number(r.s), 1], [Number(r.f), -1]]).sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let now = 0;
+  let peak = 0;
+  for (const [, d] of edges) peak = Math.max(peak, (now += d!));
+  return peak;
+}
+
+describe('flow limits', () => {
+  test('a concurrency limit holds across four consumers at once, and is reached', async () => {
+    await post('/reset');
+    await env.sql('DELETE FROM outbox.kind_slot');
+    await enqueue('flow.capped', { n: 24, ms: 60 });
+    const reports = await drains(4);
+    assert.deepEqual(await statusCounts('flow.capped'), { succeeded: 24 });
+    assert.equal(sum(reports, 'claimed'), 24);
+    const { most } = await stats();
+    assert.equal(most['flow.capped'], 3, 'never more than 3 handlers at once, and 3 at some point');
+    assert.ok(sum(reports, 'throttled') > 0, 'some claims were held back by the limit');
+    // The ledger agrees: no more than three attempts between claim and settlement at any instant.
+    assert.ok((await ledgerPeak('flow.capped')) <= 3);
+    // Every slot is free again: held only by attempts that have ended.
+    const held = await env.sql(
+      `SELECT count(*)::int AS n FROM outbox.kind_slot k JOIN outbox.job j ON j.id = k.job_id AND j.attempt_seq = k.attempt_seq
+        WHERE k.pool = 'c' AND j.status = 'running'`,
+    );
+    assert.equal(held[0].n, 0);
+  });
+
+  test('a rate limit spaces starts: at most its burst in any window of burst / rate', async () => {
+    await post('/reset');
+    await env.sql('DELETE FROM outbox.kind_slot');
+    // 10 a second, bursting to 2: no 200 ms window holds more than 2 starts.
+    await enqueue('flow.rated', { n: 12 });
+    const reports = await drains(2);
+    assert.deepEqual(await statusCounts('flow.rated'), { succeeded: 12 });
+    assert.ok(sum(reports, 'throttled') > 0);
+    const started = (await env.sql(`SELECT extract(epoch FROM started_at) * 1000 AS s FROM outbox.attempt WHERE kind = 'flow.rated' ORDER BY 1`)).map((r) => Number(r.s));
+    assert.equal(started.length, 12);
+    for (let i = 2; i < started.length; i++) assert.ok(started[i]! - started[i - 2]! >= 200, `starts ${i - 2} and ${i}: ${started[i]! - started[i - 2]!} ms apart`);
+    // Twelve starts two at a time: at least five holds of 200 ms from the first to the last.
+    assert.ok(started.at(-1)! - started[0]! >= 1_000);
+  });
+
+  test('a running attempt holds its slot until it settles or its lease runs out; other kinds go on meanwhile', async () => {
+    await post('/reset');
+    await env.sql('DELETE FROM outbox.kind_slot');
+    await enqueue('flow.single', { key: 'gate:a' });
+    await post('/drain-background');
+    await until(async () => (await stats()).running['flow.single'] === 1);
+    const [waiting] = await enqueue('flow.single', { key: 'b' });
+    await enqueue('flow.free', { n: 5 });
+    // A second consumer: the free kind runs, the single one waits (uncharged), and the drain
+    // ends once its claims have been held back for 5 s.
+    const [held] = await drains(1);
+    assert.equal(held!.claimed, 5);
+    assert.ok(held!.throttled > 0);
+    assert.deepEqual(await statusCounts('flow.free'), { succeeded: 5 });
+    const row = (await env.sql(`SELECT status, attempts, attempt_seq FROM outbox.job WHERE id = $1`, [waiting]))[0];
+    assert.deepEqual(row, { status: 'pending', attempts: 0, attempt_seq: 0 });
+    // Past the running attempt's lease (10 s + a 10 s margin), it no longer counts: the waiting job runs.
+    await post('/clock', { offsetMs: 21_000 });
+    const [after] = await drains(1);
+    assert.equal(after!.claimed, 1);
+    assert.equal((await env.sql(`SELECT status FROM outbox.job WHERE id = $1`, [waiting]))[0].status, 'succeeded');
+    await post('/gate', { name: 'gate:a' });
+    await post('/background');
+  });
+});
