@@ -68,7 +68,7 @@ test('migrate applies every migration once, then nothing', async () => {
     const tables = await client.query(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbox' ORDER BY 1",
     );
-    assert.deepEqual(tables.rows.map((r) => r.table_name), ['attempt', 'index_baseline', 'job', 'schedule_run', 'schema_migration', 'webhook_endpoint']);
+    assert.deepEqual(tables.rows.map((r) => r.table_name), ['attempt', 'index_baseline', 'job', 'kind_slot', 'schedule_run', 'schema_migration', 'webhook_endpoint']);
   } finally {
     await client.end();
   }

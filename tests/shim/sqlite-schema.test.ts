@@ -37,6 +37,8 @@ const INTENDED: Record<string, string> = {
   'table guard: sqlite only': 'the one row a D1 batch\'s guard statements rewrite, so a failed guard aborts the batch (stores/sqlite/statements.ts)',
   'column job.started_at: postgresql only': 'PostgreSQL writes an attempt once, at its settle (0006), so the job holds the running attempt\'s start; SQLite opens the attempt row at the claim, in-process, with its start',
   'not null attempt.lease_expires_at: postgresql null, sqlite not null': 'the same: PostgreSQL\'s attempt row is written at settle, when a released attempt has no lease to record',
+  'table kind_slot: postgresql only': 'flow limits: PostgreSQL\'s concurrent claims take slot rows (0009); SQLite has one writer, so its claim counts running jobs and recent starts instead',
+  'index attempt_kind_started: sqlite only': 'the same: SQLite\'s limited claim counts a kind\'s starts in its rate window from the attempt rows opened at claim',
   'foreign key attempt.job_id: sqlite only': 'deleting a job deletes its attempts: SQLite by the key\'s ON DELETE CASCADE, PostgreSQL by a statement-level trigger (0005), which is cheaper per claimed job than the key\'s row checks',
 };
 

@@ -96,7 +96,10 @@ class LanePump<Db> {
   /** The last plan's smallest claim slack: how long a claimed job may wait for a slot. */
   #slackMs: number | null = null;
   #lastClaimFull = false;
-  /** When (the outbox's clock) claims paused by a flow limit may resume; null: not paused. */
+  /**
+   * When (performance.now(): the wait runs in real time, as handler timers do, so a test clock
+   * that stands still cannot hold it forever) claims paused by a flow limit may resume; null: not paused.
+   */
   #throttledUntil: number | null = null;
   /** The first of the claims a flow limit has held back since one last took a job; null: none. */
   #throttledSince: number | null = null;
@@ -130,8 +133,7 @@ class LanePump<Db> {
         this.#exhausted = true;
         this.#release();
       }
-      const throttleWaitMs = this.#throttledUntil === null ? null : Math.max(0, this.#throttledUntil - this.rt.clock.now());
-      if (throttleWaitMs === 0) this.#throttledUntil = null;
+      if (this.#throttledUntil !== null && this.#throttledUntil <= performance.now()) this.#throttledUntil = null;
       let step = this.#pump(this.#failure === undefined && !this.#exhausted && this.#throttledUntil === null);
       // The plan (which kinds still fit the deadline) is only needed for a claim.
       let claimPlan: ClaimPlan | null = null;
@@ -167,7 +169,7 @@ class LanePump<Db> {
       oldestSettleAgeMs: this.#finished.length === 0 ? null : Math.floor(performance.now() - this.#oldestFinishedAt),
       slackMs: this.#slackMs,
       statementMs: this.#statementMs.length === 0 ? null : Math.ceil(Math.max(...this.#statementMs)),
-      throttleWaitMs: this.#throttledUntil === null || this.#exhausted || this.#failure !== undefined ? null : Math.max(0, this.#throttledUntil - this.rt.clock.now()),
+      throttleWaitMs: this.#throttledUntil === null || this.#exhausted || this.#failure !== undefined ? null : Math.max(0, Math.ceil(this.#throttledUntil - performance.now())),
     });
   }
 
@@ -274,7 +276,7 @@ class LanePump<Db> {
     });
     this.report.throttled++;
     if (retryAt === null) this.#exhausted = true;
-    else this.#throttledUntil = retryAt;
+    else this.#throttledUntil = performance.now() + (retryAt - now);
   }
 
   /** Starts buffered jobs in free slots. */

@@ -9,7 +9,7 @@
 import { PostboxError } from '../errors.js';
 import { checkOutboxName } from '../name.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
+  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
@@ -211,7 +211,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     });
   }
 
-  async claim(_db: unknown, input: ClaimInput): Promise<ClaimedJob[]> {
+  async claim(_db: unknown, input: ClaimInput): Promise<ClaimedJobs> {
     return this.#claim(input, null);
   }
 
@@ -219,7 +219,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     return this.#settle(input);
   }
 
-  async settleThenClaim(_db: unknown, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }> {
+  async settleThenClaim(_db: unknown, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
     // As in one statement: the claim sees the jobs the settle touched as they were (running).
     const settled = this.#settle(settle);
     return { settled, claimed: this.#claim(claim, new Set(settle.items.map((s) => s.id))) };
@@ -400,7 +400,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     if (row.dedupeKey !== null && this.#t.dedupe.get(dedupeIndex(row.tenantKey, row.dedupeKey)) === row.id) this.#t.dedupe.delete(dedupeIndex(row.tenantKey, row.dedupeKey));
   }
 
-  #claim(input: ClaimInput, skip: ReadonlySet<string> | null): ClaimedJob[] {
+  #claim(input: ClaimInput, skip: ReadonlySet<string> | null): ClaimedJobs {
     const { now } = input;
     const leaseOf = new Map(input.kinds.map((k, i) => [k, input.leaseMs[i]!]));
     const targets = input.targets ? new Set(input.targets.map((t) => `${t.id}\0${t.kind}`)) : null;
@@ -409,8 +409,11 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         (targets === null || targets.has(`${r.id}\0${r.kind}`)),
     );
     if (!targets) picked.sort((a, b) => a.dueAt - b.dueAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const room = this.#room(input);
+    const due = picked;
+    if (room) picked = picked.filter((r) => !room.has(r.kind) || room.get(r.kind)! > 0 && (room.set(r.kind, room.get(r.kind)! - 1), true));
     picked = picked.slice(0, Math.max(0, input.limit));
-    return picked.map((row) => {
+    const jobs: ClaimedJobs = picked.map((row) => {
       row.status = 'running';
       row.attemptSeq += 1;
       row.updatedAt = now;
@@ -418,6 +421,34 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       row.log.push({ seq: row.attemptSeq, startedAt: now, leaseExpiresAt: row.leaseExpiresAt, finishedAt: null, outcome: null, errorCode: null, errorMessage: null });
       return claimed(row);
     });
+    if (input.limits) {
+      // Kinds with due jobs left and no room after this claim; a rate's next free start.
+      const after = this.#room(input)!;
+      jobs.throttled = [...new Set(due.filter((r) => r.status !== 'running' && after.get(r.kind)! <= 0).map((r) => r.kind))].map((kind) => {
+        const i = input.limits!.kinds.indexOf(kind);
+        const [slots, hold] = [input.limits!.rateSlots[i]!, input.limits!.rateHoldMs[i]!];
+        const starts = this.#startsSince(kind, now - hold);
+        return { kind, retryAt: slots > 0 && starts.length >= slots ? Math.min(...starts) + hold : null };
+      });
+    }
+    return jobs;
+  }
+
+  /** Each limited kind's room: its concurrency less its jobs on a live lease, its rate slots less its starts in the hold; the smaller. */
+  #room(input: ClaimInput): Map<string, number> | null {
+    if (!input.limits) return null;
+    const room = new Map<string, number>();
+    input.limits.kinds.forEach((kind, i) => {
+      const [c, r, hold] = [input.limits!.concurrency[i]!, input.limits!.rateSlots[i]!, input.limits!.rateHoldMs[i]!];
+      const running = this.#rows().filter((row) => row.kind === kind && row.status === 'running' && row.leaseExpiresAt! > input.now).length;
+      room.set(kind, Math.min(c > 0 ? c - running : Infinity, r > 0 ? r - this.#startsSince(kind, input.now - hold).length : Infinity));
+    });
+    return room;
+  }
+
+  /** When the kind's attempts started, of those after `since`. */
+  #startsSince(kind: string, since: number): number[] {
+    return this.#rows().filter((row) => row.kind === kind).flatMap((row) => row.log.filter((a) => a.startedAt > since).map((a) => a.startedAt));
   }
 
   #settle(input: SettleInput): string[] {

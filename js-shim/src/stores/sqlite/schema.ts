@@ -121,6 +121,14 @@ function migrations(p: string): SqliteMigration[] {
       name: 'job_trace_context',
       statements: [`ALTER TABLE ${p}job ADD COLUMN trace_context TEXT`],
     },
+    {
+      // Flow limits (migrations/0009 on PostgreSQL): one writer claims at a time here, so a
+      // limited claim counts what holds its kind's room instead of taking slot rows: running
+      // jobs with a live lease, and starts in the rate window, which this index finds.
+      version: 3,
+      name: 'attempt_kind_started',
+      statements: [`CREATE INDEX IF NOT EXISTS ${p}attempt_kind_started ON ${p}attempt (kind, started_at)`],
+    },
   ];
 }
 

@@ -35,6 +35,17 @@ export interface SqliteSql {
   readonly claimDue: string;
   /** As claimDue, plus `?7` targets {id: kind}. */
   readonly claimTargets: string;
+  /**
+   * The claim of a lane with flow-limited kinds: as claimDue, plus `?7` targets {id: kind} or
+   * null (every due job), `?8` limits {kind: [concurrency, rate slots, rate hold ms]} (0: none).
+   */
+  readonly claimLimited: string;
+  /**
+   * After claimLimited, `?1` now, `?2` lane, `?3` limits (as claimLimited's `?8`), `?4` version
+   * cutoff, `?5` targets or null: the limited kinds with due jobs and no room left, and when a
+   * rate slot frees (null: not known).
+   */
+  readonly throttledKinds: string;
   /** `?1` now: the attempt records of the jobs a claim just took. */
   readonly openAttempts: string;
   /** `?1` now, `?2` settlements (JSON array): closes the settled attempts (run before settleJobs). */
@@ -138,6 +149,25 @@ RETURNING ${claimedColumns(`${job}.`)}`;
      AND j.id NOT IN (SELECT value FROM json_each(?6))
    LIMIT ?4`;
 
+  // Room of a limited kind (`lim`: a json_each row of ?8 or ?3): its concurrency less its jobs
+  // running on a live lease, and its rate slots less its starts inside the hold; the smaller.
+  const room = (lim: string, now: string) => `min(
+      CASE WHEN ${lim}.value ->> 0 > 0 THEN ${lim}.value ->> 0 - (SELECT count(*) FROM ${job} r
+        WHERE r.kind = ${lim}.key AND r.status = 'running' AND r.lease_expires_at > ${now}) ELSE 9007199254740991 END,
+      CASE WHEN ${lim}.value ->> 1 > 0 THEN ${lim}.value ->> 1 - (SELECT count(*) FROM ${attempt} a
+        WHERE a.kind = ${lim}.key AND a.started_at > ${now} - (${lim}.value ->> 2)) ELSE 9007199254740991 END)`;
+  const limited = `SELECT x.id FROM (
+    SELECT j.id, j.kind, j.due_at, row_number() OVER (PARTITION BY j.kind ORDER BY j.due_at, j.id) AS rn
+      FROM ${job} j
+     WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
+       AND j.kind IN (SELECT key FROM json_each(?3))
+       AND j.id NOT IN (SELECT value FROM json_each(?6))
+       AND (?7 IS NULL OR EXISTS (SELECT 1 FROM json_each(?7) t WHERE t.key = j.id AND t.value = j.kind))
+  ) x LEFT JOIN json_each(?8) lim ON lim.key = x.kind
+   WHERE lim.key IS NULL OR x.rn <= ${room('lim', '?1')}
+   ORDER BY x.due_at, x.id
+   LIMIT ?4`;
+
   // A settle applies only while the job runs under the settling attempt; a crash (a recovery)
   // only once the lease has run out, so a heartbeat since the listing wins.
   const settleFence = (j: string) => `${j}.id = s.id AND ${j}.attempt_seq = s.seq AND ${j}.status = 'running'
@@ -176,6 +206,15 @@ SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload, j.max_att
  WHERE i.value ->> 'dedupeKey' IS NOT NULL`,
     claimDue: claim(due),
     claimTargets: claim(targets),
+    claimLimited: claim(limited),
+    throttledKinds: `
+SELECT lim.key AS kind,
+       CASE WHEN lim.value ->> 1 > 0 AND lim.value ->> 1 - (SELECT count(*) FROM ${attempt} a WHERE a.kind = lim.key AND a.started_at > ?1 - (lim.value ->> 2)) <= 0
+            THEN (SELECT min(a.started_at) FROM ${attempt} a WHERE a.kind = lim.key AND a.started_at > ?1 - (lim.value ->> 2)) + (lim.value ->> 2) END AS retry_at
+  FROM json_each(?3) lim
+ WHERE ${room('lim', '?1')} <= 0
+   AND EXISTS (SELECT 1 FROM ${job} j WHERE ${claimable('?2', '?4')} AND j.due_at <= ?1 AND j.kind = lim.key
+                 AND (?5 IS NULL OR EXISTS (SELECT 1 FROM json_each(?5) t WHERE t.key = j.id AND t.value = j.kind)))`,
     openAttempts: `
 INSERT OR IGNORE INTO ${attempt} (job_id, seq, kind, started_at, lease_expires_at)
 SELECT id, attempt_seq, kind, ?1, lease_expires_at FROM ${job}

@@ -8,7 +8,7 @@
 import { PostboxError } from '../../errors.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
+  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
   OperateTarget, OperateWrite, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
@@ -132,14 +132,31 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     const leases: Record<string, number> = {};
     input.kinds.forEach((kind, i) => (leases[kind] = input.leaseMs[i]!));
     const params: SqlValue[] = [input.now, input.lane, JSON.stringify(leases), input.limit, input.versionCutoff, JSON.stringify(exclude)];
-    let sql = this.sql.claimDue;
+    let targets: string | null = null;
     if (input.targets) {
-      const targets: Record<string, string> = {};
-      for (const t of input.targets) targets[t.id] = t.kind;
-      params.push(JSON.stringify(targets));
-      sql = this.sql.claimTargets;
+      const byId: Record<string, string> = {};
+      for (const t of input.targets) byId[t.id] = t.kind;
+      targets = JSON.stringify(byId);
     }
-    return [{ sql, params }, { sql: this.sql.openAttempts, params: [input.now] }];
+    if (input.limits) {
+      const limits: Record<string, [number, number, number]> = {};
+      input.limits.kinds.forEach((kind, i) => (limits[kind] = [input.limits!.concurrency[i]!, input.limits!.rateSlots[i]!, input.limits!.rateHoldMs[i]!]));
+      const json = JSON.stringify(limits);
+      return [
+        { sql: this.sql.claimLimited, params: [...params, targets, json] },
+        { sql: this.sql.openAttempts, params: [input.now] },
+        { sql: this.sql.throttledKinds, params: [input.now, input.lane, json, input.versionCutoff, targets] },
+      ];
+    }
+    if (targets !== null) params.push(targets);
+    return [{ sql: targets === null ? this.sql.claimDue : this.sql.claimTargets, params }, { sql: this.sql.openAttempts, params: [input.now] }];
+  }
+
+  /** Claimed rows, with a limited claim's throttled kinds (its batch's third result). */
+  #claimed(rows: SqlRow[] | undefined, throttled: SqlRow[] | undefined, input: ClaimInput): ClaimedJobs {
+    const jobs: ClaimedJobs = toClaimed(rows ?? [], input.targets === undefined);
+    if (input.limits) jobs.throttled = (throttled ?? []).map((r) => ({ kind: String(r.kind), retryAt: r.retry_at === null ? null : Number(r.retry_at) }));
+    return jobs;
   }
 
   #settleStatements(input: SettleInput): SqlStatement[] {
@@ -150,10 +167,10 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     ];
   }
 
-  async claim(db: Db, input: ClaimInput): Promise<ClaimedJob[]> {
+  async claim(db: Db, input: ClaimInput): Promise<ClaimedJobs> {
     if (input.limit <= 0 || input.kinds.length === 0 || input.targets?.length === 0) return [];
-    const [rows] = await this.exec(db, this.#claimStatements(input, []));
-    return toClaimed(rows ?? [], input.targets === undefined);
+    const [rows, , throttled] = await this.exec(db, this.#claimStatements(input, []));
+    return this.#claimed(rows, throttled, input);
   }
 
   async settle(db: Db, input: SettleInput): Promise<string[]> {
@@ -162,14 +179,14 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     return (results[1] ?? []).map((r) => String(r.id));
   }
 
-  async settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJob[] }> {
+  async settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
     const claiming = claim.limit > 0 && claim.kinds.length > 0 && claim.targets?.length !== 0;
     if (!claiming) return { settled: await this.settle(db, settle), claimed: [] };
     if (settle.items.length === 0) return { settled: [], claimed: await this.claim(db, claim) };
     // The claim never takes a job this settle touches (the contract; one statement on PostgreSQL).
     const exclude = settle.items.map((s) => s.id);
     const results = await this.exec(db, [...this.#settleStatements(settle), ...this.#claimStatements(claim, exclude)]);
-    return { settled: (results[1] ?? []).map((r) => String(r.id)), claimed: toClaimed(results[2] ?? [], claim.targets === undefined) };
+    return { settled: (results[1] ?? []).map((r) => String(r.id)), claimed: this.#claimed(results[2], results[4], claim) };
   }
 
   async heartbeat(db: Db, input: HeartbeatInput): Promise<string[]> {
