@@ -32,6 +32,8 @@ export interface JobSpec<Schema extends StandardSchemaV1, Deps, Out extends Hand
    * out. Jobs beyond it wait, uncharged, and are claimed as attempts end.
    */
   concurrency?: number;
+  /** The priority (0-10, higher first) its jobs get when enqueued without one; default 0. See `EnqueueOptions.priority`. */
+  priority?: number;
   /**
    * At most `starts` attempts of the kind start per `perMs`, across every consumer, and at
    * most `burst` (default `starts`) at once: no window of `burst × perMs / starts` ms sees more
@@ -96,6 +98,7 @@ function buildJob<Schema extends StandardSchemaV1, Deps, Out extends HandlerOutc
     warnAtStreak: spec.warnAtStreak ?? null,
     ...(spec.heartbeat === undefined ? {} : { heartbeat: heartbeatOption(spec.kind, spec.heartbeat) }),
     ...(spec.concurrency === undefined ? {} : { concurrency: spec.concurrency }),
+    ...(spec.priority === undefined ? {} : { priority: spec.priority }),
     ...(spec.rateLimit === undefined ? {} : { rateLimit: spec.rateLimit }),
   });
   return Object.freeze({

@@ -150,6 +150,8 @@ export interface CorePolicy {
   heartbeatMs?: number;
   /** Present only when the policy has an explicit schedule. */
   scheduleMs?: number[];
+  /** Present only when the kind has a default priority (`defineJob`'s `priority`). */
+  priority?: number;
   /** Present only when the kind has a concurrency limit (`defineJob`'s `concurrency`). */
   concurrency?: number;
   /** Present only when the kind has a rate limit: at most `rateSlots` starts in any `rateHoldMs` window. */
@@ -176,6 +178,12 @@ export interface EnqueueOptions<Payload> {
    * budget still rules while that code is the failure. Kept across replays.
    */
   maxAttempts?: number;
+  /**
+   * 0-10, higher first; default the kind's `priority`, else 0. Claims take due jobs in order of
+   * due time less a minute per level, so a job waits behind higher-priority work only while that
+   * work fell due no more than a minute per level of difference after it: nothing starves.
+   */
+  priority?: number;
 }
 
 /** A job reference, enough to nudge it. */

@@ -5,6 +5,7 @@
 // A nudge goes to the queue only when the queue can hold the delay.
 #include "postbox/families.h"
 #include "postbox/policy.h"
+#include "postbox/priority.h"
 
 namespace postbox {
 
@@ -30,11 +31,13 @@ struct Settings {
   bool has_queue = false;
 };
 
-// One job: its delay, its payload's size (-1 until given) and its own retry budget (0: the kind's).
+// One job: its delay, its payload's size (-1 until given), its own retry budget (0: the
+// kind's) and its priority (priority.h).
 struct Job {
   int64_t delay_ms = 0;
   int64_t payload_bytes = -1;
   int64_t max_attempts = 0;
+  int64_t priority = 0;
 };
 
 std::string_view trim_trailing_space(std::string_view text) {
@@ -64,7 +67,8 @@ Status read_fields(od::object& obj, const Where& where, Settings* s, Job& job) {
       job.payload_bytes = static_cast<int64_t>(trim_trailing_space(raw).size());
       return ok_status();
     }
-    int64_t* target = key == "delayMs" ? &job.delay_ms : key == "payloadBytes" ? &job.payload_bytes : key == "maxAttempts" ? &job.max_attempts : nullptr;
+    int64_t* target = key == "delayMs" ? &job.delay_ms : key == "payloadBytes" ? &job.payload_bytes : key == "maxAttempts" ? &job.max_attempts
+                    : key == "priority" ? &job.priority : nullptr;
     if (s != nullptr && target == nullptr) {
       target = key == "now" ? &s->now : key == "maxPayloadBytes" ? &s->max_payload : key == "maxQueueDelayMs" ? &s->max_queue_delay : nullptr;
     }
@@ -72,6 +76,7 @@ Status read_fields(od::object& obj, const Where& where, Settings* s, Job& job) {
     const int64_t hi = key == "now" || key == "payloadBytes" ? input::kMaxSafeInteger
                        : key == "maxPayloadBytes"            ? kMaxPayloadCapBytes
                        : key == "maxAttempts"                ? 1000  // a policy's maxAttempts range
+                       : key == "priority"                   ? kMaxPriority
                                                              : kMaxDelayMs;
     Result<int64_t> n = input::read_int(field, where, key, key == "maxAttempts" ? 1 : 0, hi);
     if (!n) return n.take_error();
@@ -101,6 +106,8 @@ void write_decision(JsonWriter& out, const Settings& s, const Job& job) {
   out.field_bool("ok", true);
   out.field("payloadBytes", job.payload_bytes);
   out.field("dueAt", s.now + job.delay_ms);
+  // Only for a job with a priority, so decisions without one keep their documented bytes.
+  if (job.priority > 0) out.field("boostMs", priority_boost_ms(job.priority));
   out.field_bool("nudge", nudge);
   out.key("delaySeconds");
   if (nudge) out.integer((job.delay_ms + 999) / 1000); else out.null();

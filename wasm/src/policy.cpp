@@ -2,6 +2,7 @@
 // one explicit shape. See docs/ABI.md, "pb_policy".
 #include "postbox/policy.h"
 #include "postbox/flow_limits.h"
+#include "postbox/priority.h"
 
 #include <algorithm>
 
@@ -230,6 +231,10 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
         if (rkey == "backoff") return read_backoff(rfield, rw, policy);
         return field_error(rw, rkey, "is not a known field");
       });
+    } else if (key == "priority") {
+      Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 0, kMaxPriority);
+      if (!n) return n.take_error();
+      policy.priority = n.value();
     } else if (read_flow_field(key, field, where, policy, inner)) {
       return inner;
     } else if (!read_retry_field(key, field, where, policy, rules, inner)) {
@@ -298,6 +303,7 @@ void write_policy(JsonWriter& out, const Policy& policy) {
   out.field("warnAtStreak", policy.warn_at_streak);
   // Only when set, so policies without one keep their documented bytes.
   if (policy.heartbeat_ms) out.field("heartbeatMs", *policy.heartbeat_ms);
+  if (policy.priority) out.field("priority", *policy.priority);
   if (policy.concurrency) out.field("concurrency", *policy.concurrency);
   if (policy.rate_slots) {
     out.field("rateSlots", *policy.rate_slots);

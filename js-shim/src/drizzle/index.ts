@@ -6,7 +6,7 @@
  * @module
  */
 import { sql } from 'drizzle-orm';
-import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { runTransaction, type TransactionalDb } from '../stores/pg/db.js';
 import { OUTBOX_ROUTINE_STATEMENTS, OUTBOX_ROUTINES } from '../generated/migrations.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
@@ -50,6 +50,9 @@ function buildTables<S extends string>(schemaName: S) {
       startedAt: tstz('started_at'),
       // The enqueuing span's trace context (migration 0008, postbox/otel).
       traceContext: text('trace_context'),
+      // Priority and the core's boost for it (migration 0010): claims order by due time less the boost.
+      priority: smallint('priority').notNull().default(0),
+      boostMs: integer('boost_ms').notNull().default(0),
     },
     (t) => [
       check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')`),
@@ -57,7 +60,9 @@ function buildTables<S extends string>(schemaName: S) {
       check('job_running_has_lease', sql`(${t.status} = 'running') = (${t.leaseExpiresAt} IS NOT NULL)`),
       check('job_max_attempts_range', sql`${t.maxAttempts} BETWEEN 1 AND 1000`),
       uniqueIndex('job_dedupe_key').on(t.tenantScope, t.dedupeKey).where(sql`dedupe_key IS NOT NULL`),
-      index('job_claimable').on(t.lane, t.dueAt, t.id).where(sql`status IN ('pending', 'retrying')`),
+      index('job_claimable')
+        .on(t.lane, sql`((due_at AT TIME ZONE 'UTC') - boost_ms * interval '1 millisecond')`, t.id)
+        .where(sql`status IN ('pending', 'retrying')`),
       index('job_lease').on(t.leaseExpiresAt).where(sql`status = 'running'`),
       index('job_finished').on(t.status, t.finishedAt).where(sql`finished_at IS NOT NULL`),
       index('job_correlation').on(t.correlationId).where(sql`correlation_id IS NOT NULL`),

@@ -11,7 +11,7 @@ import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Quer
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
 export type EnqueueDecision =
-  | { ok: true; payloadBytes: number; dueAt: number; nudge: boolean; delaySeconds: number | null }
+  | { ok: true; payloadBytes: number; dueAt: number; boostMs?: number; nudge: boolean; delaySeconds: number | null }
   | { ok: false; issues: { code: string; message: string }[] };
 
 /** The results of a list, in its order, plus the nudges the core asked for. */
@@ -56,6 +56,8 @@ interface Prepared {
   correlationId: string | null;
   metadataJson: string | null;
   maxAttempts: number | null;
+  /** The item's priority, else its kind's default; 0: none. */
+  priority: number;
 }
 
 /**
@@ -150,7 +152,7 @@ export async function planEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinitio
   if (env.strict) throwFirstRefusal(results, api);
   if (writes.length === 0) return { input: null, results, writes, decisions };
   const ids = writes.map(() => checkedId(env.generateId(), api));
-  const input = appendInput(env, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => (decisions[i] as { dueAt: number }).dueAt));
+  const input = appendInput(env, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => decisions[i] as Extract<EnqueueDecision, { ok: true }>));
   return { input, results, writes, decisions };
 }
 
@@ -192,6 +194,9 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
   if (opts.maxAttempts !== undefined && (typeof opts.maxAttempts !== 'number' || !Number.isSafeInteger(opts.maxAttempts))) {
     throw new PostboxError('invalid_input', `${where(api, index)}: maxAttempts must be an integer, got ${String(opts.maxAttempts)}`);
   }
+  if (opts.priority !== undefined && (typeof opts.priority !== 'number' || !Number.isSafeInteger(opts.priority))) {
+    throw new PostboxError('invalid_input', `${where(api, index)}: priority must be an integer, got ${String(opts.priority)}`);
+  }
   checkOptionalText(api, index, 'dedupeKey', opts.dedupeKey, maxChars);
   checkOptionalText(api, index, 'tenantKey', opts.tenantKey, maxChars);
   checkOptionalText(api, index, 'correlationId', opts.correlationId, maxChars);
@@ -205,6 +210,7 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
     correlationId: opts.correlationId ?? null,
     metadataJson: metadataJson(opts.metadata, api, index),
     maxAttempts: opts.maxAttempts ?? null,
+    priority: opts.priority ?? job.policy.priority ?? 0,
   };
   // Texts PostgreSQL refuses: the item is refused as a result, before any statement, so neither
   // the caller's transaction nor the other items of a list share its fate.
@@ -290,7 +296,7 @@ function decide(env: EnqueueEnv<unknown>, prepared: readonly Prepared[], api: Ap
   let items = '';
   for (let i = 0; i < prepared.length; i++) {
     const p = prepared[i]!;
-    items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}}`;
+    items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}${p.priority === 0 ? '' : `,"priority":${p.priority}`}}`;
   }
   const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":${env.maxQueueDelayMs},"hasQueue":${env.hasQueue},"items":[${items}]}`;
   const out = env.core.callText('enqueue', input) as { results: EnqueueDecision[] } | { error: { code: string; message: string } };
@@ -307,7 +313,7 @@ function dedupeVerdicts(env: EnqueueEnv<unknown>, items: ReturnType<typeof dedup
 }
 
 /** The one append for the list (the store keeps it to one statement, bar a raced dedupe key). */
-function appendInput<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, writes: Prepared[], ids: string[], dueAts: number[]): AppendInput {
+function appendInput<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, writes: Prepared[], ids: string[], decided: Extract<EnqueueDecision, { ok: true }>[]): AppendInput {
   return {
     kind: job.kind,
     lane: job.lane,
@@ -315,7 +321,8 @@ function appendInput<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, writes:
     versionTs: env.versionTs,
     items: writes.map((w, i) => ({
       id: ids[i]!, payloadJson: w.payloadJson, tenantKey: w.tenantKey, dedupeKey: w.dedupeKey, correlationId: w.correlationId,
-      metadataJson: w.metadataJson, dueAt: dueAts[i]!, maxAttempts: w.maxAttempts,
+      metadataJson: w.metadataJson, dueAt: decided[i]!.dueAt, maxAttempts: w.maxAttempts,
+      ...(w.priority === 0 ? {} : { priority: w.priority, boostMs: decided[i]!.boostMs ?? 0 }),
     })),
   };
 }

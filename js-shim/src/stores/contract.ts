@@ -90,6 +90,9 @@ export interface AppendItem {
   dueAt: number;
   /** The job's own retry budget, or `null` for its kind's. */
   maxAttempts: number | null;
+  /** Its priority (0-10, higher first) and, as the core decided, how far ahead of its due time claims take it (ms); absent: 0. */
+  priority?: number;
+  boostMs?: number;
 }
 
 /** A list of jobs of ONE kind to append, in one write. */

@@ -39,6 +39,9 @@ interface Row {
   updatedAt: number;
   versionTs: number | null;
   maxAttempts: number | null;
+  priority: number;
+  /** Claims order by dueAt - boostMs (the core's boost for the priority). */
+  boostMs: number;
   traceContext: string | null;
   attempts: number;
   attemptSeq: number;
@@ -201,7 +204,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       const row: Row = {
         id: item.id, kind: input.kind, lane: input.lane, status: 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
         correlationId: item.correlationId, metadata, dueAt: item.dueAt, createdAt: input.now, updatedAt: input.now, versionTs: input.versionTs,
-        maxAttempts: item.maxAttempts, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: null, lastErrorMessage: null,
+        maxAttempts: item.maxAttempts, priority: item.priority ?? 0, boostMs: item.boostMs ?? 0, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: null, lastErrorMessage: null,
         leaseExpiresAt: null, finishedAt: null, nudgeSentAt: null, replayedAt: null, log: [], tx: own,
       };
       this.#t.rows.set(row.id, row);
@@ -408,7 +411,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       (r) => waiting(r) && r.dueAt <= now && r.lane === input.lane && leaseOf.has(r.kind) && versionFits(r, input.versionCutoff) && !skip?.has(r.id) &&
         (targets === null || targets.has(`${r.id}\0${r.kind}`)),
     );
-    if (!targets) picked.sort((a, b) => a.dueAt - b.dueAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    if (!targets) picked.sort((a, b) => a.dueAt - a.boostMs - (b.dueAt - b.boostMs) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const room = this.#room(input);
     const due = picked;
     if (room) picked = picked.filter((r) => !room.has(r.kind) || room.get(r.kind)! > 0 && (room.set(r.kind, room.get(r.kind)! - 1), true));

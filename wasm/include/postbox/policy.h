@@ -79,6 +79,8 @@ struct Policy {
   std::optional<int64_t> rate_slots;
   int64_t rate_hold_ms = 0;
   bool limited() const { return concurrency.has_value() || rate_slots.has_value(); }
+  // The priority its jobs get when enqueued without one (priority.h); 0 when unset.
+  std::optional<int64_t> priority;
 
   const CodeRule* rule_for(std::string_view code) const;
   int64_t span_ms() const { return lease_span_ms(timeout_ms, heartbeat_ms); }

@@ -90,7 +90,7 @@ RETURNING j.id`;
       const w = items[0]!;
       const { rows } = await tx.query(this.sql.insertOne, [
         w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
-        w.maxAttempts, input.traceContext ?? null,
+        w.maxAttempts, input.traceContext ?? null, w.priority ?? 0, w.boostMs ?? 0,
       ]);
       const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
       notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
@@ -112,6 +112,8 @@ RETURNING j.id`;
           input.versionTs,
           column((w) => w.maxAttempts),
           input.traceContext ?? null,
+          // Priorities only when an item has one: a list without sends no arrays for them.
+          ...(items.some((w) => w.priority) ? [column((w) => w.priority ?? 0), column((w) => w.boostMs ?? 0)] : [null, null]),
         ])
       ).rows;
     }

@@ -129,6 +129,17 @@ function migrations(p: string): SqliteMigration[] {
       name: 'attempt_kind_started',
       statements: [`CREATE INDEX IF NOT EXISTS ${p}attempt_kind_started ON ${p}attempt (kind, started_at)`],
     },
+    {
+      // migrations/0010: priorities with aging; claims order by due time less the boost.
+      version: 4,
+      name: 'job_priority',
+      statements: [
+        `ALTER TABLE ${p}job ADD COLUMN priority INTEGER NOT NULL DEFAULT 0`,
+        `ALTER TABLE ${p}job ADD COLUMN boost_ms INTEGER NOT NULL DEFAULT 0`,
+        `DROP INDEX IF EXISTS ${p}job_claimable`,
+        `CREATE INDEX ${p}job_claimable ON ${p}job (lane, due_at - boost_ms, id) WHERE status IN ('pending', 'retrying')`,
+      ],
+    },
   ];
 }
 

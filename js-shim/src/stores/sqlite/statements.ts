@@ -7,13 +7,14 @@
  * @module
  */
 
-/** Columns a claimed or recovered job carries back (the contract's `ClaimedJob`), plus its due time for ordering. */
+/** Columns a claimed or recovered job carries back (the contract's `ClaimedJob`), plus its due time and boost for ordering. */
 const claimedColumns = (t: string) =>
   `${t}id AS id, ${t}kind AS kind, ${t}lane AS lane, ${t}payload AS payload, ${t}tenant_key AS tenant_key,
   ${t}correlation_id AS correlation_id, ${t}metadata AS metadata, ${t}attempts AS attempts, ${t}attempt_seq AS attempt_seq,
   ${t}crashes AS crashes, ${t}streak_code AS streak_code, ${t}streak AS streak, ${t}max_attempts AS max_attempts,
   ${t}last_error_code AS last_error_code, ${t}last_error_message AS last_error_message,
-  ${t}lease_expires_at AS lease_expires_ms, ${t}trace_context AS trace_context, ${t}created_at AS created_ms, ${t}due_at AS due_ms`;
+  ${t}lease_expires_at AS lease_expires_ms, ${t}trace_context AS trace_context, ${t}created_at AS created_ms, ${t}due_at AS due_ms,
+  ${t}boost_ms AS boost_ms`;
 
 /** Columns of an inspected job (the contract's `JobView`, before conversion). */
 export const JOB_VIEW_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
@@ -135,11 +136,13 @@ UPDATE ${job}
   FROM (${pick}) AS p
  WHERE ${job}.id = p.id
 RETURNING ${claimedColumns(`${job}.`)}`;
+  // Claims take due jobs in order of due time less the priority's boost (the claim index's
+  // order); a due job's rank is at or before now, said too so the index scan stops there.
   const due = `SELECT j.id FROM ${job} j
-   WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
+   WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1 AND j.due_at - j.boost_ms <= ?1
      AND j.kind IN (SELECT key FROM json_each(?3))
      AND j.id NOT IN (SELECT value FROM json_each(?6))
-   ORDER BY j.due_at, j.id
+   ORDER BY j.due_at - j.boost_ms, j.id
    LIMIT ?4`;
   // CROSS JOIN keeps the targets the outer loop (SQLite never reorders it): a nudge looks up its
   // jobs by id instead of scanning the lane's due jobs.
@@ -157,7 +160,7 @@ RETURNING ${claimedColumns(`${job}.`)}`;
       CASE WHEN ${lim}.value ->> 1 > 0 THEN ${lim}.value ->> 1 - (SELECT count(*) FROM ${attempt} a
         WHERE a.kind = ${lim}.key AND a.started_at > ${now} - (${lim}.value ->> 2)) ELSE 9007199254740991 END)`;
   const limited = `SELECT x.id FROM (
-    SELECT j.id, j.kind, j.due_at, row_number() OVER (PARTITION BY j.kind ORDER BY j.due_at, j.id) AS rn
+    SELECT j.id, j.kind, j.due_at - j.boost_ms AS rank, row_number() OVER (PARTITION BY j.kind ORDER BY j.due_at - j.boost_ms, j.id) AS rn
       FROM ${job} j
      WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
        AND j.kind IN (SELECT key FROM json_each(?3))
@@ -165,7 +168,7 @@ RETURNING ${claimedColumns(`${job}.`)}`;
        AND (?7 IS NULL OR EXISTS (SELECT 1 FROM json_each(?7) t WHERE t.key = j.id AND t.value = j.kind))
   ) x LEFT JOIN json_each(?8) lim ON lim.key = x.kind
    WHERE lim.key IS NULL OR x.rn <= ${room('lim', '?1')}
-   ORDER BY x.due_at, x.id
+   ORDER BY x.rank, x.id
    LIMIT ?4`;
 
   // A settle applies only while the job runs under the settling attempt; a crash (a recovery)
@@ -193,9 +196,10 @@ ON CONFLICT (id) DO UPDATE SET ok = excluded.ok`;
     attempt,
     appendInsert: `
 INSERT INTO ${job} (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                    due_at, created_at, updated_at, version_ts, max_attempts, trace_context)
+                    due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms)
 SELECT value ->> 'id', ?2, ?3, 'pending', value ->> 'payload', value ->> 'tenantKey', value ->> 'dedupeKey',
-       value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts', ?6
+       value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts', ?6,
+       COALESCE(value ->> 'priority', 0), COALESCE(value ->> 'boostMs', 0)
   FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
     appendHolders: `

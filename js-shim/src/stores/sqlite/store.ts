@@ -383,7 +383,7 @@ function chunkItems(input: AppendInput): { items: AppendInput['items']; json: st
       items: current,
       json: JSON.stringify(current.map((i) => ({
         id: i.id, payload: i.payloadJson, tenantKey: i.tenantKey, dedupeKey: i.dedupeKey, correlationId: i.correlationId,
-        metadata: i.metadataJson, dueAt: i.dueAt, maxAttempts: i.maxAttempts,
+        metadata: i.metadataJson, dueAt: i.dueAt, maxAttempts: i.maxAttempts, ...(i.priority ? { priority: i.priority, boostMs: i.boostMs ?? 0 } : {}),
       }))),
     });
     current = [];
@@ -426,7 +426,7 @@ const str = (v: SqlValue | undefined) => (v === null || v === undefined ? null :
 
 /** Claimed rows as the contract's `ClaimedJob`; a due claim's oldest first (RETURNING has no order). */
 function toClaimed(rows: SqlRow[], byDue: boolean): ClaimedJob[] {
-  if (byDue) rows = [...rows].sort((a, b) => Number(a.due_ms) - Number(b.due_ms) || (String(a.id) < String(b.id) ? -1 : 1));
+  if (byDue) rows = [...rows].sort((a, b) => Number(a.due_ms) - Number(a.boost_ms) - (Number(b.due_ms) - Number(b.boost_ms)) || (String(a.id) < String(b.id) ? -1 : 1));
   return rows.map((r) => ({
     id: String(r.id),
     kind: String(r.kind),

@@ -23,11 +23,22 @@ export type Pick = 'due' | 'targets';
 /** In the drain's pick, a value read through a scalar subquery, so no plan sees it (see claimCtes). */
 export const hide = (pick: Pick) => (pick === 'due' ? (sql: string) => `(SELECT ${sql})` : (sql: string) => sql);
 
+/**
+ * The order claims take due jobs in: due time less the priority's boost (migration 0010), as
+ * the claim index has it, so the index both orders the claim and bounds its scan.
+ */
+export const claimRank = (j: string) => `((${j}.due_at AT TIME ZONE 'UTC') - ${j}.boost_ms * interval '1 millisecond')`;
+
+/** The claimed jobs in claim order, as a statement hands them back: the drain starts them in it. */
+export const CLAIM_ORDER = `${claimRank('claimed')}, claimed.id`;
+
 /** Whether job `j` is one a claim of these parameters may take (see claimCtes for `first`). */
 export function claimablePredicate(first: number, pick: Pick): string {
   const p = (i: number) => `$${first + i}`;
   const v = hide(pick);
-  return `j.status IN ('pending', 'retrying') AND j.due_at <= ${v(ts('$1'))}
+  // A due job's rank is at or before now (a boost is never negative): said as well, so the scan
+  // of the claim index stops at now, not at the end of the delayed jobs.
+  return `j.status IN ('pending', 'retrying') AND j.due_at <= ${v(ts('$1'))} AND ${claimRank('j')} <= ${v(`${ts('$1')} AT TIME ZONE 'UTC'`)}
      AND j.lane = ${v(`${p(0)}::text`)} AND j.kind = ANY(${v(`${p(1)}::text[]`)}::text[])
      AND (j.version_ts IS NULL OR j.version_ts <= ${v(`COALESCE(${p(4)}::bigint, 9007199254740991)`)})`;
 }
@@ -53,7 +64,7 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
     pick === 'due'
       ? `SELECT j.id FROM ${s}.job j
    WHERE ${claimable}
-   ORDER BY j.due_at, j.id
+   ORDER BY ${claimRank('j')}, j.id
    LIMIT ${v(`${p(3)}::bigint`)}
    FOR UPDATE SKIP LOCKED`
       : `SELECT j.id FROM ${s}.job j
@@ -110,14 +121,14 @@ const traceName = (name: string, traced: boolean) => (traced ? `${name}_traced` 
 export const jobClaimDue = (s: string, traced = false): Statement => ({
   name: traceName('postbox_claim_due', traced),
   text: `WITH ${claimCtes(s, 2, 'due')}
-SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed`,
+SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed ORDER BY ${CLAIM_ORDER}`,
 });
 
 /** JobClaimTargets: the claimable ones among nudged jobs. $1 now, $2 lane … $8 target kinds. */
 export const jobClaimTargets = (s: string, traced = false): Statement => ({
   name: traceName('postbox_claim_targets', traced),
   text: `WITH ${claimCtes(s, 2, 'targets')}
-SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed`,
+SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed ORDER BY ${CLAIM_ORDER}`,
 });
 
 /**

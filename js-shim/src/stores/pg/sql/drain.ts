@@ -1,4 +1,4 @@
-import { claimCtes, claimedArray, traceName, type Pick } from './claim.js';
+import { CLAIM_ORDER, claimCtes, claimedArray, traceName, type Pick } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
 
@@ -13,7 +13,7 @@ const settleThenClaim = (s: string, pick: Pick, traced: boolean): Statement => (
   name: traceName(`postbox_settle_then_claim_${pick}`, traced),
   text: `WITH ${settleCtes(s, 2)}, ${claimCtes(s, 2 + SETTLE_PARAMS, pick)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
-       (SELECT COALESCE(json_agg(${claimedArray(traced)}), '[]') FROM claimed) AS claimed`,
+       (SELECT COALESCE(json_agg(${claimedArray(traced)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed`,
 });
 
 export const jobSettleThenClaimDue = (s: string, traced = false) => settleThenClaim(s, 'due', traced);

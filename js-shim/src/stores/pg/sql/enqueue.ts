@@ -11,8 +11,9 @@ import { ts } from './time.js';
 export const jobInsertOne = (s: string) => `
 WITH ins AS (
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                          due_at, created_at, updated_at, version_ts, max_attempts, trace_context)
-  VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11, $12::int, $13::text)
+                          due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms)
+  VALUES ($1, $2, $3, 'pending', $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')}, ${ts('$10')}, $11, $12::int, $13::text,
+          $14::smallint, $15::int)
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
@@ -27,9 +28,9 @@ SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload, max_atte
 /** The INSERT of JobInsertMany's items that pass `filter`. */
 const insertItems = (s: string, filter: string) => `
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                          due_at, created_at, updated_at, version_ts, max_attempts, trace_context)
+                          due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms)
   SELECT id, $8, $9, 'pending', payload, tenant_key, dedupe_key, correlation_id, NULLIF(metadata, 'null'::jsonb),
-         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts, $13::text
+         ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts, $13::text, priority, boost_ms
     FROM item WHERE ${filter}`;
 
 /**
@@ -37,7 +38,8 @@ const insertItems = (s: string, filter: string) => `
  * The per-item columns come as JSON arrays, parallel by position: `$1` ids, `$2` payloads,
  * `$3` tenant keys, `$4` dedupe keys, `$5` correlation ids, `$6` metadata, `$7` due times
  * (epoch ms); then `$8` kind, `$9` lane, `$10` now, `$11` version timestamp; `$12` the jobs' own
- * retry budgets (null: the kind's); `$13` the list's trace context (null: none). (A JSON array
+ * retry budgets (null: the kind's); `$13` the list's trace context (null: none); `$14`
+ * priorities and `$15` boosts (JSON arrays, or null when no item has a priority: 0 for all). (A JSON array
  * costs the client one JSON.stringify, where node-postgres' array literals cost far more.)
  *
  * Items without a dedupe key go in with a plain INSERT (cheaper than ON CONFLICT's speculative
@@ -53,11 +55,13 @@ const insertItems = (s: string, filter: string) => `
 export const jobInsertMany = (s: string) => `
 WITH item AS (
   SELECT t.id::uuid AS id, t.payload, t.tenant_key, t.dedupe_key, t.correlation_id, t.metadata, t.due_ms::bigint AS due_ms,
-         t.max_attempts::int AS max_attempts, t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope
+         t.max_attempts::int AS max_attempts, t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope,
+         COALESCE(t.priority::smallint, 0) AS priority, COALESCE(t.boost_ms::int, 0) AS boost_ms
     FROM ROWS FROM (jsonb_array_elements_text($1::jsonb), jsonb_array_elements($2::jsonb), jsonb_array_elements_text($3::jsonb),
                     jsonb_array_elements_text($4::jsonb), jsonb_array_elements_text($5::jsonb), jsonb_array_elements($6::jsonb),
-                    jsonb_array_elements_text($7::jsonb), jsonb_array_elements_text($12::jsonb))
-         WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, max_attempts, ord)
+                    jsonb_array_elements_text($7::jsonb), jsonb_array_elements_text($12::jsonb),
+                    jsonb_array_elements_text($14::jsonb), jsonb_array_elements_text($15::jsonb))
+         WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, max_attempts, priority, boost_ms, ord)
 ), plain AS (${insertItems(s, 'dedupe_key IS NULL')}
 ), keyed AS (${insertItems(s, 'dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING

@@ -1,7 +1,7 @@
 // Claims of lanes with flow-limited kinds (a kind's `concurrency` or `rateLimit`; migration
 // 0009). The plain claim statements stay as they are for lanes with none, so limits cost
 // nothing where none is set.
-import { claimablePredicate, claimedArray, type Pick } from './claim.js';
+import { CLAIM_ORDER, claimablePredicate, claimedArray, claimRank, type Pick } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
@@ -61,18 +61,18 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
                         <= CASE WHEN lim.cn > 0 THEN (SELECT count(*) FROM cs WHERE cs.kind = lim.kind) ELSE ${p(3)}::bigint END AS rate_bound
     FROM lim
 ), lpick AS (
-  SELECT x.id, x.kind, x.due_at, row_number() OVER (PARTITION BY x.kind ORDER BY x.due_at, x.id) AS rn, room.n AS room
+  SELECT x.id, x.kind, x.rank, row_number() OVER (PARTITION BY x.kind ORDER BY x.rank, x.id) AS rn, room.n AS room
     FROM room CROSS JOIN LATERAL (
-      SELECT j.id, j.kind, j.due_at FROM ${s}.job j
+      SELECT j.id, j.kind, ${claimRank('j')} AS rank FROM ${s}.job j
        WHERE ${claimablePredicate(first, pick)} AND j.kind = room.kind${targeted}
-       ORDER BY j.due_at, j.id LIMIT room.n + 1 FOR UPDATE SKIP LOCKED) x
+       ORDER BY ${claimRank('j')}, j.id LIMIT room.n + 1 FOR UPDATE SKIP LOCKED) x
 ), upick AS (
-  SELECT j.id, j.due_at FROM ${s}.job j
+  SELECT j.id, ${claimRank('j')} AS rank FROM ${s}.job j
    WHERE ${claimablePredicate(first, pick)} AND j.kind <> ALL(${l(0)}::text[])${targeted}
-   ORDER BY j.due_at, j.id LIMIT ${p(3)}::bigint FOR UPDATE SKIP LOCKED
+   ORDER BY ${claimRank('j')}, j.id LIMIT ${p(3)}::bigint FOR UPDATE SKIP LOCKED
 ), picked AS (
-  SELECT u.id FROM (SELECT id, due_at FROM upick UNION ALL SELECT id, due_at FROM lpick WHERE rn <= room) u
-   ORDER BY u.due_at, u.id LIMIT ${p(3)}::bigint
+  SELECT u.id FROM (SELECT id, rank FROM upick UNION ALL SELECT id, rank FROM lpick WHERE rn <= room) u
+   ORDER BY u.rank, u.id LIMIT ${p(3)}::bigint
 ), claimed AS (
   UPDATE ${s}.job j
      SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${now}, started_at = ${now},
@@ -108,7 +108,7 @@ const THROTTLED = `(SELECT COALESCE(json_agg(json_build_object('kind', kind, 're
 const limitedClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_claim_limited_${pick}`,
   text: `WITH ${limitedClaimCtes(s, 2, pick)}
-SELECT (SELECT COALESCE(json_agg(${claimedArray(true)}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
+SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
 });
 
 /** JobSettleThenClaim for a limited lane (drain.ts's, with limitedClaimCtes). */
@@ -116,7 +116,7 @@ const limitedSettleThenClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_settle_then_claim_limited_${pick}`,
   text: `WITH ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
-       (SELECT COALESCE(json_agg(${claimedArray(true)}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
+       (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
 });
 
 export const jobClaimLimitedDue = (s: string) => limitedClaim(s, 'due');
