@@ -81,7 +81,7 @@ test('two concurrent migrators apply each migration exactly once', async () => {
   await b.connect();
   try {
     const [ra, rb] = await Promise.all([migrate(a), migrate(b)]);
-    assert.deepEqual([...ra.applied, ...rb.applied].sort(), OUTBOX_MIGRATIONS.map((m) => m.version));
+    assert.deepEqual([...ra.applied, ...rb.applied].sort((x, y) => x - y), OUTBOX_MIGRATIONS.map((m) => m.version));
     const { rows } = await a.query('SELECT count(*)::int AS n FROM outbox.schema_migration');
     assert.equal(rows[0].n, OUTBOX_MIGRATIONS.length);
   } finally {

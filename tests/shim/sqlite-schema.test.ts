@@ -69,7 +69,7 @@ async function postgresSchema(): Promise<Record<string, Table>> {
     );
     const { rows: indexes } = await client.query<{ table: string; name: string; unique: boolean; partial: boolean; columns: string[] }>(
       `SELECT t.relname AS table, x.relname AS name, i.indisunique AS unique, i.indpred IS NOT NULL AS partial,
-              ARRAY(SELECT a.attname FROM unnest(i.indkey) WITH ORDINALITY k(attnum, n) JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)::text[] AS columns
+              ARRAY(SELECT a.attname FROM unnest(i.indkey) WITH ORDINALITY k(attnum, n) LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum ORDER BY k.n)::text[] AS columns -- an expression column (attnum 0) is null, as SQLite lists it
          FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_namespace n ON n.oid = t.relnamespace
         WHERE n.nspname = 'outbox' AND NOT i.indisprimary`,
     );

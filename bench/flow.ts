@@ -1,0 +1,169 @@
+/**
+ * Flow limits under several consumer processes: what the issue's measurements ask of a kind's
+ * `concurrency` and `rateLimit`, against one PostgreSQL, each consumer a process of its own
+ * (this file run with `--consumer`), running `runDrain` in a loop with concurrency 8.
+ *
+ *   concurrency: a kind limited to 5, 2,000 jobs of 20 ms, 4 consumers: the most handlers
+ *     running at once (each handler notes its start and end; the intervals of every process are
+ *     merged) and the most attempts the ledger shows between claim and settlement.
+ *   rate: a kind limited to 20 starts a second bursting to 5, 4 consumers, 60 s of backlog:
+ *     the starts in each 10 s window after the first (target within 5 % of 200) and the most in
+ *     any 250 ms window (the burst, 5), by the ledger's claim times and by the handlers' own.
+ *
+ *   node --import tsx bench/flow.ts [--consumers 4] [--rate-seconds 60] [--no-write]
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createOutbox, defineJob, ok, runDrain } from 'postbox';
+import { createPgConnector } from 'postbox/pg';
+import { migrate } from 'postbox/sql';
+import { startPostgres, withClient } from '../tests/support/postgres.ts';
+import { arg, machineLine, writeResults } from './common.ts';
+
+const CONSUMERS = Number(arg('consumers') ?? 4);
+const RATE_SECONDS = Number(arg('rate-seconds') ?? 60);
+const WRITE = !process.argv.includes('--no-write');
+const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const capped = defineJob({ kind: 'bench.capped', payload: anyPayload, timeoutMs: 30_000, concurrency: 5, handle: async () => (await sleep(20), ok()) });
+const rated = defineJob({ kind: 'bench.rated', payload: anyPayload, timeoutMs: 30_000, rateLimit: { starts: 20, perMs: 1_000, burst: 5 }, handle: async () => ok() });
+
+/** A consumer process: drains until told to stop, noting each handler's start and end (Date.now()). */
+async function consumer(url: string): Promise<void> {
+  const spans: [number, number][] = [];
+  const noted = (job: typeof capped) =>
+    defineJob({
+      kind: job.kind, payload: anyPayload, timeoutMs: 30_000, ...(job.policy.concurrency ? { concurrency: job.policy.concurrency } : {}),
+      ...(job.kind === rated.kind ? { rateLimit: { starts: 20, perMs: 1_000, burst: 5 } } : {}),
+      async handle(p, ctx) {
+        const start = Date.now();
+        try {
+          return await job.handle(p, ctx);
+        } finally {
+          spans.push([start, Date.now()]);
+        }
+      },
+    });
+  const outbox = createOutbox({ jobs: [noted(capped), noted(rated)], connect: createPgConnector(url), concurrency: 8 });
+  let stop = false;
+  process.on('message', (m) => {
+    if (m === 'stop') stop = true;
+  });
+  process.send!('ready');
+  while (!stop) {
+    const r = await runDrain(outbox);
+    if (r.claimed === 0) await sleep(50);
+  }
+  process.send!({ spans });
+  process.disconnect();
+}
+
+/** Runs `n` consumer processes until `done()` says so; every handler span they noted. */
+async function withConsumers(url: string, n: number, done: () => Promise<boolean>): Promise<[number, number][]> {
+  const here = fileURLToPath(import.meta.url);
+  const children = Array.from({ length: n }, () => fork(here, ['--consumer', url], { execArgv: ['--import', 'tsx'] }));
+  await Promise.all(children.map((c) => new Promise((resolve) => c.once('message', resolve))));
+  while (!(await done())) await sleep(200);
+  const spans = await Promise.all(
+    children.map((c) => new Promise<[number, number][]>((resolve) => {
+      c.on('message', (m: any) => m?.spans && resolve(m.spans));
+      c.send('stop');
+    })),
+  );
+  return spans.flat();
+}
+
+/** The most intervals open at once (an end at t closes before a start at t opens). */
+function peak(spans: [number, number][]): number {
+  const edges = spans.flatMap(([s, e]) => [[s, 1], [e, -1]] as [number, number][]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let open = 0;
+  let most = 0;
+  for (const [, d] of edges) most = Math.max(most, (open += d));
+  return most;
+}
+
+/** The most of `times` (sorted) inside any window of `ms` (half open). */
+function mostInWindow(times: number[], ms: number): number {
+  let most = 0;
+  for (let i = 0, j = 0; i < times.length; i++) {
+    while (times[i]! - times[j]! >= ms) j++;
+    most = Math.max(most, i - j + 1);
+  }
+  return most;
+}
+
+async function main(): Promise<void> {
+  const server = await startPostgres();
+  const lines: string[] = [];
+  try {
+    const url = await server.createDatabase('flow');
+    await withClient(url, (c) => migrate(c));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    const producer = createOutbox({ jobs: [capped, rated], connect: createPgConnector(url) });
+    const count = async (kind: string) => Number((await client.query(`SELECT count(*) FROM outbox.job WHERE kind = $1 AND status = 'succeeded'`, [kind])).rows[0].count);
+
+    // Concurrency.
+    const JOBS = 2000;
+    for (let i = 0; i < JOBS; i += 1000) await producer.enqueueMany(client, capped, Array.from({ length: 1000 }, (_, k) => ({ payload: { i: i + k } })));
+    const t0 = performance.now();
+    const cSpans = await withConsumers(url, CONSUMERS, async () => (await count(capped.kind)) === JOBS);
+    const cWall = (performance.now() - t0) / 1000;
+    const ledger = (await client.query(`SELECT (extract(epoch FROM started_at) * 1000)::float8 AS s, (extract(epoch FROM finished_at) * 1000)::float8 AS f FROM outbox.attempt WHERE kind = $1`, [capped.kind])).rows;
+    const handlerPeak = peak(cSpans);
+    const ledgerPeak = peak(ledger.map((r) => [r.s, r.f]));
+    process.stderr.write(`concurrency: ${JOBS} jobs in ${cWall.toFixed(1)} s; handlers at once ${handlerPeak}, ledger ${ledgerPeak}\n`);
+
+    // Rate.
+    const RATE_JOBS = 20 * RATE_SECONDS + 100;
+    for (let i = 0; i < RATE_JOBS; i += 1000) await producer.enqueueMany(client, rated, Array.from({ length: Math.min(1000, RATE_JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
+    const r0 = Date.now();
+    const rSpans = await withConsumers(url, CONSUMERS, async () => Date.now() - r0 >= RATE_SECONDS * 1000);
+    const claims = (await client.query(`SELECT (extract(epoch FROM started_at) * 1000)::float8 AS s FROM outbox.attempt WHERE kind = $1 ORDER BY 1`, [rated.kind])).rows.map((r) => Number(r.s));
+    const starts = rSpans.map(([s]) => s).sort((a, b) => a - b);
+    const first = claims[0]!;
+    const windows: number[] = [];
+    for (let w = 1; w < RATE_SECONDS / 10; w++) windows.push(claims.filter((t) => t >= first + w * 10_000 && t < first + (w + 1) * 10_000).length / 10);
+    const worst = Math.max(...windows.map((r) => Math.abs(r - 20) / 20));
+    process.stderr.write(`rate: windows ${windows.map((r) => r.toFixed(1)).join(' ')} /s; burst ${mostInWindow(claims, 250)} (ledger), ${mostInWindow(starts, 250)} (handlers)\n`);
+
+    lines.push(
+      '# Flow limits under several consumer processes',
+      '',
+      machineLine(),
+      `- PostgreSQL ${server.serverVersion} (${server.flavor}); ${CONSUMERS} consumer processes, each \`runDrain\` in a loop with \`concurrency: 8\``,
+      '- command: `node --import tsx bench/flow.ts`',
+      '',
+      '## Concurrency: a kind limited to 5',
+      '',
+      `${JOBS} jobs of 20 ms, drained in ${cWall.toFixed(1)} s (${(JOBS / cWall).toFixed(0)} jobs/s; 5 at a time allow at most 250/s).`,
+      '',
+      '| measure | most at once | target |',
+      '|---|---|---|',
+      `| handlers running (each noted its start and end; every process merged) | ${handlerPeak} | ≤ 5 |`,
+      `| attempts between claim and settlement (the attempt ledger) | ${ledgerPeak} | ≤ 5 |`,
+      '',
+      '## Rate: a kind limited to 20 starts/s, bursting to 5',
+      '',
+      `${RATE_SECONDS} s with a backlog throughout; starts (claims, from the attempt ledger) per second in each 10 s window after the first:`,
+      '',
+      `| window | ${windows.map((_, i) => `${(i + 1) * 10}-${(i + 2) * 10} s`).join(' | ')} |`,
+      `|---|${windows.map(() => '---').join('|')}|`,
+      `| starts/s | ${windows.map((r) => r.toFixed(1)).join(' | ')} |`,
+      '',
+      `Largest deviation from 20/s: ${(worst * 100).toFixed(1)} % (target ≤ 5 %). Most starts in any 250 ms: ${mostInWindow(claims, 250)} by the ledger's claim times, ${mostInWindow(starts, 250)} by the handlers' own start times (target: the burst, 5; a handler may begin a moment after its claim, so the ledger is the limit's measure).`,
+      '',
+    );
+    await client.end();
+  } finally {
+    await server.stop();
+  }
+  const report = lines.join('\n');
+  if (WRITE) await writeResults('flow', 0, report);
+  else process.stdout.write(report);
+}
+
+if (process.argv.includes('--consumer')) await consumer(process.argv[process.argv.indexOf('--consumer') + 1]!);
+else await main();
