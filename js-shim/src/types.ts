@@ -275,6 +275,12 @@ export type OutboxEvent =
   | { type: 'compaction_refused'; index: string; bytes: number; error: string; severity: 'warn' }
   | { type: 'handoff'; lane: string; jobs: number }
   /**
+   * A drain left due jobs of `kind` waiting for its flow limit: all its `concurrency` slots held
+   * by running attempts, or its `rateLimit`'s starts used up for now. Once per kind and drain;
+   * the jobs are not charged and are claimed as room frees.
+   */
+  | { type: 'throttled'; lane: string; kind: string; reason: 'concurrency_limit' | 'rate_limit' }
+  /**
    * `count` pending jobs of `kind`, due for over 5 minutes, that this deploy does not register:
    * nothing here will run them (a kind removed or renamed, or a deploy that never shipped it).
    */

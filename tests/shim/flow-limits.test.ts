@@ -21,6 +21,7 @@ const drains = (n: number) => post('/drains', { n }) as Promise<Report[]>;
 const stats = async () => (await (await env.worker.fetch('/stats')).json()) as Stats;
 const statusCounts = async (kind: string) =>
   Object.fromEntries((await env.sql(`SELECT status, count(*)::int AS n FROM outbox.job WHERE kind = $1 GROUP BY status`, [kind])).map((r) => [r.status, r.n]));
+const throttledEvents = async () => ((await (await env.worker.fetch('/events')).json()) as { type: string }[]).filter((e) => e.type === 'throttled');
 const sum = (reports: Report[], key: keyof Report) => reports.reduce((n, r) => n + r[key], 0);
 
 /** The most attempts of `kind` the ledger shows at once: claim (started_at) to settle (finished_at). */
@@ -48,6 +49,10 @@ describe('flow limits', () => {
     const { most } = await stats();
     assert.equal(most['flow.capped'], 3, 'never more than 3 handlers at once, and 3 at some point');
     assert.ok(sum(reports, 'throttled') > 0, 'some claims were held back by the limit');
+    // Reported once per drain that was held back, with the core's reason.
+    const events = await throttledEvents();
+    assert.ok(events.length >= 1 && events.length <= 4, JSON.stringify(events));
+    for (const e of events) assert.deepEqual(e, { type: 'throttled', lane: 'default', kind: 'flow.capped', reason: 'concurrency_limit' });
     // The ledger agrees: no more than three attempts between claim and settlement at any instant.
     assert.ok((await ledgerPeak('flow.capped')) <= 3);
     // Every slot is free again: held only by attempts that have ended.
@@ -66,6 +71,7 @@ describe('flow limits', () => {
     const reports = await drains(2);
     assert.deepEqual(await statusCounts('flow.rated'), { succeeded: 12 });
     assert.ok(sum(reports, 'throttled') > 0);
+    assert.ok((await throttledEvents()).every((e) => JSON.stringify(e) === JSON.stringify({ type: 'throttled', lane: 'default', kind: 'flow.rated', reason: 'rate_limit' })));
     const started = (await env.sql(`SELECT extract(epoch FROM started_at) * 1000 AS s FROM outbox.attempt WHERE kind = 'flow.rated' ORDER BY 1`)).map((r) => Number(r.s));
     assert.equal(started.length, 12);
     for (let i = 2; i < started.length; i++) assert.ok(started[i]! - started[i - 2]! >= 200, `starts ${i - 2} and ${i}: ${started[i]! - started[i - 2]!} ms apart`);

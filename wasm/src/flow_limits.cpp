@@ -87,7 +87,8 @@ std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64
 }
 
 // claim op "throttle": {now, deadlineAt, throttledSince?, throttled: [{kind, retryAt, timeoutMs}]}
-// → {retryAt}: when the drain claims again, or null when it stops claiming.
+// → {retryAt, kinds: [{kind, reason}]}: when the drain claims again (null: it stops claiming),
+// and why each kind waits (`rate_limit` or `concurrency_limit`).
 Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   int64_t now = 0, deadline_at = 0;
   std::optional<int64_t> since;
@@ -148,6 +149,16 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   if (!has_throttled) return input::missing(where, "throttled");
   out.begin_object();
   out.field("retryAt", throttle_retry_at(now, deadline_at, since.value_or(now), kinds.data(), kinds.size()));
+  // Why each kind waits: a known release time is a rate slot's; none, its running attempts'.
+  out.key("kinds");
+  out.begin_array();
+  for (const ThrottledKind& k : kinds) {
+    out.begin_object();
+    out.field("kind", k.kind);
+    out.field("reason", k.retry_at ? "rate_limit" : "concurrency_limit");
+    out.end_object();
+  }
+  out.end_array();
   out.end_object();
   return ok_status();
 }

@@ -101,6 +101,8 @@ class LanePump<Db> {
    * that stands still cannot hold it forever) claims paused by a flow limit may resume; null: not paused.
    */
   #throttledUntil: number | null = null;
+  /** Kinds this drain has reported held back (a `throttled` event each). */
+  readonly #throttledKinds = new Set<string>();
   /** The first of the claims a flow limit has held back since one last took a job; null: none. */
   #throttledSince: number | null = null;
   #backlogReported = false;
@@ -270,11 +272,17 @@ class LanePump<Db> {
     const timeouts = new Map(this.policies.map((p) => [p.kind, p.timeoutMs]));
     const now = this.rt.clock.now();
     this.#throttledSince ??= now;
-    const { retryAt } = this.rt.core.call<{ retryAt: number | null }>('claim', {
+    const { retryAt, kinds } = this.rt.core.call<{ retryAt: number | null; kinds: { kind: string; reason: 'concurrency_limit' | 'rate_limit' }[] }>('claim', {
       op: 'throttle', now, deadlineAt: this.opts.deadlineAt, throttledSince: this.#throttledSince,
       throttled: throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt, timeoutMs: timeouts.get(t.kind) ?? 1 })),
     });
     this.report.throttled++;
+    // Once per kind and drain: a held-back kind is news, each poll of it is not.
+    for (const { kind, reason } of kinds) {
+      if (this.#throttledKinds.has(kind)) continue;
+      this.#throttledKinds.add(kind);
+      this.rt.emit({ type: 'throttled', lane: this.opts.lane, kind, reason });
+    }
     if (retryAt === null) this.#exhausted = true;
     else this.#throttledUntil = performance.now() + (retryAt - now);
   }
