@@ -28,6 +28,8 @@ declare global {
   function send(userId: string, opts: { signal: AbortSignal; idempotencyKey: string }): Promise<{ status: number; retryAfterMs?: number }>;
   /** The app's export pages and their upload, which the heartbeat example's job calls. */
   function pagesOf(orgId: string, opts: { signal: AbortSignal }): AsyncIterable<Uint8Array>;
+  /** A provider SMS client (the flow-control example). */
+  const sms: { send(to: string, text: string, opts: { signal: AbortSignal }): Promise<void> };
   function upload(page: Uint8Array): Promise<void>;
   /** In fragments: the invocation's bindings, a connected client, and index.ts's factory. */
   const env: Env;
