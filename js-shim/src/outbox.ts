@@ -17,7 +17,7 @@ import { HandlerSessions, LaneSession } from './engine/session.js';
 import type { LaneDb } from './types.js';
 import { RUN, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from './engine/sweep.js';
-import type { EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef } from './types.js';
+import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef } from './types.js';
 
 export { RUN, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 
@@ -70,6 +70,8 @@ export interface Outbox<R = EnqueueResult> {
   readonly schema: string;
   /** The kinds it registers, sorted (for `countBacklog`'s `registeredKinds`). */
   readonly kinds: readonly string[];
+  /** Its kinds with a `concurrency` or `rateLimit`, and their policies (for `countBacklog`'s `limits`). */
+  readonly limits: readonly { kind: string; policy: CorePolicy }[];
   /** @internal Runs one lane: nudged targets, or a bounded drain. */
   readonly [RUN]: OutboxEngine;
 }
@@ -199,6 +201,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     key,
     schema: sql.schema,
     kinds: [...registry.keys()].sort(),
+    limits: [...registry.values()].filter((j) => j.policy.concurrency || j.policy.rateSlots).map((j) => ({ kind: j.kind, policy: j.policy })),
     transaction: (db, fn) => enqueueInTransaction(runtime, enqueueEnv, (body) => runTransaction(db, body), fn),
     async enqueue(tx, job, opts) {
       return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, [opts], 'enqueue')).results[0]!;

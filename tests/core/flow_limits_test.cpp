@@ -85,3 +85,14 @@ TEST_CASE("flow limits: a throttled drain asks again when a rate slot frees, or 
   CHECK(bad.rc != 0);
   CHECK(error_code_of(bad.out) == "invalid_input");
 }
+
+TEST_CASE("flow limits: inspection counts the due jobs a kind's limits hold back now") {
+  auto r = call(pb_backlog, R"({"op":"throttled","rows":[)"
+                            R"({"due":10,"running":3,"concurrency":5,"rateSlots":0,"rateHeld":0},)"   // room 2
+                            R"({"due":10,"running":0,"concurrency":0,"rateSlots":4,"rateHeld":4},)"   // no rate slot free
+                            R"({"due":1,"running":9,"concurrency":5,"rateSlots":0,"rateHeld":0},)"    // over its limit (lowered by a deploy)
+                            R"({"due":3,"running":0,"concurrency":5,"rateSlots":8,"rateHeld":1},)"    // room for all
+                            R"({"due":7,"running":1,"concurrency":0,"rateSlots":0,"rateHeld":0}]})");  // no limits
+  CHECK(r.out == R"({"throttled":[8,10,1,0,0]})");
+  CHECK(error_code_of(call(pb_backlog, R"({"op":"throttled"})").out) == "invalid_input");
+}

@@ -113,9 +113,11 @@ Status backlog_grade(od::object& root, const Where& where, JsonWriter& out) {
 Status backlog_window(od::object& root, const Where& where, JsonWriter& out);
 Status backlog_health(od::object& root, const Where& where, JsonWriter& out);
 Status backlog_read(od::object& root, const Where& where, JsonWriter& out);
+// flow_limits.cpp
+Status backlog_throttled(od::object& root, const Where& where, JsonWriter& out);
 
 Status run_backlog(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"grade", backlog_grade}, {"window", backlog_window}, {"health", backlog_health}, {"read", backlog_read}};
+  static constexpr Operation kOps[] = {{"grade", backlog_grade}, {"window", backlog_window}, {"health", backlog_health}, {"read", backlog_read}, {"throttled", backlog_throttled}};
   return dispatch_op(doc, out, "backlog", kOps, "grade");
 }
 

@@ -163,4 +163,49 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// backlog op "throttled": {rows: [{due, running, concurrency, rateSlots, rateHeld}]} →
+// {throttled: [n, …]}: of each kind's due jobs, how many its limits hold back now. The room is
+// its concurrency less its attempts on a live lease, and its rate slots less those held; the
+// smaller (a limit of 0 is none). Inspection's view of what a claim would find.
+Status backlog_throttled(od::object& root, const Where& where, JsonWriter& out) {
+  std::vector<int64_t> held_back;
+  bool has_rows = false;
+  Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "rows") return ok_status();
+    has_rows = true;
+    Result<od::array> arr = input::read_array(field, where, key);
+    if (!arr) return arr.take_error();
+    return input::for_each_element(arr.value(), where, key, kMaxPolicies, [&](od::value& item, uint32_t index) -> Status {
+      const Where iw = where.indexed("rows", index);
+      Result<od::object> obj = input::read_object(item, iw, "rows");
+      if (!obj) return obj.take_error();
+      int64_t due = 0, running = 0, concurrency = 0, rate_slots = 0, rate_held = 0;
+      Status inner = input::for_each_field(obj.value(), iw, [&](std::string_view ikey, od::value& ifield) -> Status {
+        int64_t* target = ikey == "due" ? &due : ikey == "running" ? &running : ikey == "concurrency" ? &concurrency
+                        : ikey == "rateSlots" ? &rate_slots : ikey == "rateHeld" ? &rate_held : nullptr;
+        if (target == nullptr) return ok_status();
+        Result<int64_t> n = input::read_int(ifield, iw, ikey);
+        if (!n) return n.take_error();
+        *target = n.value();
+        return ok_status();
+      });
+      if (!inner) return inner;
+      int64_t room = due;
+      if (concurrency > 0) room = std::min(room, std::max<int64_t>(0, concurrency - running));
+      if (rate_slots > 0) room = std::min(room, std::max<int64_t>(0, rate_slots - rate_held));
+      held_back.push_back(due - room);
+      return ok_status();
+    });
+  });
+  if (!status) return status;
+  if (!has_rows) return input::missing(where, "rows");
+  out.begin_object();
+  out.key("throttled");
+  out.begin_array();
+  for (int64_t n : held_back) out.integer(n);
+  out.end_array();
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace postbox

@@ -8,6 +8,7 @@ import { failureRateChart, throughputChart } from './charts.js';
 import { html, type Html, raw } from './html.js';
 import { ACTION_LABEL, ACTIONS, duration, FILTER_KEYS, HttpError, page, parseFilters, qs, reads, type Req, type Settings, sev, statusCell, STATUSES, UUID, when } from './request.js';
 import { attemptRates, deadLetterGrowth, gradeDeadLetters, gradeTableHealth, type HealthWarning, percentDead } from './stats.js';
+import type { CorePolicy } from '../types.js';
 
 export async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Response> {
   const db = await r.db();
@@ -18,7 +19,7 @@ export async function overviewPage<Env>(r: Req<Env>, s: Settings): Promise<Respo
   const cut = core.call<{ agedBefore: number; deadLetterWindowMs: number }>('backlog', { op: 'window', now: r.now, agedMs: s.agedMs ?? null });
   const agedMs = r.now - cut.agedBefore;
   const deadLetterWindowMs = cut.deadLetterWindowMs;
-  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs, registeredKinds: r.outbox().kinds, ...reads(r, s) });
+  const backlog = await countBacklog(db, { ...tenant, now: r.now, agedMs, registeredKinds: r.outbox().kinds, limits: r.outbox().limits, ...reads(r, s) });
   const bucketMs = Math.floor(s.windowMs / s.buckets);
   const since = Math.floor(r.now / bucketMs) * bucketMs - (s.buckets - 1) * bucketMs;
   const schema = r.named().schema;
@@ -55,6 +56,7 @@ ${warnings.length === 0
 <h2>Backlog by kind and lane</h2>
 ${backlogTable(backlog, graded.severity, totals, s.thresholds)}
 <p class="muted">Due: ready to run now. Aged: due for more than ${duration(agedMs)}. Stuck: running with a lease past expiry (the sweep recovers them). Grades by the core's backlog rule.</p>
+${flowLimits(r.outbox().limits, backlog)}
 <h2>Throughput and failures, last ${duration(s.windowMs)}</h2>
 <div class="charts">${throughputChart(stats.rates, bucketMs)}${failureRateChart(stats.rates, bucketMs)}</div>
 ${stats.health ? tableHealthSection(stats.health, grades) : null}`;
@@ -179,3 +181,12 @@ ${attempts.map((a) => html`<tr><td class="n">${a.attempt}</td><td>${a.outcome ??
 
 // ---- actions -----------------------------------------------------------------------------------
 
+/** The flow limits in force, and how many due jobs each holds back now. */
+function flowLimits(limits: readonly { kind: string; policy: CorePolicy }[], backlog: readonly BacklogRow[]): Html | null {
+  if (limits.length === 0) return null;
+  const held = (kind: string) => backlog.filter((b) => b.kind === kind).reduce((n, b) => n + (b.throttled ?? 0), 0);
+  const rate = (p: CorePolicy) => (p.rateSlots ? `${p.rateSlots} starts per ${duration(p.rateHoldMs ?? 0)}` : '—');
+  return html`<h2>Flow limits</h2>
+<table class="flow-limits"><thead><tr><th>Kind</th><th>Concurrency</th><th>Rate</th><th>Held back now</th></tr></thead>
+<tbody>${limits.map((l) => html`<tr><td>${l.kind}</td><td>${l.policy.concurrency ?? '—'}</td><td>${rate(l.policy)}</td><td>${held(l.kind)}</td></tr>`)}</tbody></table>`;
+}

@@ -6,7 +6,7 @@
 import { getCore } from '../core/core.js';
 import type { TransactionalDb } from '../stores/pg/db.js';
 import { PostboxError } from '../errors.js';
-import type { JobStatus } from '../types.js';
+import type { CorePolicy, JobStatus } from '../types.js';
 import type { AttemptView, JobFilter, JobView } from '../stores/contract.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
 import { gradeHealth, readHealthFacts, type HealthGrade, type HorizonHolder, type TableHealth } from './health.js';
@@ -61,17 +61,26 @@ export interface BacklogRow {
    * nothing that registers only those kinds will ever run them. 0 otherwise.
    */
   unregistered: number;
+  /**
+   * With `limits`, for a kind that has one: of its due jobs, how many its `concurrency` or
+   * `rateLimit` holds back right now (its running attempts, its rate slots held).
+   */
+  throttled?: number;
 }
 
 /**
  * Backlog per kind and lane: pending and retrying jobs, how many are due now or overdue by
  * `agedMs`, and running jobs, of which `stuck` hold a lease past expiry. `tenantKey` narrows it
  * to one tenant (`null`: jobs without one). With `registeredKinds` (e.g. `outbox.kinds`), rows
- * of other kinds count their waiting jobs as `unregistered`.
+ * of other kinds count their waiting jobs as `unregistered`. With `limits` (job definitions,
+ * e.g. the outbox's), rows of kinds with a flow limit say how many due jobs it holds back.
  */
 export async function countBacklog(
   db: TransactionalDb,
-  opts: { now?: number; agedMs?: number; tenantKey?: string | null; registeredKinds?: readonly string[] } & ReadOptions = {},
+  opts: {
+    now?: number; agedMs?: number; tenantKey?: string | null; registeredKinds?: readonly string[];
+    limits?: readonly { kind: string; policy: Pick<CorePolicy, 'concurrency' | 'rateSlots'> }[];
+  } & ReadOptions = {},
 ): Promise<BacklogRow[]> {
   const now = opts.now ?? Date.now();
   // Where each count is cut is the core's (docs/ABI.md, pb_backlog window); the SQL only counts.
@@ -92,10 +101,27 @@ export async function countBacklog(
       params,
     );
     const registered = opts.registeredKinds ? new Set(opts.registeredKinds) : null;
-    return (rows as Omit<BacklogRow, 'unregistered'>[]).map((r) => ({
+    const out: BacklogRow[] = (rows as Omit<BacklogRow, 'unregistered'>[]).map((r) => ({
       ...r,
       unregistered: registered && !registered.has(r.kind) ? r.pending + r.retrying : 0,
     }));
+    const limited = (opts.limits ?? []).filter((j) => j.policy.concurrency || j.policy.rateSlots);
+    const shown = out.filter((r) => limited.some((j) => j.kind === r.kind));
+    if (shown.length === 0) return out;
+    // Rate slots held now (migration 0009); running attempts come from the counts above.
+    const held = new Map<string, number>(
+      (await q.query(`SELECT kind, count(*)::int AS n FROM ${s}.kind_slot WHERE pool = 'r' AND held_until > to_timestamp($1::bigint / 1000.0) GROUP BY kind`, [now])).rows
+        .map((r: { kind: string; n: number }) => [r.kind, r.n]),
+    );
+    const policy = (kind: string) => limited.find((j) => j.kind === kind)!.policy;
+    const { throttled } = getCore().call<{ throttled: number[] }>('backlog', {
+      op: 'throttled',
+      rows: shown.map((r) => ({
+        due: r.due, running: r.processing - r.stuck, concurrency: policy(r.kind).concurrency ?? 0, rateSlots: policy(r.kind).rateSlots ?? 0, rateHeld: held.get(r.kind) ?? 0,
+      })),
+    });
+    shown.forEach((r, i) => (r.throttled = throttled[i]!));
+    return out;
   });
 }
 
