@@ -111,7 +111,7 @@ fi
 
 # d. ------------------------------------------------------------------------------------------
 shim_tests=(tests/shim/*.test.ts)
-sql_surface_tests=(tests/shim/{migrate,outbox,store-conformance,pg-writes,pg-arrays,roles,operate,inspect,poison,sweep-steps,drizzle,enqueue-many,schedules,named}.test.ts)
+sql_surface_tests=(tests/shim/{migrate,outbox,store-conformance,pg-writes,pg-arrays,roles,operate,inspect,poison,sweep-steps,drizzle,enqueue-many,schedules,named,flow-limits}.test.ts)
 for t in "${sql_surface_tests[@]}"; do [ -f "$t" ] || { echo "scripts/test.sh: $t is listed in sql_surface_tests but does not exist" >&2; exit 1; }; done
 if wanted d; then
   if [ ${#shim_tests[@]} -eq 0 ]; then echo "no tests/shim/*.test.ts" >&2; exit 1; fi
