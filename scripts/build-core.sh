@@ -11,7 +11,8 @@ cd "$root"
 presets=("$@")
 if [ ${#presets[@]} -eq 0 ]; then presets=(native wasi emscripten); fi
 
-max_wasm_bytes=$((200 * 1024))
+# 208 KiB: flow limits and priorities (flow_limits.cpp, the enqueue boost) took the wasi build past 200.
+max_wasm_bytes=$((208 * 1024))
 jobs="$(nproc 2>/dev/null || echo 2)"
 mkdir -p js-shim/core
 
