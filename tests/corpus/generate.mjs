@@ -114,6 +114,14 @@ function normPolicy(raw) {
   };
   const every = heartbeatOf(raw);
   if (every !== null) head.heartbeatMs = every;
+  // Flow limits (docs/ABI.md): a rate limit becomes its slots and how long each start holds one.
+  if (raw.priority != null) head.priority = raw.priority;
+  if (raw.concurrency != null) head.concurrency = raw.concurrency;
+  if (raw.rateLimit != null) {
+    const { starts, perMs, burst = starts } = raw.rateLimit;
+    head.rateSlots = burst;
+    head.rateHoldMs = Math.ceil((burst * perMs) / starts);
+  }
   return `${JSON.stringify(head).slice(0, -1)},"perCode":{${rules.join(',')}}}`;
 }
 const P = (raw) => JSON.parse(normPolicy(raw));
@@ -204,8 +212,32 @@ const basePolicy = P({ kind: 'email.welcome', timeoutMs: 30000 });
   err('maxMs above 7 days', { kind: 'k', timeoutMs: 1000, retry: { backoff: { maxMs: 7 * DAY + 1 } } }, 'maxMs');
   err('backoff unknown field', { kind: 'k', timeoutMs: 1000, retry: { backoff: { factor: 2 } } }, 'factor');
   err('retry unknown field', { kind: 'k', timeoutMs: 1000, retry: { jitter: true } }, 'jitter');
-  err('unknown top-level field', { kind: 'k', timeoutMs: 1000, priority: 1 }, 'priority');
+  err('unknown top-level field', { kind: 'k', timeoutMs: 1000, weight: 1 }, 'weight');
   err('retry not an object', { kind: 'k', timeoutMs: 1000, retry: 3 }, 'retry');
+  // Flow limits and priority (docs/ABI.md): carried only when set; a rate limit normalised to
+  // slots held for ceil(burst x perMs / starts) ms.
+  const flow = (o) => ({ kind: 'k', timeoutMs: 1000, ...o });
+  add('policy', 'priority 10', flow({ priority: 10 }), fields({ priority: 10 }));
+  add('policy', 'priority null reads as none', flow({ priority: null }), (o) => want(o.priority === undefined, 'no priority field'));
+  ok('every flow limit', flow({ priority: 2, concurrency: 3, rateLimit: { starts: 10, perMs: 60000, burst: 4 } }));
+  err('priority 11', flow({ priority: 11 }), 'priority');
+  err('priority negative', flow({ priority: -1 }), 'priority');
+  err('priority float', flow({ priority: 1.5 }), 'priority');
+  add('policy', 'concurrency 5', flow({ concurrency: 5 }), fields({ concurrency: 5 }));
+  add('policy', 'concurrency null reads as none', flow({ concurrency: null }), (o) => want(o.concurrency === undefined, 'no concurrency field'));
+  err('concurrency 0', flow({ concurrency: 0 }), 'concurrency');
+  err('concurrency 10001', flow({ concurrency: 10001 }), 'concurrency');
+  add('policy', 'rateLimit 20 per second', flow({ rateLimit: { starts: 20, perMs: 1000 } }), fields({ rateSlots: 20, rateHoldMs: 1000 }));
+  add('policy', 'rateLimit burst 5 of 20 per second', flow({ rateLimit: { starts: 20, perMs: 1000, burst: 5 } }), fields({ rateSlots: 5, rateHoldMs: 250 }));
+  add('policy', 'rateLimit hold rounds up', flow({ rateLimit: { starts: 3, perMs: 1000, burst: 1 } }), fields({ rateSlots: 1, rateHoldMs: 334 }));
+  add('policy', 'rateLimit null reads as none', flow({ rateLimit: null }), (o) => want(o.rateSlots === undefined, 'no rate fields'));
+  err('rateLimit starts 0', flow({ rateLimit: { starts: 0, perMs: 1000 } }), 'starts');
+  err('rateLimit perMs 0', flow({ rateLimit: { starts: 1, perMs: 0 } }), 'perMs');
+  err('rateLimit perMs above a day', flow({ rateLimit: { starts: 1, perMs: 86400001 } }), 'perMs');
+  err('rateLimit burst 10001', flow({ rateLimit: { starts: 1, perMs: 1000, burst: 10001 } }), 'burst');
+  err('rateLimit missing perMs', flow({ rateLimit: { starts: 1 } }), 'perMs');
+  err('rateLimit unknown field', flow({ rateLimit: { starts: 1, perMs: 1000, window: 1 } }), 'window');
+  err('rateLimit not an object', flow({ rateLimit: 20 }), 'rateLimit');
   err('perCode not an object', { kind: 'k', timeoutMs: 1000, retry: { perCode: [] } }, 'perCode');
   err('perCode streak 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: 0 } } }, 'perCode.x');
   err('perCode streak object 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { streak: 0 } } } }, 'streak');
@@ -544,6 +576,23 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan no backlog verdict without firstKinds', plan({ policies: two, lastClaimFull: true }), (o) => want(o.backlog === undefined, 'no backlog field'));
   c('plan backlog never for a target', plan({ policies: two, deadlineAt: NOW + 30000, firstKinds: 2, lastClaimFull: true, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a' } }), fields({ backlog: false }));
   c('plan lastClaimFull not a bool', plan({ lastClaimFull: 1 }), isError('invalid_input', 'lastClaimFull'));
+  // flow limits: a plan lists the limits of its kinds only when one has any.
+  const limited = [P({ kind: 'a', timeoutMs: 1000, concurrency: 5 }), P({ kind: 'b', timeoutMs: 1000, rateLimit: { starts: 20, perMs: 1000, burst: 5 } }), P({ kind: 'c', timeoutMs: 1000 })];
+  c('plan limits parallel to kinds', plan({ policies: limited }), fields({ limits: { kinds: ['a', 'b'], concurrency: [5, 0], rateSlots: [0, 5], rateHoldMs: [0, 250] } }));
+  c('plan no limits without a limited kind', plan({ policies: two }), (o) => want(o.limits === undefined, 'no limits field'));
+  // throttle: when a drain whose claims left limited kinds behind claims again.
+  const thr = (o) => ({ op: 'throttle', now: NOW, deadlineAt: NOW + 60000, throttledSince: NOW, throttled: [], ...o });
+  c('throttle rate slot frees', thr({ throttled: [{ kind: 'b', retryAt: NOW + 250, timeoutMs: 1000 }] }),
+    exactText(`{"retryAt":${NOW + 250},"kinds":[{"kind":"b","reason":"rate_limit"}]}`));
+  c('throttle concurrency polls in 100 ms', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }] }),
+    exactText(`{"retryAt":${NOW + 100},"kinds":[{"kind":"a","reason":"concurrency_limit"}]}`));
+  c('throttle soonest of two', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }, { kind: 'b', retryAt: NOW + 40, timeoutMs: 1000 }] }), fields({ retryAt: NOW + 40 }));
+  c('throttle release in the past is now', thr({ throttled: [{ kind: 'b', retryAt: NOW - 5, timeoutMs: 1000 }] }), fields({ retryAt: NOW }));
+  c('throttle gives up 5 s after the first hold', thr({ throttledSince: NOW - 4950, throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }] }), fields({ retryAt: null }));
+  c('throttle gives up past the deadline', thr({ deadlineAt: NOW + 1050, throttled: [{ kind: 'b', retryAt: NOW + 250, timeoutMs: 1000 }] }), fields({ retryAt: null }));
+  c('throttle nothing held', thr({}), fields({ retryAt: null, kinds: [] }));
+  c('throttle missing kind', thr({ throttled: [{ retryAt: null, timeoutMs: 1000 }] }), isError('invalid_input', 'kind'));
+  c('throttle timeoutMs 0', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 0 }] }), isError('invalid_input', 'timeoutMs'));
   // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
   c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"handlerSessions":1,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox maxima', { op: 'outbox', concurrency: 100, lanes: 5, operationTimeoutMs: 2147483647, maxPayloadBytes: 1048576 },
@@ -615,6 +664,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('pump claims go on, settles wait to ride along', pump({ running: 8, buffered: 10, settles: 8, oldestSettleAgeMs: 5 }), exactText('{"action":"wait","claim":0,"waitMs":15}'));
   c('pump settle waits out its 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 5 }), exactText('{"action":"wait","claim":0,"waitMs":15}'));
   c('pump settle after 20 ms', pump({ mayClaim: false, running: 5, settles: 2, oldestSettleAgeMs: 20 }), exactText('{"action":"settle","claim":0,"waitMs":null}'));
+  c('pump idle lane paused by a flow limit waits', pump({ mayClaim: false, throttleWaitMs: 250 }), exactText('{"action":"wait","claim":0,"waitMs":250}'));
+  c('pump throttleWaitMs above 5 s', pump({ mayClaim: false, throttleWaitMs: 5001 }), isError('invalid_input', 'throttleWaitMs'));
   c('pump with a short claim slack', pump({ concurrency: 2, slowestRecentMs: 1500, slackMs: 4000 }), exactText('{"action":"claim","claim":6,"waitMs":null}'));
   c('pump bad slowestRecentMs', pump({ slowestRecentMs: -1 }), isError('invalid_input', 'slowestRecentMs'));
   c('pump budget left after other lanes', pump({ maxJobs: 10, claimed: 7 }), exactText('{"action":"claim","claim":3,"waitMs":null}'));
@@ -878,7 +929,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('hasQueue string', enq({ hasQueue: 'yes' }), isError('invalid_input', 'hasQueue'));
   e('maxPayloadBytes above cap', enq({ maxPayloadBytes: 1e9 }), isError('invalid_input', 'maxPayloadBytes'));
   e('maxPayloadBytes 0', enq({ maxPayloadBytes: 0 }));
-  e('unknown field', enq({ priority: 1 }));
+  e('unknown field', enq({ weight: 1 }));
+  e('priority 3 boosts 3 minutes', enq({ priority: 3 }), exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"boostMs":180000,"nudge":true,"delaySeconds":0}`));
+  e('priority 0 carries no boost', enq({ priority: 0 }), (o) => want(o.boostMs === undefined, 'no boostMs'));
+  e('priority 11', enq({ priority: 11 }), isError('invalid_input', 'priority'));
+  e('priority string', enq({ priority: 'high' }), isError('invalid_input', 'priority'));
   e('op one is the single form', { op: 'one', ...enq({}) }, exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"nudge":true,"delaySeconds":0}`));
   e('payloadBytes instead of payload', (({ payload, ...r }) => ({ ...r, payloadBytes: 300000 }))(enq({})),
     exactText('{"ok":false,"issues":[{"code":"payload_too_large","message":"payload is 300000 bytes; the limit is 262144"}]}'));
@@ -1354,6 +1409,13 @@ function bruteDue(expr, at, lastAt) {
   b('read timeout set', { op: 'read', statementTimeoutMs: 1500 }, (o) => want(o.statementTimeoutMs === 1500, 'as given'));
   b('read timeout zero', { op: 'read', statementTimeoutMs: 0 }, isError('invalid_input', 'statementTimeoutMs'));
   b('read timeout over the server limit', { op: 'read', statementTimeoutMs: 2147483648 }, isError('invalid_input', 'statementTimeoutMs'));
+  // throttled: due - min(due, concurrency - running, rateSlots - rateHeld), 0 a missing limit.
+  const row = (o) => ({ due: 10, running: 0, concurrency: 0, rateSlots: 0, rateHeld: 0, ...o });
+  b('throttled by concurrency', { op: 'throttled', rows: [row({ running: 3, concurrency: 5 })] }, exactText('{"throttled":[8]}'));
+  b('throttled by the tighter limit', { op: 'throttled', rows: [row({ running: 1, concurrency: 5, rateSlots: 4, rateHeld: 2 })] }, exactText('{"throttled":[8]}'));
+  b('throttled none without limits', { op: 'throttled', rows: [row({})] }, exactText('{"throttled":[0]}'));
+  b('throttled all when over the limit', { op: 'throttled', rows: [row({ running: 7, concurrency: 5 })] }, exactText('{"throttled":[10]}'));
+  b('throttled none when room exceeds due', { op: 'throttled', rows: [row({ due: 2, concurrency: 50 }), row({ due: 0, concurrency: 1 })] }, exactText('{"throttled":[0,0]}'));
   // window: due <= now, aged <= now - agedMs (default 5 min), stuck < now, dead letters over 1 h.
   const win = (now, agedMs) => ({ dueBefore: now, agedBefore: now - (agedMs ?? 300000), stuckBefore: now, deadLettersSince: now - 3600000, deadLetterWindowMs: 3600000 });
   b('window default aged', { op: 'window', now: NOW }, exactText(JSON.stringify(win(NOW))));
