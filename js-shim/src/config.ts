@@ -40,6 +40,14 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   queue?: QueueProducer | Record<string, QueueProducer>;
   /** Handlers one lane runs at once (one claim statement claims this many). Default 1. */
   concurrency?: number;
+  /**
+   * Fair share across tenants: each claim takes the first jobs of every tenant with due work
+   * (jobs without a `tenantKey` count as one tenant), round by round, before it fills the rest
+   * in due order, so one tenant's backlog never holds up another tenant's next job. Off by
+   * default (claims take due jobs oldest first). Lanes with a flow-limited kind claim in due
+   * order. See README "Fair share across tenants".
+   */
+  fairShare?: boolean;
   /** Connections one invocation may hold for the drain's own statements. Default 1; at most 5 (Workers allow 6 per invocation). */
   lanes?: number;
   /**

@@ -45,6 +45,8 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   jobs: readonly JobDefinition<any, any, PlainOutcome>[];
   /** Handlers run at once per drain batch (default 8). */
   concurrency?: number;
+  /** Claims interleave tenants, as `createOutbox`'s `fairShare`. */
+  fairShare?: boolean;
   /** Epoch ms (default `Date.now`): a test clock governs every stored time. */
   now?: () => number;
   /** Passed to handlers as `ctx.deps`. */
@@ -196,7 +198,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   const emit = eventSink(options.events);
   const base = {
     core, registry, policies, concurrency, emit, store, key: null, versionTs, seed: randomSeed,
-    options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak, telemetry: options.telemetry },
+    options: { deps: options.deps, redactError: options.redactError, warnAtStreak: options.warnAtStreak, telemetry: options.telemetry, fairShare: options.fairShare },
     clock: { now },
     // Without a queue the sweep (a Durable Object's alarm, a Cron Trigger) runs every due job.
     queueFor: (lane: string) => queueForLane(options.queue, lane),

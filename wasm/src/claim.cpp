@@ -6,6 +6,7 @@
 
 #include "postbox/admit.h"
 #include "postbox/claim_pump.h"
+#include "postbox/fair_share.h"
 #include "postbox/small_sort.h"
 
 #include "postbox/families.h"
@@ -38,6 +39,8 @@ struct ClaimPlanInput {
   // The drain's facts for the backlog decision: kinds of its first plan, last claim full.
   std::optional<int64_t> first_kinds;
   bool last_claim_full = false;
+  // The outbox's `fairShare`: claims interleave tenants (fair_share.h).
+  bool fair_share = false;
 };
 
 Status read_target(od::value& v, const Where& where, std::optional<Target>& target) {
@@ -143,6 +146,10 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();
       in.last_claim_full = b.value();
+    } else if (key == "fairShare") {
+      Result<bool> b = input::read_bool(field, where, key);
+      if (!b) return b.take_error();
+      in.fair_share = b.value();
     }
     return ok_status();
   });
@@ -183,6 +190,9 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
   // Limited kinds, as parallel arrays; absent when none is (the claim keeps its plain
   // statement). A kind without a concurrency limit has 0 concurrency slots; without a rate, 0.
   if (std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->limited(); })) write_limits(out, fit);
+  // How many tenants a fair claim visits; absent when fair share is off or the claim is of
+  // nudged jobs (those are named, not picked), so the claim keeps its plain statement.
+  if (in.fair_share && !in.target && limit > 0) out.field("fairTenants", kFairTenantsPerClaim);
   // A drain that filled its last claim and now sees kinds dropped (their attempts no longer fit
   // before the deadline) leaves due work behind: its lane's queue must be told (a drain message).
   if (in.first_kinds) {

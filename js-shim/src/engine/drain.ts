@@ -28,6 +28,8 @@ interface ClaimPlan {
   backlog?: boolean;
   /** The flow limits of the plan's limited kinds; absent when none is. */
   limits?: ClaimLimits;
+  /** With fair share: how many tenants a claim visits (fair_share.h); absent otherwise. */
+  fairTenants?: number;
 }
 
 /** The core's next step for the lane; on wait, `waitMs` says when to ask again even if no handler ends. */
@@ -96,6 +98,8 @@ class LanePump<Db> {
   /** The last plan's smallest claim slack: how long a claimed job may wait for a slot. */
   #slackMs: number | null = null;
   #lastClaimFull = false;
+  /** With fair share: the tenant scope this drain's next claim starts after (the last one's answer). */
+  #fairAfter: string | null = null;
   /**
    * When (performance.now(): the wait runs in real time, as handler timers do, so a test clock
    * that stands still cannot hold it forever) claims paused by a flow limit may resume; null: not paused.
@@ -216,6 +220,7 @@ class LanePump<Db> {
     const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
     if (this.rt.options.telemetry?.needsJobContext) claim.traced = true;
     if (claimPlan.limits) claim.limits = claimPlan.limits;
+    if (claimPlan.fairTenants !== undefined) claim.fair = { tenants: claimPlan.fairTenants, after: this.#fairAfter };
     if (chunk) claim.targets = chunk;
     let rows: ClaimedJobs;
     const startedAt = performance.now();
@@ -256,6 +261,7 @@ class LanePump<Db> {
     if (this.#statementMs.length > RECENT_STATEMENTS) this.#statementMs.shift();
     this.report.claimed += rows.length;
     this.#lastClaimFull = rows.length === n;
+    if (rows.fairAfter !== undefined) this.#fairAfter = rows.fairAfter;
     const throttled = rows.throttled ?? [];
     if (rows.length > 0) this.#throttledSince = null;
     if (throttled.length > 0 && rows.length < n) {
@@ -373,5 +379,6 @@ function plan(
     policies,
     version: rt.versionTs === null ? null : { timestamp: rt.versionTs },
     target,
+    fairShare: rt.options.fairShare === true,
   });
 }

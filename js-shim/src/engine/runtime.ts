@@ -6,7 +6,7 @@ import type { OutboxStore } from '../stores/contract.js';
 import type { Clock, CorePolicy, JobDefinition, LaneDb, OutboxEvent, QueueProducer, Queryable, VersionMetadata } from '../types.js';
 
 /** The options the engine reads while it runs jobs, whichever store they live in. */
-export type EngineOptions = Pick<OutboxOptions<readonly JobDefinition[], unknown>, 'deps' | 'onTransition' | 'redactError' | 'warnAtStreak' | 'recordNudges' | 'telemetry'>;
+export type EngineOptions = Pick<OutboxOptions<readonly JobDefinition[], unknown>, 'deps' | 'onTransition' | 'redactError' | 'warnAtStreak' | 'recordNudges' | 'telemetry' | 'fairShare'>;
 
 /**
  * What every I/O routine of the engine needs: the core, the registry, the clock, the sinks and

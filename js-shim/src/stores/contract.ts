@@ -166,6 +166,20 @@ export interface ClaimInput {
   traced?: boolean;
   /** The flow limits of the claim's limited kinds, as the core's plan gives them; absent when none is. */
   limits?: ClaimLimits;
+  /** Fair share across tenants (a due claim without limits only); absent when the outbox has none. */
+  fair?: ClaimFairShare;
+}
+
+/**
+ * A fair claim (wasm/include/postbox/fair_share.h): it visits up to `tenants` tenant scopes with
+ * due jobs (`'n'` for jobs without a tenant, `'t:<key>'` otherwise) in scope order, starting
+ * just after `after` (null: from the first) and wrapping round; each visited scope offers its
+ * first ⌈limit / visited⌉ jobs in claim order, taken round by round, and the lane's claim order
+ * fills the rest. The answer lists jobs in that order and says where the next claim starts.
+ */
+export interface ClaimFairShare {
+  tenants: number;
+  after: string | null;
 }
 
 /**
@@ -190,6 +204,8 @@ export interface ThrottledKind {
 /** What a claim returns: the claimed jobs, and with limits the kinds it held back. */
 export interface ClaimedJobs extends Array<ClaimedJob> {
   throttled?: ThrottledKind[];
+  /** A fair claim's last visited scope when it visited all it might, else null: the next claim's `fair.after`. */
+  fairAfter?: string | null;
 }
 
 /**

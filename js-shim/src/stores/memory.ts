@@ -12,7 +12,7 @@ import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from './shared.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, tenantScope } from './shared.js';
 
 interface AttemptRecord {
   seq: number;
@@ -415,6 +415,13 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     const room = this.#room(input);
     const due = picked;
     if (room) picked = picked.filter((r) => !room.has(r.kind) || room.get(r.kind)! > 0 && (room.set(r.kind, room.get(r.kind)! - 1), true));
+    let fairAfter: string | null | undefined;
+    if (input.fair && !targets && !room) {
+      const rank = (r: Row) => r.dueAt - r.boostMs;
+      const fair = fairPick(picked, (r) => tenantScope(r.tenantKey), Math.max(0, input.limit), input.fair);
+      picked = fairOrder(fair.picked, fair.visited, (r) => tenantScope(r.tenantKey), rank, (r) => r.id);
+      fairAfter = fair.fairAfter;
+    }
     picked = picked.slice(0, Math.max(0, input.limit));
     const jobs: ClaimedJobs = picked.map((row) => {
       row.status = 'running';
@@ -424,6 +431,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       row.log.push({ seq: row.attemptSeq, startedAt: now, leaseExpiresAt: row.leaseExpiresAt, finishedAt: null, outcome: null, errorCode: null, errorMessage: null });
       return claimed(row);
     });
+    if (fairAfter !== undefined) jobs.fairAfter = fairAfter;
     if (input.limits) {
       // Kinds with due jobs left and no room after this claim; a rate's next free start.
       const after = this.#room(input)!;

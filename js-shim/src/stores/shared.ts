@@ -36,3 +36,52 @@ export function attemptView(seq: number, outcome: string | null, code: string | 
     durationMs: finishedAt === null ? null : finishedAt - startedAt,
   };
 }
+
+/** A job's tenant scope, as the job tables' `tenant_scope` column has it: 'n' without a tenant, 't:<key>' otherwise. */
+export const tenantScope = (tenantKey: string | null): string => (tenantKey === null ? 'n' : `t:${tenantKey}`);
+
+/**
+ * The order a fair claim hands its jobs over in (sql/fair.ts, `ClaimFairShare`): round by
+ * round over the visited scopes (each scope's first job by `rank`, then each one's second, …),
+ * then the jobs that filled the rest, each group by rank and id. `visited` is in visiting order.
+ */
+export function fairOrder<T>(jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string): T[] {
+  const seen = new Set(visited);
+  const byRank = [...jobs].sort((a, b) => rankOf(a) - rankOf(b) || (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
+  const taken = new Map<string, number>();
+  const round = new Map<T, number>();
+  for (const job of byRank) {
+    const scope = scopeOf(job);
+    if (!seen.has(scope)) continue;
+    taken.set(scope, (taken.get(scope) ?? 0) + 1);
+    round.set(job, taken.get(scope)!);
+  }
+  return byRank
+    .map((job, i) => ({ job, i, round: round.get(job) ?? Number.MAX_SAFE_INTEGER }))
+    .sort((a, b) => a.round - b.round || a.i - b.i)
+    .map((x) => x.job);
+}
+
+/**
+ * A fair claim's choice among due jobs already in claim order (`ClaimFairShare`): the scopes it
+ * visits (after `after`, wrapping round, at most min(tenants, limit)), each one's share of the
+ * limit, the rest filled in claim order; and where the next claim starts.
+ */
+export function fairPick<T>(due: readonly T[], scopeOf: (job: T) => string, limit: number, fair: { tenants: number; after: string | null }):
+  { picked: T[]; visited: string[]; fairAfter: string | null } {
+  const most = Math.max(0, Math.min(fair.tenants, limit));
+  const scopes = [...new Set(due.map(scopeOf))].sort();
+  const after = fair.after;
+  const visited = (after === null ? scopes : [...scopes.filter((s) => s > after), ...scopes.filter((s) => s <= after)]).slice(0, most);
+  const quota = visited.length === 0 ? limit : Math.max(1, Math.ceil(limit / visited.length));
+  const share = new Map(visited.map((s) => [s, quota]));
+  const offered = new Set<T>();
+  for (const job of due) {
+    const left = share.get(scopeOf(job));
+    if (left === undefined || left === 0) continue;
+    share.set(scopeOf(job), left - 1);
+    offered.add(job);
+  }
+  const rest = due.filter((job) => !offered.has(job)).slice(0, Math.max(0, limit - offered.size));
+  return { picked: [...offered, ...rest], visited, fairAfter: visited.length > 0 && visited.length >= most ? visited[visited.length - 1]! : null };
+}

@@ -142,6 +142,7 @@ RETURNING j.id`;
       const statement = input.targets ? this.sql.limited.claimTargets : this.sql.limited.claimDue;
       return this.#limitedAnswer((await run(db, statement, [input.now, ...claimArgs(input)])).rows[0]);
     }
+    if (isFair(input)) return fairAnswer((await run(db, this.sql.fair.claimDue, [input.now, ...claimArgs(input)])).rows[0]);
     const set = input.traced ? this.sql.traced : this.sql;
     const statement = input.targets ? set.claimTargets : set.claimDue;
     return (await run(db, statement, [input.now, ...claimArgs(input)])).rows as ClaimedJob[];
@@ -155,6 +156,10 @@ RETURNING j.id`;
   async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
     // One `now` for both halves: the statement has one $1.
     if (settle.now !== claim.now) throw new PostboxError('invalid_input', 'settleThenClaim: the settle and the claim must share one now');
+    if (isFair(claim)) {
+      const out = (await run(db, this.sql.fair.settleThenClaimDue, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
+      return { settled: out.settled as string[], claimed: fairAnswer(out) };
+    }
     if (claim.limits) await this.#ensureSlots(db, claim.limits);
     const set = claim.limits ? this.sql.limited : claim.traced ? this.sql.traced : this.sql;
     const statement = claim.targets ? set.settleThenClaimTargets : set.settleThenClaimDue;
@@ -332,7 +337,18 @@ function claimArgs(c: ClaimInput): unknown[] {
   const args: unknown[] = [c.lane, c.kinds, c.leaseMs, c.limit, c.versionCutoff];
   if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
   if (c.limits) args.push(c.limits.kinds, c.limits.concurrency, c.limits.rateSlots, c.limits.rateHoldMs);
+  else if (isFair(c)) args.push(c.fair!.tenants, c.fair!.after);
   return args;
+}
+
+/** Whether a claim takes the fair statements (sql/fair.ts): a due claim of an outbox with fair share, in a lane without limits. */
+const isFair = (c: ClaimInput) => c.fair !== undefined && !c.targets && !c.limits;
+
+/** A fair claim's answer: the claimed jobs in the claim's order, carrying where the next claim starts. */
+function fairAnswer(row: { claimed: unknown[][]; fair_after: string | null }): ClaimedJobs {
+  const jobs: ClaimedJobs = row.claimed.map(claimedFromArray);
+  jobs.fairAfter = row.fair_after;
+  return jobs;
 }
 
 

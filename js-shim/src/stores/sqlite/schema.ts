@@ -140,6 +140,12 @@ function migrations(p: string): SqliteMigration[] {
         `CREATE INDEX ${p}job_claimable ON ${p}job (lane, due_at - boost_ms, id) WHERE status IN ('pending', 'retrying')`,
       ],
     },
+    {
+      // migrations/0011: fair share; a fair claim skips through the tenant scopes with due jobs.
+      version: 5,
+      name: 'job_fair',
+      statements: [`CREATE INDEX IF NOT EXISTS ${p}job_fair ON ${p}job (lane, tenant_scope, due_at - boost_ms, id) WHERE status IN ('pending', 'retrying')`],
+    },
   ];
 }
 

@@ -41,6 +41,10 @@ export interface SqliteSql {
    * null (every due job), `?8` limits {kind: [concurrency, rate slots, rate hold ms]} (0: none).
    */
   readonly claimLimited: string;
+  /** As claimDue, plus `?7` tenants to visit, `?8` the scope to start after (null: the first): a fair claim (`ClaimFairShare`). */
+  readonly claimFair: string;
+  /** claimFair's parameters: the scopes it visits, in order (run just before it, in its batch). */
+  readonly fairVisited: string;
   /**
    * After claimLimited, `?1` now, `?2` lane, `?3` limits (as claimLimited's `?8`), `?4` version
    * cutoff, `?5` targets or null: the limited kinds with due jobs and no room left, and when a
@@ -144,6 +148,39 @@ RETURNING ${claimedColumns(`${job}.`)}`;
      AND j.id NOT IN (SELECT value FROM json_each(?6))
    ORDER BY j.due_at - j.boost_ms, j.id
    LIMIT ?4`;
+  // Fair share (`ClaimFairShare`, as sql/fair.ts on PostgreSQL): `?7` tenants to visit, `?8`
+  // the scope to start after. The scopes with a due job are found by skipping through the
+  // job_fair index, one probe each; `fairVisited` lists them (run first in the claim's batch),
+  // and `fair` takes each one's share in claim order and fills the rest in claim order.
+  const dueWhere = `${claimable('?2', '?5')} AND j.due_at <= ?1 AND j.due_at - j.boost_ms <= ?1
+     AND j.kind IN (SELECT key FROM json_each(?3)) AND j.id NOT IN (SELECT value FROM json_each(?6))`;
+  const nextScope = (bound: string) => `(SELECT j.tenant_scope FROM ${job} j WHERE ${dueWhere} AND ${bound} ORDER BY j.tenant_scope LIMIT 1)`;
+  const visits = 'min(?7, ?4)';
+  const visited = `RECURSIVE fair_on(scope, n) AS (
+  SELECT ${nextScope("j.tenant_scope > COALESCE(?8, '')")}, 1
+  UNION ALL SELECT ${nextScope('j.tenant_scope > t.scope')}, t.n + 1 FROM fair_on t WHERE t.scope IS NOT NULL AND t.n < ${visits}
+), fair_round(scope, n) AS (
+  SELECT ${nextScope('j.tenant_scope <= ?8')}, (SELECT count(scope) FROM fair_on) + 1
+   WHERE ?8 IS NOT NULL AND (SELECT count(scope) FROM fair_on) < ${visits}
+  UNION ALL SELECT ${nextScope('j.tenant_scope > t.scope AND j.tenant_scope <= ?8')}, t.n + 1
+    FROM fair_round t WHERE t.scope IS NOT NULL AND t.n < ${visits}
+), visited AS (
+  SELECT scope, n FROM fair_on WHERE scope IS NOT NULL UNION ALL SELECT scope, n FROM fair_round WHERE scope IS NOT NULL
+)`;
+  const fair = `WITH ${visited}, quota AS (
+  SELECT max(1, (CAST(?4 AS INTEGER) + count(*) - 1) / max(count(*), 1)) AS q FROM visited
+), offered AS (
+  SELECT x.id, x.due_at - x.boost_ms AS rank, v.n FROM visited v JOIN ${job} x ON x.id IN (
+    SELECT j.id FROM ${job} j WHERE ${dueWhere} AND j.tenant_scope = v.scope ORDER BY j.due_at - j.boost_ms, j.id LIMIT (SELECT q FROM quota))
+), rest AS (
+  SELECT j.id, j.due_at - j.boost_ms AS rank FROM ${job} j
+   WHERE ${dueWhere} AND j.id NOT IN (SELECT id FROM offered)
+   ORDER BY j.due_at - j.boost_ms, j.id LIMIT max(0, ?4 - (SELECT count(*) FROM offered))
+)
+SELECT id FROM (
+  SELECT id, rank, row_number() OVER (PARTITION BY n ORDER BY rank, id) AS round FROM offered
+  UNION ALL SELECT id, rank, 9223372036854775807 FROM rest)
+ ORDER BY round, rank, id LIMIT ?4`;
   // CROSS JOIN keeps the targets the outer loop (SQLite never reorders it): a nudge looks up its
   // jobs by id instead of scanning the lane's due jobs.
   const targets = `SELECT j.id FROM json_each(?7) t CROSS JOIN ${job} j ON j.id = t.key AND j.kind = t.value
@@ -211,6 +248,8 @@ SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload, j.max_att
     claimDue: claim(due),
     claimTargets: claim(targets),
     claimLimited: claim(limited),
+    claimFair: claim(fair),
+    fairVisited: `WITH ${visited} SELECT scope, n FROM visited ORDER BY n`,
     throttledKinds: `
 SELECT lim.key AS kind,
        CASE WHEN lim.value ->> 1 > 0 AND lim.value ->> 1 - (SELECT count(*) FROM ${attempt} a WHERE a.kind = lim.key AND a.started_at > ?1 - (lim.value ->> 2)) <= 0

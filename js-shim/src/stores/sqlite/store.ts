@@ -6,7 +6,7 @@
  * @module
  */
 import { PostboxError } from '../../errors.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, tenantScope } from '../shared.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
@@ -148,14 +148,29 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
         { sql: this.sql.throttledKinds, params: [input.now, input.lane, json, input.versionCutoff, targets] },
       ];
     }
+    if (input.fair && targets === null) {
+      const fair = [...params, input.fair.tenants, input.fair.after];
+      return [{ sql: this.sql.fairVisited, params: fair }, { sql: this.sql.claimFair, params: fair }, { sql: this.sql.openAttempts, params: [input.now] }];
+    }
     if (targets !== null) params.push(targets);
     return [{ sql: targets === null ? this.sql.claimDue : this.sql.claimTargets, params }, { sql: this.sql.openAttempts, params: [input.now] }];
   }
 
-  /** Claimed rows, with a limited claim's throttled kinds (its batch's third result). */
-  #claimed(rows: SqlRow[] | undefined, throttled: SqlRow[] | undefined, input: ClaimInput): ClaimedJobs {
-    const jobs: ClaimedJobs = toClaimed(rows ?? [], input.targets === undefined);
-    if (input.limits) jobs.throttled = (throttled ?? []).map((r) => ({ kind: String(r.kind), retryAt: r.retry_at === null ? null : Number(r.retry_at) }));
+  /**
+   * Claimed rows from a claim's batch results (`results`, from the claim's first statement on):
+   * a limited claim's carry its throttled kinds (the batch's third result); a fair claim's come
+   * in the claim's order, with where the next one starts (its first result lists the scopes).
+   */
+  #claimed(results: readonly (SqlRow[] | undefined)[], input: ClaimInput): ClaimedJobs {
+    if (input.fair && !input.limits && !input.targets) {
+      const visited = (results[0] ?? []).map((r) => String(r.scope));
+      const rows = fairOrder(results[1] ?? [], visited, (r) => tenantScope(str(r.tenant_key)), (r) => Number(r.due_ms) - Number(r.boost_ms), (r) => String(r.id));
+      const jobs: ClaimedJobs = toClaimed(rows, false);
+      jobs.fairAfter = visited.length > 0 && visited.length >= Math.min(input.fair.tenants, input.limit) ? visited[visited.length - 1]! : null;
+      return jobs;
+    }
+    const jobs: ClaimedJobs = toClaimed(results[0] ?? [], input.targets === undefined);
+    if (input.limits) jobs.throttled = (results[2] ?? []).map((r) => ({ kind: String(r.kind), retryAt: r.retry_at === null ? null : Number(r.retry_at) }));
     return jobs;
   }
 
@@ -169,8 +184,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
 
   async claim(db: Db, input: ClaimInput): Promise<ClaimedJobs> {
     if (input.limit <= 0 || input.kinds.length === 0 || input.targets?.length === 0) return [];
-    const [rows, , throttled] = await this.exec(db, this.#claimStatements(input, []));
-    return this.#claimed(rows, throttled, input);
+    return this.#claimed(await this.exec(db, this.#claimStatements(input, [])), input);
   }
 
   async settle(db: Db, input: SettleInput): Promise<string[]> {
@@ -186,7 +200,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     // The claim never takes a job this settle touches (the contract; one statement on PostgreSQL).
     const exclude = settle.items.map((s) => s.id);
     const results = await this.exec(db, [...this.#settleStatements(settle), ...this.#claimStatements(claim, exclude)]);
-    return { settled: (results[1] ?? []).map((r) => String(r.id)), claimed: this.#claimed(results[2], results[4], claim) };
+    return { settled: (results[1] ?? []).map((r) => String(r.id)), claimed: this.#claimed(results.slice(2), claim) };
   }
 
   async heartbeat(db: Db, input: HeartbeatInput): Promise<string[]> {

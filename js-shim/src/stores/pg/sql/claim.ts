@@ -72,14 +72,23 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
    WHERE j.id = ANY(${p(5)}::uuid[]) AND ${claimable}
    LIMIT ${p(3)}
    FOR UPDATE OF j SKIP LOCKED`;
-  // Rows are reached by id through the primary key (\`id = ANY(array)\`): the generic plan a
-  // named statement settles on cannot size a join, and joined it hashed a scan of the whole
-  // table, so every claim cost time in proportion to the jobs kept (finished ones included).
-  return `lease AS (
-  SELECT kind, lease_ms FROM unnest(${p(1)}::text[], ${p(2)}::bigint[]) AS l(kind, lease_ms)
-), picked AS (
+  return `${leaseCte(first)}, picked AS (
   ${picked}
-), claimed AS (
+), ${claimedCte(s)}`;
+}
+
+/** Each claimed kind's lease (parameters at `first` + 1 and + 2, as claimCtes has them). */
+export const leaseCte = (first: number) => `lease AS (
+  SELECT kind, lease_ms FROM unnest($${first + 1}::text[], $${first + 2}::bigint[]) AS l(kind, lease_ms)
+)`;
+
+/**
+ * Leases the `picked` jobs: each becomes running under its next attempt. Rows are reached by
+ * id through the primary key (`id = ANY(array)`): the generic plan a named statement settles
+ * on cannot size a join, and joined it hashed a scan of the whole table, so every claim cost
+ * time in proportion to the jobs kept (finished ones included).
+ */
+export const claimedCte = (s: string) => `claimed AS (
   UPDATE ${s}.job j
      SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${ts('$1')}, started_at = ${ts('$1')},
          lease_expires_at = ${ts('$1')} + l.lease_ms * interval '1 millisecond'
@@ -87,7 +96,6 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
    WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND l.kind = j.kind
   RETURNING j.*
 )`;
-}
 
 export { CLAIMED_COLUMNS, traceName };
 

@@ -8,6 +8,7 @@
 import { checkOutboxName, outboxSchemaName, schemaIdent } from '../../../name.js';
 import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobListExpiredUnregistered, jobNextDue } from './claim.js';
 import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
+import { jobClaimFairDue, jobSettleThenClaimFairDue } from './fair.js';
 import {
   jobClaimLimitedDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
 } from './limits.js';
@@ -39,6 +40,8 @@ export interface OutboxSql {
   readonly traced: { readonly claimDue: Statement; readonly claimTargets: Statement; readonly settleThenClaimDue: Statement; readonly settleThenClaimTargets: Statement };
   /** The four claim statements of a lane with flow-limited kinds (limits.ts): JSON answers with the throttled kinds, always traced. */
   readonly limited: { readonly claimDue: Statement; readonly claimTargets: Statement; readonly settleThenClaimDue: Statement; readonly settleThenClaimTargets: Statement };
+  /** The due claims of an outbox with fair share (fair.ts): JSON answers in the claim's order, with where the next claim starts; always traced. */
+  readonly fair: { readonly claimDue: Statement; readonly settleThenClaimDue: Statement };
   /** Creates the slot rows limited kinds need. */
   readonly kindSlotsEnsure: Statement;
   readonly settleBatch: Statement;
@@ -106,6 +109,7 @@ export function outboxSql(name?: string | null): OutboxSql {
       settleThenClaimDue: n(jobSettleThenClaimLimitedDue(s)),
       settleThenClaimTargets: n(jobSettleThenClaimLimitedTargets(s)),
     }),
+    fair: Object.freeze({ claimDue: n(jobClaimFairDue(s)), settleThenClaimDue: n(jobSettleThenClaimFairDue(s)) }),
     kindSlotsEnsure: n(kindSlotsEnsure(s)),
     settleBatch: n(jobSettleBatch(s)),
     heartbeat: n(jobHeartbeat(s)),
