@@ -9,8 +9,12 @@
  *   rate: a kind limited to 20 starts a second bursting to 5, 4 consumers, 60 s of backlog:
  *     the starts in each 10 s window after the first (target within 5 % of 200) and the most in
  *     any 250 ms window (the burst, 5), by the ledger's claim times and by the handlers' own.
+ *   fair share: tenant A enqueues 50,000 jobs of 2 ms, then tenant B enqueues 100, one every
+ *     100 ms, 4 consumers: B's enqueue-to-start p50/p99 against the same 100 on an idle outbox,
+ *     and A's starts per second in the 10 s before B against B's 10 s; with `fairShare` on and
+ *     off, side by side.
  *
- *   node --import tsx bench/flow.ts [--consumers 4] [--rate-seconds 60] [--no-write]
+ *   node --import tsx bench/flow.ts [--consumers 4] [--rate-seconds 60] [--fair-jobs 50000] [--no-write]
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -23,15 +27,17 @@ import { arg, machineLine, writeResults } from './common.ts';
 
 const CONSUMERS = Number(arg('consumers') ?? 4);
 const RATE_SECONDS = Number(arg('rate-seconds') ?? 60);
+const FAIR_JOBS = Number(arg('fair-jobs') ?? 50_000);
 const WRITE = !process.argv.includes('--no-write');
 const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', validate: (value: unknown) => ({ value }) } };
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 const capped = defineJob({ kind: 'bench.capped', payload: anyPayload, timeoutMs: 30_000, concurrency: 5, handle: async () => (await sleep(20), ok()) });
 const rated = defineJob({ kind: 'bench.rated', payload: anyPayload, timeoutMs: 30_000, rateLimit: { starts: 20, perMs: 1_000, burst: 5 }, handle: async () => ok() });
+const shared = defineJob({ kind: 'bench.shared', payload: anyPayload, timeoutMs: 30_000, handle: async () => (await sleep(2), ok()) });
 
 /** A consumer process: drains until told to stop, noting each handler's start and end (Date.now()). */
-async function consumer(url: string): Promise<void> {
+async function consumer(url: string, fairShare: boolean): Promise<void> {
   const spans: [number, number][] = [];
   const noted = (job: typeof capped) =>
     defineJob({
@@ -46,7 +52,7 @@ async function consumer(url: string): Promise<void> {
         }
       },
     });
-  const outbox = createOutbox({ jobs: [noted(capped), noted(rated)], connect: createPgConnector(url), concurrency: 8 });
+  const outbox = createOutbox({ jobs: [noted(capped), noted(rated), shared], connect: createPgConnector(url), concurrency: 8, fairShare });
   let stop = false;
   process.on('message', (m) => {
     if (m === 'stop') stop = true;
@@ -61,9 +67,9 @@ async function consumer(url: string): Promise<void> {
 }
 
 /** Runs `n` consumer processes until `done()` says so; every handler span they noted. */
-async function withConsumers(url: string, n: number, done: () => Promise<boolean>): Promise<[number, number][]> {
+async function withConsumers(url: string, n: number, done: () => Promise<boolean>, fairShare = false): Promise<[number, number][]> {
   const here = fileURLToPath(import.meta.url);
-  const children = Array.from({ length: n }, () => fork(here, ['--consumer', url], { execArgv: ['--import', 'tsx'] }));
+  const children = Array.from({ length: n }, () => fork(here, ['--consumer', url, ...(fairShare ? ['--fair'] : [])], { execArgv: ['--import', 'tsx'] }));
   await Promise.all(children.map((c) => new Promise((resolve) => c.once('message', resolve))));
   while (!(await done())) await sleep(200);
   const spans = await Promise.all(
@@ -129,6 +135,57 @@ async function main(): Promise<void> {
     const worst = Math.max(...windows.map((r) => Math.abs(r - 20) / 20));
     process.stderr.write(`rate: windows ${windows.map((r) => r.toFixed(1)).join(' ')} /s; burst ${mostInWindow(claims, 250)} (ledger), ${mostInWindow(starts, 250)} (handlers)\n`);
 
+    // Fair share: B's 100 jobs on an idle outbox, then behind A's backlog, with fairShare on and off.
+    const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+    const fairRun = async (fairShare: boolean) => {
+      await client.query(`DELETE FROM outbox.job WHERE kind = $1`, [shared.kind]);
+      const trickle = async (tag: string) => {
+        for (let i = 0; i < 100; i++) {
+          await producer.enqueue(client, shared, { payload: { tag, i }, tenantKey: 'b' });
+          await sleep(100);
+        }
+      };
+      const waits = async (tag: string) => (await client.query(
+        `SELECT (extract(epoch FROM a.started_at - j.created_at) * 1000)::float8 AS w FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id
+          WHERE j.kind = $1 AND j.tenant_key = 'b' AND j.payload ->> 'tag' = $2 AND a.seq = 1`, [shared.kind, tag])).rows.map((r) => Number(r.w));
+      const left = async () => Number((await client.query(`SELECT count(*) FROM outbox.job WHERE kind = $1 AND status <> 'succeeded'`, [shared.kind])).rows[0].count);
+      let phase: 'idle' | 'backlog' | 'done' = 'idle';
+      let bFrom = 0;
+      let bTo = 0;
+      let aLeftAtEnd = 0;
+      const driver = (async () => {
+        await trickle('idle');
+        while ((await left()) > 0) await sleep(100);
+        for (let i = 0; i < FAIR_JOBS; i += 1000) {
+          await producer.enqueueMany(client, shared, Array.from({ length: Math.min(1000, FAIR_JOBS - i) }, (_, k) => ({ payload: { i: i + k }, tenantKey: 'a' })));
+        }
+        await sleep(12_000);
+        bFrom = Date.now();
+        phase = 'backlog';
+        await trickle('backlog');
+        bTo = Date.now();
+        aLeftAtEnd = Number((await client.query(`SELECT count(*) FROM outbox.job WHERE kind = $1 AND tenant_key = 'a' AND status <> 'succeeded'`, [shared.kind])).rows[0].count);
+        while ((await waits('backlog')).length < 100) await sleep(200);
+        phase = 'done';
+      })();
+      await withConsumers(url, CONSUMERS, async () => phase === 'done', fairShare);
+      await driver;
+      const aStarts = (await client.query(
+        `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS s FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id
+          WHERE j.kind = $1 AND j.tenant_key = 'a' AND a.seq = 1`, [shared.kind])).rows.map((r) => Number(r.s));
+      const span = bTo - bFrom;
+      const before = aStarts.filter((t) => t >= bFrom - span && t < bFrom).length / (span / 1000);
+      const during = aStarts.filter((t) => t >= bFrom && t < bTo).length / (span / 1000);
+      const idle = await waits('idle');
+      const busy = await waits('backlog');
+      const out = { fairShare, idleP50: quantile(idle, 0.5), idleP99: quantile(idle, 0.99), busyP50: quantile(busy, 0.5), busyP99: quantile(busy, 0.99), before, during, aLeftAtEnd };
+      process.stderr.write(`fair share ${fairShare ? 'on' : 'off'}: ${JSON.stringify(out)}\n`);
+      // The rest of A's backlog is not this run's measure: drop it.
+      await client.query(`DELETE FROM outbox.job WHERE kind = $1`, [shared.kind]);
+      return out;
+    };
+    const fairRuns = [await fairRun(true), await fairRun(false)];
+
     lines.push(
       '# Flow limits under several consumer processes',
       '',
@@ -157,6 +214,14 @@ async function main(): Promise<void> {
       '',
       `Largest deviation from 20/s: ${(worst * 100).toFixed(1)} % (target ≤ 5 %). Most starts in any 250 ms: ${mostInWindow(claims, 250)} by the ledger's claim times, ${mostInWindow(starts, 250)} by the handlers' own start times (target: the burst, 5). The limit holds on starts as claims: a claimed job's handler may begin later (the consumer's event loop, its buffer), so on a loaded machine two claims' handlers can bunch within 250 ms; the long-run rate is unaffected.`,
       '',
+      '## Fair share: a quiet tenant beside a large backlog',
+      '',
+      `Tenant B enqueues 100 jobs of 2 ms, one every 100 ms, on an idle outbox; then tenant A enqueues ${FAIR_JOBS.toLocaleString('en')} and, 12 s into A's drain, B enqueues another 100 the same way. B's wait is enqueue to claim (the attempt ledger's start less the job's creation); A's rate is its claims per second in the 10 s before B's second run and during it. The consumers poll (no queue), sleeping 50 ms after a drain that claimed nothing.`,
+      '',
+      '| `fairShare` | B idle p50 / p99 | B behind A p50 / p99 | p99 ratio (target ≤ 2) | A jobs/s before B | A jobs/s during B | A\'s change (target ≥ −10 %) | A left when B ended |',
+      '|---|---|---|---|---|---|---|---|',
+      ...fairRuns.map((r) => `| ${r.fairShare ? 'on' : 'off'} | ${r.idleP50.toFixed(0)} / ${r.idleP99.toFixed(0)} ms | ${r.busyP50.toFixed(0)} / ${r.busyP99.toFixed(0)} ms | ${(r.busyP99 / r.idleP99).toFixed(2)} | ${r.before.toFixed(0)} | ${r.during.toFixed(0)} | ${(((r.during - r.before) / r.before) * 100).toFixed(1)} % | ${r.aLeftAtEnd.toLocaleString('en')} |`),
+      '',
     );
     await client.end();
   } finally {
@@ -167,5 +232,5 @@ async function main(): Promise<void> {
   else process.stdout.write(report);
 }
 
-if (process.argv.includes('--consumer')) await consumer(process.argv[process.argv.indexOf('--consumer') + 1]!);
+if (process.argv.includes('--consumer')) await consumer(process.argv[process.argv.indexOf('--consumer') + 1]!, process.argv.includes('--fair'));
 else await main();

@@ -63,6 +63,10 @@ function buildTables<S extends string>(schemaName: S) {
       index('job_claimable')
         .on(t.lane, sql`((due_at AT TIME ZONE 'UTC') - boost_ms * interval '1 millisecond')`, t.id)
         .where(sql`status IN ('pending', 'retrying')`),
+      // Fair share (migration 0011): a fair claim skips through the tenant scopes with due jobs.
+      index('job_fair')
+        .on(t.lane, t.tenantScope, sql`((due_at AT TIME ZONE 'UTC') - boost_ms * interval '1 millisecond')`, t.id)
+        .where(sql`status IN ('pending', 'retrying')`),
       index('job_lease').on(t.leaseExpiresAt).where(sql`status = 'running'`),
       index('job_finished').on(t.status, t.finishedAt).where(sql`finished_at IS NOT NULL`),
       index('job_correlation').on(t.correlationId).where(sql`correlation_id IS NOT NULL`),
