@@ -28,7 +28,7 @@ import { DirectSession } from './engine/session.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions } from './engine/sweep.js';
 import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
 import { nudgeCommitted, queueForLane, sendNudges } from './engine/nudge.js';
-import { enqueueInTransaction, enqueueJobs, finishEnqueue, planEnqueue, type Api, type EnqueueEnv } from './engine/enqueue.js';
+import { endEnqueueTrace, enqueueInTransaction, enqueueJobs, finishEnqueue, keepTraceContext, planEnqueue, startEnqueueTrace, type Api, type EnqueueEnv } from './engine/enqueue.js';
 import { RUN, type DrivableOutbox, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
 import { tick, type Schedule, type ScheduledReport } from './engine/schedules.js';
 import type { OutboxStore } from './stores/contract.js';
@@ -266,11 +266,34 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     enqueueMany: (tx, job, items) => enqueueMany(tx, job, items),
     async enqueueStatements(db, job, items) {
       if (!store.appendStatements) throw new PostboxError('invalid_config', 'enqueueStatements: this store runs appends itself; use enqueue inside store.transaction');
-        const env = enqueueEnv();
-      const planned = await planEnqueue(env, job, items, 'enqueueStatements');
-      if (!planned.input) return { statements: [], read: () => planned.results as EnqueueResult[] };
+      const env = enqueueEnv();
+      // The producer span lasts from here until `read` (the batch ran): the write is the caller's.
+      const trace = startEnqueueTrace(env, job, items, 'enqueueStatements');
+      const failed = (error: unknown) => (trace?.end({ created: 0, exists: 0, refused: 0, error }), error);
+      let planned: Awaited<ReturnType<typeof planEnqueue>>;
+      try {
+        planned = await planEnqueue(env, job, items, 'enqueueStatements');
+      } catch (error) {
+        throw failed(error);
+      }
+      keepTraceContext(planned, trace);
+      if (!planned.input) {
+        endEnqueueTrace(trace, planned.results);
+        return { statements: [], read: () => planned.results as EnqueueResult[] };
+      }
       const batch = store.appendStatements(db, planned.input);
-      return { statements: batch.statements, read: (res) => finishEnqueue(env, job, planned, batch.read(res), 'enqueueStatements').results };
+      return {
+        statements: batch.statements,
+        read: (res) => {
+          try {
+            const { results } = finishEnqueue(env, job, planned, batch.read(res), 'enqueueStatements');
+            endEnqueueTrace(trace, results);
+            return results;
+          } catch (error) {
+            throw failed(error);
+          }
+        },
+      };
     },
     async drain(db, opts = {}) {
       const [rt, session] = on(db);

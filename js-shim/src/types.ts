@@ -371,4 +371,17 @@ export interface Telemetry {
   settledUnrun(info: { jobId: string; kind: string; lane: string; outcome: string; status: string; code: string | null }): void;
   /** A claim statement (`claim`), a sweep (`sweep`) or one of its steps (`sweep.<step>`) is starting. */
   operation(name: string, attributes: Record<string, string | number>): OperationTrace;
+  /**
+   * What a sweep counted of the jobs waiting or running, by kind, lane and status, when it
+   * ended (the backlog gauge's values until the next sweep). A sweep counts only when this is set.
+   */
+  backlog?(counts: readonly BacklogCount[]): void;
+}
+
+/** Jobs of one kind in one lane with one unfinished status (`countActive`, a telemetry's backlog). */
+export interface BacklogCount {
+  kind: string;
+  lane: string;
+  status: 'pending' | 'retrying' | 'running';
+  count: number;
 }

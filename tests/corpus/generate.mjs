@@ -580,6 +580,12 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   const limited = [P({ kind: 'a', timeoutMs: 1000, concurrency: 5 }), P({ kind: 'b', timeoutMs: 1000, rateLimit: { starts: 20, perMs: 1000, burst: 5 } }), P({ kind: 'c', timeoutMs: 1000 })];
   c('plan limits parallel to kinds', plan({ policies: limited }), fields({ limits: { kinds: ['a', 'b'], concurrency: [5, 0], rateSlots: [0, 5], rateHoldMs: [0, 250] } }));
   c('plan no limits without a limited kind', plan({ policies: two }), (o) => want(o.limits === undefined, 'no limits field'));
+  // fair share: the plan says how many tenants a claim visits, only for due claims.
+  c('plan fair share', plan({ policies: two, fairShare: true }), fields({ fairTenants: 64 }));
+  c('plan fair share off', plan({ policies: two, fairShare: false }), (o) => want(o.fairTenants === undefined, 'no fairTenants'));
+  c('plan fair share not for a target', plan({ policies: two, fairShare: true, target: { id: '0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b', kind: 'a' } }), (o) => want(o.fairTenants === undefined, 'no fairTenants'));
+  c('plan fair share with nothing to claim', plan({ policies: two, fairShare: true, lane: 'bulk' }), (o) => want(o.fairTenants === undefined && o.limit === 0, 'no fairTenants'));
+  c('plan fairShare not a bool', plan({ fairShare: 'yes' }), isError('invalid_input', 'fairShare'));
   // throttle: when a drain whose claims left limited kinds behind claims again.
   const thr = (o) => ({ op: 'throttle', now: NOW, deadlineAt: NOW + 60000, throttledSince: NOW, throttled: [], ...o });
   c('throttle rate slot frees', thr({ throttled: [{ kind: 'b', retryAt: NOW + 250, timeoutMs: 1000 }] }),

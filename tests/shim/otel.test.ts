@@ -5,6 +5,8 @@
 // retry, dead-letter and enqueue counters and the attempt-duration histogram with the values
 // the drain produced.
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
@@ -113,6 +115,61 @@ describe('postbox/otel inside workerd', () => {
     await post('/enqueue', { items: [{ to: 'x', mode: 'nope' }] });
     const after = (await telemetry()).metrics;
     assert.equal(sum(after, 'postbox.enqueued', { 'postbox.result': 'refused' }) - sum(before, 'postbox.enqueued', { 'postbox.result': 'refused' }), 1);
+  });
+
+  test('a sweep counts the backlog by kind, lane and status for the postbox.backlog gauge; a drained backlog reads 0', async () => {
+    const pending = { 'messaging.destination.name': 'otel.mail', 'postbox.lane': 'default', 'postbox.status': 'pending' };
+    await post('/enqueue', { items: [{ to: 'd', mode: 'ok' }, { to: 'e', mode: 'ok' }], delayMs: 3_600_000 });
+    // Before any sweep (each request's outbox is a new one): no value yet.
+    assert.deepEqual(points((await telemetry()).metrics, 'postbox.backlog'), []);
+    await post('/sweep');
+    const counted = points((await telemetry()).metrics, 'postbox.backlog');
+    assert.deepEqual(counted.map((p) => [p.attributes, p.value]), [[pending, 2]], 'the two delayed jobs, nothing else unfinished');
+    await post('/drain');
+    await post('/sweep');
+    assert.deepEqual(points((await telemetry()).metrics, 'postbox.backlog').map((p) => [p.attributes, p.value]), [[pending, 0]]);
+  });
+});
+
+describe('exporting to a collector over OTLP/HTTP from inside workerd', () => {
+  const received: { name: string; traceId: string; links: string[] }[] = [];
+  let collector: http.Server;
+  let worker: TestWorker;
+  before(async () => {
+    // The test's collector: OTLP/HTTP with JSON bodies, as the exporter sends from a Worker.
+    collector = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk) => (body += chunk));
+      req.on('end', () => {
+        if (req.url === '/v1/traces') {
+          for (const rs of JSON.parse(body).resourceSpans ?? []) {
+            for (const ss of rs.scopeSpans ?? []) {
+              for (const s of ss.spans ?? []) received.push({ name: s.name, traceId: s.traceId, links: (s.links ?? []).map((l: { traceId: string }) => l.traceId) });
+            }
+          }
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    const { port } = collector.address() as AddressInfo;
+    worker = await startWorker({ entry: path.join(fixtures, 'otel-collector-worker.ts'), databaseUrl: db.url, vars: { COLLECTOR: `http://127.0.0.1:${port}` } });
+  });
+  after(async () => {
+    await worker?.dispose();
+    collector?.close();
+  });
+
+  test('a request\'s enqueue and its jobs\' attempts reach the collector, the attempts linked to the request\'s trace', async () => {
+    const { traceId, succeeded } = await json(await worker.fetch('/run', { method: 'POST' }));
+    assert.equal(succeeded, 2);
+    const deadline = performance.now() + 10_000;
+    while (received.filter((s) => s.name === 'process otlp.welcome').length < 2 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(received.some((s) => s.name === 'POST /signup' && s.traceId === traceId), 'the request\'s own span');
+    assert.equal(received.filter((s) => s.name === 'send otlp.welcome' && s.traceId === traceId).length, 2, 'an enqueue span per enqueue, in the request\'s trace');
+    const attempts = received.filter((s) => s.name === 'process otlp.welcome');
+    assert.equal(attempts.length, 2);
+    for (const a of attempts) assert.deepEqual(a.links, [traceId], 'each attempt links to the request\'s trace');
   });
 });
 

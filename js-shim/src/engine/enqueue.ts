@@ -7,7 +7,7 @@ import { sendNudges, type PendingNudge } from './nudge.js';
 import type { EngineRuntime } from './runtime.js';
 import type { TxEnqueue, TxEnqueueMany } from './driven.js';
 import type { AppendInput, AppendRow, OutboxStore } from '../stores/contract.js';
-import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, JobDefinition, Queryable, Telemetry } from '../types.js';
+import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, EnqueueTrace, JobDefinition, Queryable, Telemetry } from '../types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
 export type EnqueueDecision =
@@ -107,28 +107,40 @@ export async function enqueueInTransaction<Q, T>(
  * the statement found, after (the caller's transaction rolls back).
  */
 export async function enqueueJobs<P, Tx>(env: EnqueueEnv<Tx>, q: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<EnqueueOutcome> {
-  const trace = env.telemetry?.enqueue({ kind: job?.kind, lane: job?.lane, count: items?.length ?? 0, api });
+  const trace = startEnqueueTrace(env, job, items, api);
   try {
     const planned = await planEnqueue(env, job, items, api);
-    // A context the column cannot hold is dropped: telemetry must never fail an enqueue.
-    const context = trace?.context;
-    if (planned.input && typeof context === 'string' && context.length > 0 && context.length <= MAX_TRACE_CONTEXT_CHARS) planned.input.traceContext = context;
+    keepTraceContext(planned, trace);
     const rows = planned.input ? await env.store.append(q, planned.input) : [];
     const outcome = finishEnqueue(env, job, planned, rows, api);
-    if (trace) {
-      let created = 0;
-      let exists = 0;
-      for (const r of outcome.results) {
-        if (r.status === 'created') created++;
-        else if (r.status === 'exists') exists++;
-      }
-      trace.end({ created, exists, refused: outcome.results.length - created - exists });
-    }
+    endEnqueueTrace(trace, outcome.results);
     return outcome;
   } catch (error) {
     trace?.end({ created: 0, exists: 0, refused: 0, error });
     throw error;
   }
+}
+
+/** The enqueue's producer span, when the outbox has telemetry. */
+export const startEnqueueTrace = <P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, items: readonly unknown[], api: Api): EnqueueTrace | undefined =>
+  env.telemetry?.enqueue({ kind: job?.kind, lane: job?.lane, count: items?.length ?? 0, api });
+
+/** Stores the span's trace context with the jobs. A context the column cannot hold is dropped: telemetry must never fail an enqueue. */
+export function keepTraceContext(planned: PlannedEnqueue, trace: EnqueueTrace | undefined): void {
+  const context = trace?.context;
+  if (planned.input && typeof context === 'string' && context.length > 0 && context.length <= MAX_TRACE_CONTEXT_CHARS) planned.input.traceContext = context;
+}
+
+/** Ends the enqueue's span with how many items were created, found and refused. */
+export function endEnqueueTrace(trace: EnqueueTrace | undefined, results: readonly (EnqueueResult | undefined)[]): void {
+  if (!trace) return;
+  let created = 0;
+  let exists = 0;
+  for (const r of results) {
+    if (r?.status === 'created') created++;
+    else if (r?.status === 'exists') exists++;
+  }
+  trace.end({ created, exists, refused: results.length - created - exists });
 }
 
 /** Everything before the write: each item checked and serialised, the core's decisions, ids drawn. */

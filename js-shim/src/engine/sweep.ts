@@ -122,6 +122,17 @@ export async function runSweep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, 
       await session.replace();
     }
   }
+  const telemetry = rt.options.telemetry;
+  if (telemetry?.backlog) {
+    // The backlog gauge's values: what waits and runs as the sweep leaves it.
+    try {
+      telemetry.backlog(await session.exclusive((q) => rt.store.countActive(q)));
+    } catch (error) {
+      report.failedSteps.push('backlog');
+      rt.emit({ type: 'infra_error', where: 'sweep backlog', error: errorMessage(error) });
+      await session.replace();
+    }
+  }
   span?.end({
     ...(report.failedSteps.length > 0 ? { error: `failed steps: ${report.failedSteps.join(', ')}` } : {}),
     attributes: { recovered: report.recovered, claimed: report.claimed, succeeded: report.succeeded, deleted: report.deleted, handed_off: report.handedOff },

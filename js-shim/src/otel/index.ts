@@ -37,9 +37,33 @@ export const METRIC_NAMES = {
   enqueued: 'postbox.enqueued',
   /** Histogram (s): from a job's enqueue to the start of its first attempt, by kind. */
   enqueueToStart: 'postbox.enqueue_to_start',
+  /** Observable gauge: jobs pending, retrying and running, by kind, lane and status, as the last sweep counted them. */
+  backlog: 'postbox.backlog',
 } as const;
 
 const SYSTEM = 'postbox';
+
+type BacklogValues = Map<string, { attributes: Attributes; count: number }>;
+/** Each meter's backlog gauge values: one gauge per meter, however many outboxes (one per invocation) report to it. */
+const backlogs = new WeakMap<Meter, BacklogValues>();
+
+/**
+ * The backlog as the last sweep counted it, observed by the meter's `postbox.backlog` gauge. A
+ * kind, lane and status seen before and absent now reads 0, so a drained backlog shows as 0
+ * rather than as its last value.
+ */
+function backlogOf(meter: Meter): BacklogValues {
+  let values = backlogs.get(meter);
+  if (values) return values;
+  const made: BacklogValues = new Map();
+  backlogs.set(meter, made);
+  meter
+    .createObservableGauge(METRIC_NAMES.backlog, { description: 'Jobs pending, retrying and running, as the last sweep counted them', unit: '{job}' })
+    .addCallback((result) => {
+      for (const { attributes, count } of made.values()) result.observe(count, attributes);
+    });
+  return made;
+}
 
 /**
  * A {@link Telemetry} over OpenTelemetry's API, for `createOutbox({ telemetry })` or
@@ -71,6 +95,8 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry | u
     advice: { explicitBucketBoundaries: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600] },
   });
 
+  const backlog = backlogOf(meter);
+
   // A job's attribute sets repeat (a few kinds, outcomes and codes): made once each, not per
   // attempt, and found without building a key.
   const byOutcomeStatus = memo((kind, outcome, status) => ({ 'messaging.destination.name': kind, 'postbox.outcome': outcome, 'postbox.status': status }));
@@ -89,6 +115,16 @@ export function openTelemetry(options: OpenTelemetryOptions = {}): Telemetry | u
   return {
     // Something records (checked above): attempts link to their enqueue and time their wait.
     needsJobContext: true,
+
+    backlog(counts) {
+      for (const entry of backlog.values()) entry.count = 0;
+      for (const { kind, lane, status, count } of counts) {
+        const key = `${kind}\0${lane}\0${status}`;
+        const entry = backlog.get(key);
+        if (entry) entry.count = count;
+        else backlog.set(key, { attributes: { 'messaging.destination.name': kind, 'postbox.lane': lane, 'postbox.status': status }, count });
+      }
+    },
 
     enqueue(info): EnqueueTrace {
       const span = tracer.startSpan(`send ${info.kind}`, { kind: SpanKind.PRODUCER });

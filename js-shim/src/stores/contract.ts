@@ -17,9 +17,9 @@
  * @module
  */
 import type { HorizonHolder } from './pg/sql/horizon.js';
-import type { JobStatus } from '../types.js';
+import type { BacklogCount, JobStatus } from '../types.js';
 
-export type { JobStatus };
+export type { BacklogCount, JobStatus };
 
 /** A job as operators see it. Times are `Date`s. */
 export interface JobView {
@@ -510,6 +510,9 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
    * outbox registers), counted per kind, sorted by kind: no claim of this outbox takes them.
    */
   countUnregistered(db: Db, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]>;
+
+  /** Pending, retrying and running jobs, counted per kind, lane and status (any order; none: no row). */
+  countActive(db: Db): Promise<BacklogCount[]>;
 
   /** Each named schedule's latest handled occurrence (epoch ms); a schedule never recorded is absent. */
   lastScheduleRuns(db: Db, names: readonly string[]): Promise<Map<string, number>>;

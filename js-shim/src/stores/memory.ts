@@ -9,7 +9,7 @@
 import { PostboxError } from '../errors.js';
 import { checkOutboxName } from '../name.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
+  AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, tenantScope } from './shared.js';
@@ -318,6 +318,18 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       .sort((a, b) => a.dueAt - b.dueAt)
       .slice(0, query.limit)
       .map((r) => ({ id: r.id, kind: r.kind, lane: r.lane }));
+  }
+
+  async countActive(_db: unknown): Promise<BacklogCount[]> {
+    const counts = new Map<string, BacklogCount>();
+    for (const r of this.#rows()) {
+      if (r.status !== 'pending' && r.status !== 'retrying' && r.status !== 'running') continue;
+      const key = `${r.kind}\0${r.lane}\0${r.status}`;
+      const row = counts.get(key) ?? { kind: r.kind, lane: r.lane, status: r.status, count: 0 };
+      row.count++;
+      counts.set(key, row);
+    }
+    return [...counts.values()];
   }
 
   async countUnregistered(_db: unknown, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {

@@ -14,7 +14,7 @@ import { claimedFromArray } from './sql/claim.js';
 import { pgIndexCompaction } from './sql/compaction.js';
 import { run } from './sql/statement.js';
 import { ms, ts } from './sql/time.js';
-import type { JobStatus, LaneDb, Queryable } from '../../types.js';
+import type { BacklogCount, JobStatus, LaneDb, Queryable } from '../../types.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimedJobs, ClaimInput, ClaimLimits, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
@@ -259,6 +259,10 @@ RETURNING j.id`;
 
   async listDueForHandoff(db: Queryable, query: HandoffQuery): Promise<JobLaneRef[]> {
     return (await db.query(this.sql.listDueForHandoff, [query.now, query.lane, query.kinds, query.limit, query.nudgedBefore])).rows as JobLaneRef[];
+  }
+
+  async countActive(db: Queryable): Promise<BacklogCount[]> {
+    return (await db.query(this.sql.countActive)).rows as BacklogCount[];
   }
 
   async countUnregistered(db: Queryable, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {

@@ -85,6 +85,8 @@ export interface SqliteSql {
   readonly recordNudges: string;
   /** `?1` due before, `?2` registered kinds (JSON array). */
   readonly countUnregistered: string;
+  /** Jobs waiting or running, per kind, lane and status. */
+  readonly countActive: string;
   /** `?1` id. */
   readonly listAttempts: string;
   /**
@@ -342,6 +344,8 @@ SELECT j.id AS id, j.kind AS kind, j.lane AS lane FROM ${job} j
    AND (j.nudge_sent_at IS NULL OR j.nudge_sent_at < ?5)
  ORDER BY j.due_at, j.id LIMIT ?4`,
     recordNudges: `UPDATE ${job} SET nudge_sent_at = ?1 WHERE id IN (SELECT value FROM json_each(?2))`,
+    countActive: `
+SELECT kind, lane, status, count(*) AS count FROM ${job} WHERE status IN ('pending', 'retrying', 'running') GROUP BY kind, lane, status`,
     countUnregistered: `
 SELECT kind, count(*) AS count FROM ${job}
  WHERE status IN ('pending', 'retrying') AND due_at < ?1 AND kind NOT IN (SELECT value FROM json_each(?2))

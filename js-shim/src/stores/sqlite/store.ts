@@ -8,7 +8,7 @@
 import { PostboxError } from '../../errors.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, tenantScope } from '../shared.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, AttemptView, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
+  AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
   OperateTarget, OperateWrite, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
@@ -284,6 +284,11 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     if (query.kinds.length === 0 || query.limit <= 0) return [];
     const rows = await this.#one(db, this.sql.listDueForHandoff, [query.now, query.lane, JSON.stringify(query.kinds), query.limit, query.nudgedBefore]);
     return rows.map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane) }));
+  }
+
+  async countActive(db: Db): Promise<BacklogCount[]> {
+    const rows = await this.#one(db, this.sql.countActive, []);
+    return rows.map((r) => ({ kind: String(r.kind), lane: String(r.lane), status: String(r.status) as BacklogCount['status'], count: Number(r.count) }));
   }
 
   async countUnregistered(db: Db, query: { dueBefore: number; kinds: readonly string[] }): Promise<{ kind: string; count: number }[]> {

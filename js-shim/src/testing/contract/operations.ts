@@ -43,6 +43,17 @@ export function operationsScenarios<Db, Tx>(scenario: ScenarioOf<Db, Tx>, option
       await rejects(d.store.listJobs(d.db, { limit: 0 }), (e) => (e as PostboxError).code === 'invalid_input', 'a bad page size');
     }),
 
+    scenario('countActive: unfinished jobs by kind, lane and status; finished ones are not counted', async (d) => {
+      const sorted = async () => (await d.store.countActive(d.db)).map((c) => `${c.kind} ${c.lane} ${c.status} ${c.count}`).sort();
+      eq(await sorted(), [], 'an empty outbox counts nothing');
+      for (let i = 0; i < 3; i++) await d.one({ payload: { i } });
+      await d.enqueue(d.db, [{ payload: { x: 1 } }], OTHER_KIND);
+      const [a, b] = await d.claim(2);
+      await d.settle(a!, { type: 'ok' });
+      eq(b?.kind, KIND, 'the second claimed');
+      eq(await sorted(), [`${KIND} default pending 1`, `${KIND} default running 1`, `${OTHER_KIND} bulk pending 1`].sort(), 'one of each, the succeeded one gone');
+    }),
+
     scenario('operator actions as the core decides, within a tenant scope', async (d) => {
       const mine = await d.one({ tenantKey: 'acme' });
       const theirs = await d.one({ tenantKey: 'other' });

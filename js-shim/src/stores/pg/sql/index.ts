@@ -18,7 +18,7 @@ import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate }
 import { scheduleLastRuns, scheduleRecord } from './schedule.js';
 import { jobSettleBatch } from './settle.js';
 import type { Statement } from './statement.js';
-import { jobCountUnregistered, jobDeleteFinished, jobListDueForHandoff, jobRecordNudges } from './sweep.js';
+import { jobCountActive, jobCountUnregistered, jobDeleteFinished, jobListDueForHandoff, jobRecordNudges } from './sweep.js';
 import { webhookEndpointEnable, webhookEndpointGet, webhookEndpointList, webhookEndpointSet } from './webhook.js';
 
 /** The statements of one outbox. */
@@ -59,6 +59,7 @@ export interface OutboxSql {
   readonly listDueForHandoff: string;
   readonly recordNudges: string;
   readonly countUnregistered: string;
+  readonly countActive: string;
   readonly webhookEndpointGet: string;
   readonly webhookEndpointSet: string;
   readonly webhookEndpointEnable: string;
@@ -126,6 +127,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     listDueForHandoff: jobListDueForHandoff(s),
     recordNudges: jobRecordNudges(s),
     countUnregistered: jobCountUnregistered(s),
+    countActive: jobCountActive(s),
     webhookEndpointGet: webhookEndpointGet(s),
     webhookEndpointSet: webhookEndpointSet(s),
     webhookEndpointEnable: webhookEndpointEnable(s),

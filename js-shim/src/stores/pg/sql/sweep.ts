@@ -25,6 +25,12 @@ SELECT id, kind, lane FROM ${s}.job
 export const jobRecordNudges = (s: string) => `
 UPDATE ${s}.job SET nudge_sent_at = ${ts('$1')} WHERE id = ANY($2::uuid[])`;
 
+/** JobCountActive: jobs waiting or running, per kind, lane and status (a telemetry's backlog gauge). */
+export const jobCountActive = (s: string) => `
+SELECT kind, lane, status, count(*)::int AS count FROM ${s}.job
+ WHERE status IN ('pending', 'retrying', 'running')
+ GROUP BY kind, lane, status`;
+
 /**
  * JobCountUnregistered: pending jobs of kinds this deploy does not register ($2), due before
  * the core's cutoff ($1), per kind: no claim of this deploy will ever take them.
