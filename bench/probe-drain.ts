@@ -3,7 +3,10 @@
  * time goes per job. Prints wall time and CPU per job (client and database server); with --profile FILE also
  * writes a .cpuprofile of the drain (open it in Chrome DevTools).
  *
- *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--telemetry none|api|sdk]
+ *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--telemetry none|api|sdk] [--fair] [--tenants N]
+ *
+ * --fair drains with `fairShare: true`; --tenants N spreads the jobs over N tenant keys, round
+ * robin (default none: every job without a tenant).
  *
  * --telemetry gives the outbox `openTelemetry()` from postbox/otel: `api` with no SDK registered
  * (OpenTelemetry's no-op API, what an outbox costs with telemetry wired and nothing exporting),
@@ -26,6 +29,8 @@ const HANDLER_MS = Number(arg('handler-ms') ?? 2);
 const OUT = arg('profile');
 const STATEMENTS = process.argv.includes('--statements');
 const TELEMETRY = arg('telemetry') ?? 'none';
+const FAIR = process.argv.includes('--fair');
+const TENANTS = Number(arg('tenants') ?? 0);
 if (!['none', 'api', 'sdk'].includes(TELEMETRY)) throw new Error('--telemetry: none, api or sdk');
 if (TELEMETRY === 'sdk') {
   const { trace, metrics } = await import('@opentelemetry/api');
@@ -48,12 +53,12 @@ const server = await startPostgres({
 try {
   const url = await server.createDatabase('probe');
   const job = defineJob({ kind: 'bench.sleep', payload: anyPayload, timeoutMs: 60_000, handle: async () => (await sleep(HANDLER_MS), ok()) });
-  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY, telemetry });
+  const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY, telemetry, fairShare: FAIR });
   await withClient(url, async (c) => {
     await migrate(c);
     if (STATEMENTS) await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     for (let i = 0; i < JOBS; i += 1000) {
-      await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
+      await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k }, ...(TENANTS > 0 ? { tenantKey: `t${(i + k) % TENANTS}` } : {}) })));
     }
   });
   const pm = await postmasterPidOf(url);

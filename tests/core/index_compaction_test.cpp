@@ -34,6 +34,10 @@ TEST_CASE("compact: an index without a baseline records its size; growth with th
         R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":20971520},{"name":"job_lease","bytes":7340032}],"rebuild":null})");
   // A smaller index (vacuum never shrinks one; a rebuild elsewhere may) keeps its baseline.
   CHECK(compact("[" + index("job_pkey", 8 * kMiB, std::to_string(9 * kMiB)) + "]") == R"({"held":false,"drop":[],"record":[],"rebuild":null})");
+  // Every index the migrations create on job and attempt is the outbox's own (fair share's too).
+  for (const char* own : {"job_claimable", "job_fair", "job_tenant", "attempt_finished"}) {
+    CHECK_MESSAGE(compact("[" + index(own, 16384, "null") + "]").find(R"("record":[{"name")") != std::string::npos, own);
+  }
 }
 
 TEST_CASE("compact: an index at 2x its baseline and 8 MiB past it is rebuilt, the most bloated first") {
