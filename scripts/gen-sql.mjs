@@ -199,10 +199,22 @@ export function routines(migrations) {
   const statements = [];
   const functions = new Map();
   const triggers = new Map();
+  // Where each function's definition sits in `statements`: a later CREATE OR REPLACE takes the
+  // first one's place, so the extras define each function once, as the migrations leave it, and
+  // before the triggers that name it.
+  const defined = new Map();
   migrations.forEach((m, i) =>
     m.statements.forEach((statement, j) => {
       const change = routineChange(statement);
       if (!change) return;
+      if (change.object === 'function' && change.action === 'create' && defined.has(change.name)) {
+        statements[defined.get(change.name)] = [i, j];
+        return;
+      }
+      if (change.object === 'function') {
+        if (change.action === 'create') defined.set(change.name, statements.length);
+        else defined.delete(change.name);
+      }
       statements.push([i, j]);
       const set = change.object === 'function' ? functions : triggers;
       const key = change.object === 'function' ? change.name : `${change.table}.${change.name}`;

@@ -28,6 +28,8 @@ SELECT format('CREATE ROLE %I LOGIN', :'app') WHERE NOT EXISTS (SELECT 1 FROM pg
 
 GRANT USAGE ON SCHEMA :"schema" TO :"worker", :"app";
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".job, :"schema".attempt TO :"worker";
+-- Job dependencies: edges go with their jobs (retention, eraseTenant); enqueue with dependsOn adds them.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".job_edge TO :"worker";
 -- The cron handler records each schedule's latest occurrence here (catch-up after missed ticks).
 GRANT SELECT, INSERT, UPDATE ON :"schema".schedule_run TO :"worker";
 -- postbox/webhooks: each endpoint's breaker, created by its first delivery, updated after each.
@@ -38,6 +40,8 @@ GRANT SELECT, INSERT, UPDATE ON :"schema".kind_slot TO :"worker";
 -- Enqueue inserts, and reads the row holding a dedupe key back; inspection reads attempts.
 GRANT SELECT, INSERT ON :"schema".job TO :"app";
 GRANT SELECT ON :"schema".attempt TO :"app";
+-- dependsOn: the parents' states are read and the edges inserted with the children.
+GRANT SELECT, INSERT ON :"schema".job_edge TO :"app";
 -- Every table above is granted by name: default privileges reach only tables created after
 -- this file runs (by the role running it). They give a later migration's tables these grants.
 ALTER DEFAULT PRIVILEGES IN SCHEMA :"schema" GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO :"worker";

@@ -184,6 +184,22 @@ export interface EnqueueOptions<Payload> {
    * work fell due no more than a minute per level of difference after it: nothing starves.
    */
   priority?: number;
+  /**
+   * Parents this job waits for: ids of jobs already enqueued (in this job's tenant scope), and
+   * in `enqueueMany`, indexes of earlier items of the same list (an item whose dedupe key was
+   * held names the job holding it). The job is created `waiting` and falls due as soon as every
+   * parent has succeeded, in the statement that settled the last one. At most 100; a later item,
+   * the item itself or an id not found is refused (`invalid_dependency`). PostgreSQL and memory
+   * stores; a SQLite outbox refuses it.
+   */
+  dependsOn?: ReadonlyArray<string | number>;
+  /**
+   * What a parent that ends `dead` or `cancelled` does to this job while it waits: `'cancel'`
+   * (default) cancels it under code `parent_failed`, and its own waiting children in turn;
+   * `'run'` counts that parent as done, as if it had succeeded. Replaying a failed parent brings
+   * back the children its failure cancelled.
+   */
+  onParentFailure?: 'cancel' | 'run';
 }
 
 /** A job reference, enough to nudge it. */
@@ -203,7 +219,15 @@ export type EnqueueRefusal =
    * correlationId, in that order. (`delayMs` is not compared: it is not stored.)
    */
   | { status: 'dedupe_conflict'; reason: 'payload' | 'maxAttempts' | 'metadata' | 'correlationId'; id: string }
-  | { status: 'invalid_payload'; issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
+  | { status: 'invalid_payload'; issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> }
+  /**
+   * `dependsOn` cannot be met: more than 100 parents (`too_many_parents`), the item itself or a
+   * later item of the list (`dependency_cycle`), an id with no job in the tenant's scope
+   * (`unknown_parent`), or an earlier item that was refused (`parent_refused`).
+   */
+  | { status: 'invalid_dependency'; reason: DependencyRefusalReason; message: string };
+/** Why `dependsOn` refused a job (see {@link EnqueueRefusal}). */
+export type DependencyRefusalReason = 'too_many_parents' | 'dependency_cycle' | 'unknown_parent' | 'parent_refused';
 /** What `enqueue` returns: a result, never a throw (unless `strictEnqueue`). */
 export type EnqueueResult = EnqueueAccepted | EnqueueRefusal;
 
@@ -297,7 +321,8 @@ export type OutboxEvent =
   /** A webhook endpoint is disabled (`gone`: it answered 410; `failing`: failures outlasted `disableAfterMs`). */
   | { type: 'webhook_endpoint_disabled'; endpoint: string; reason: 'gone' | 'failing'; jobId: string };
 
-export type JobStatus = 'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled';
+/** A job's status; `waiting`: it has parents (`dependsOn`) that have not all finished. */
+export type JobStatus = 'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled' | 'waiting';
 
 /** Cloudflare's version metadata binding. */
 export interface VersionMetadata {

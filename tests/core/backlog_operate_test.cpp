@@ -172,7 +172,7 @@ TEST_CASE("operate: invalid inputs") {
   CHECK(call(pb_operate, R"({"action":"delete","now":1,"job":{"status":"dead"}})").out ==
         R"({"error":{"code":"unknown_op","message":"operate: unknown action 'delete'"}})");
   CHECK(call(pb_operate, R"({"action":"cancel","now":1,"job":{"status":"gone"}})").out ==
-        R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' must be one of pending, running, retrying, succeeded, dead, cancelled"}})");
+        R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' must be one of pending, running, retrying, succeeded, dead, cancelled, waiting"}})");
   CHECK(call(pb_operate, R"({"action":"cancel","job":{"status":"dead"}})").out ==
         R"({"error":{"code":"invalid_input","message":"operate: field 'now' is required"}})");
   CHECK(call(pb_operate, R"({"action":"cancel","now":1,"job":{}})").out ==
@@ -206,7 +206,7 @@ TEST_CASE("operate: the actions each status allows are exactly those the decisio
   CHECK(call(pb_operate, R"({"op":"actions","job":{}})").out ==
         R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' is required"}})");
   CHECK(call(pb_operate, R"({"op":"actions","job":{"status":"gone"}})").out ==
-        R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' must be one of pending, running, retrying, succeeded, dead, cancelled"}})");
+        R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' must be one of pending, running, retrying, succeeded, dead, cancelled, waiting"}})");
   CHECK(call(pb_operate, R"({"op":"purge","job":{"status":"dead"}})").out ==
         R"({"error":{"code":"unknown_op","message":"operate: unknown op 'purge'"}})");
 }

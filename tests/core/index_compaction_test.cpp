@@ -35,7 +35,7 @@ TEST_CASE("compact: an index without a baseline records its size; growth with th
   // A smaller index (vacuum never shrinks one; a rebuild elsewhere may) keeps its baseline.
   CHECK(compact("[" + index("job_pkey", 8 * kMiB, std::to_string(9 * kMiB)) + "]") == R"({"held":false,"drop":[],"record":[],"rebuild":null})");
   // Every index the migrations create on job and attempt is the outbox's own (fair share's too).
-  for (const char* own : {"job_claimable", "job_fair", "job_tenant", "attempt_finished"}) {
+  for (const char* own : {"job_claimable", "job_fair", "job_tenant", "job_waiting", "attempt_finished"}) {
     CHECK_MESSAGE(compact("[" + index(own, 16384, "null") + "]").find(R"("record":[{"name")") != std::string::npos, own);
   }
 }

@@ -855,6 +855,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     want(u.recoverLimit === 500 && u.policy.maxCrashes === 3 && u.policy.maxAttempts === 20 && u.policy.timeoutMs === 600000, 'default policy, longest timeout');
   });
   w('plan compaction off', plan({ compaction: false }), (o) => want(!step(o, 'compact'), 'no compact step'));
+  w('plan dependencies: the check on waiting jobs follows recovery', plan({ dependencies: true }), (o) => {
+    want(o.steps[1].type === 'dependencies' && o.steps[1].limit === 1000, 'after recover, 1000 jobs');
+  });
+  w('plan dependencies off', plan({ dependencies: false }), (o) => want(!step(o, 'dependencies'), 'no dependencies step'));
+  w('plan dependencies not a bool', plan({ dependencies: 'yes' }), isError('invalid_input', 'dependencies'));
   w('plan compaction default', plan({}), (o) => want(step(o, 'compact').deadlineAt === NOW + 840000 && Object.keys(step(o, 'compact')).join() === 'type,deadlineAt', 'compact last, with the invocation\'s deadline'));
   w('plan compaction not a boolean', plan({ compaction: 1 }), isError('invalid_input', 'compaction'));
   const MiB = 1024 * 1024;
@@ -994,6 +999,40 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   const full = Array.from({ length: 64 }, () => ({ payloadBytes: 262144 }));
   e('batch 16 MiB of payloads', batch([...full, { payloadBytes: 300000 }]), decides([...full, { payloadBytes: 300000 }]));
   e('batch over 16 MiB of payloads', batch([...full, { payloadBytes: 1 }]), isError('too_large', '16777216'));
+
+  // Dependencies (dependencies.h): parents are earlier indexes, or stored jobs as the shim found them ("open", "succeeded", "failed", false: not found).
+  const born = (status, waitingOn, effect) => ({ ok: true, payloadBytes: 1, dueAt: NOW, nudge: status === 'pending', delaySeconds: status === 'pending' ? 0 : null,
+    parents: { status, waitingOn, onParentFailure: effect, ...(status === 'cancelled' ? { code: 'parent_failed' } : {}) } });
+  const refused = (code) => (o) => want(o.ok === false && o.issues[0].code === code, code);
+  const each = (...checks) => (o) => checks.forEach((check, i) => check(o.results[i]));
+  const plain = (o) => want(o.ok === true && o.parents === undefined && o.nudge === true, 'due now, nudged');
+  const is = (status, waitingOn, effect) => (o) => want(JSON.stringify(o) === JSON.stringify(born(status, waitingOn, effect)), `${status} on ${waitingOn}, ${effect} on a failed parent`);
+  e('batch parents: an earlier item and an open job: waits on 2, cancel by default', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0, 'open', 'succeeded'] }]), each(plain, is('waiting', 2, 'cancel')));
+  e('batch parents: run keeps release', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0], onParentFailure: 'run' }]), each(plain, is('waiting', 1, 'release')));
+  e('batch parents: explicit cancel', batch([{ payloadBytes: 1, parents: ['open'], onParentFailure: 'cancel' }]), each(is('waiting', 1, 'cancel')));
+  e('batch parents: all succeeded is due now', batch([{ payloadBytes: 1, parents: ['succeeded', 'succeeded'] }]), each(is('pending', 0, 'cancel')));
+  e('batch parents: a failed one cancels at birth', batch([{ payloadBytes: 1, parents: ['failed', 'open'] }]), each(is('cancelled', 0, 'cancel')));
+  e('batch parents: a failed one under run counts as done', batch([{ payloadBytes: 1, parents: ['failed', 'open'], onParentFailure: 'run' }]), each(is('waiting', 1, 'release')));
+  e('batch parents: born cancelled cancels its children', batch([{ payloadBytes: 1, parents: ['failed'] }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1], onParentFailure: 'run' }]),
+    each(is('cancelled', 0, 'cancel'), is('cancelled', 0, 'cancel'), is('pending', 0, 'release')));
+  e('batch parents: empty list is none', batch([{ payloadBytes: 1, parents: [] }]), each(plain));
+  e('batch parents: itself is a cycle', batch([{ payloadBytes: 1, parents: [0] }]), each(refused('dependency_cycle')));
+  e('batch parents: a later item is a cycle', batch([{ payloadBytes: 1, parents: [1] }, { payloadBytes: 1 }]), each(refused('dependency_cycle'), plain));
+  e('batch parents: not found is unknown', batch([{ payloadBytes: 1, parents: ['open', false] }]), each(refused('unknown_parent')));
+  e('batch parents: cycle named before unknown', batch([{ payloadBytes: 1, parents: [false, 0] }]), each(refused('dependency_cycle')));
+  e('batch parents: a shim-refused parent refuses', batch([{ payloadBytes: 1, refused: true }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1] }]),
+    each(plain, refused('parent_refused'), refused('parent_refused')));
+  e('batch parents: an oversized parent refuses', batch([{ payloadBytes: 300000 }, { payloadBytes: 1, parents: [0] }]), each(refused('payload_too_large'), refused('parent_refused')));
+  e('batch parents: 100 is the most', batch([{ payloadBytes: 1, parents: Array(100).fill('open') }]), each(is('waiting', 100, 'cancel')));
+  e('batch parents: 101 are too many', batch([{ payloadBytes: 1, parents: Array(101).fill('open') }]), each(refused('too_many_parents')));
+  e('batch parents: an unknown state', batch([{ payloadBytes: 1, parents: ['x'] }]), isError('invalid_input', 'items[0].parents'));
+  e('batch parents: true', batch([{ payloadBytes: 1, parents: [true] }]), isError('invalid_input', 'items[0].parents'));
+  e('batch parents: negative index', batch([{ payloadBytes: 1, parents: [-1] }]), isError('invalid_input', 'items[0].parents'));
+  e('batch parents: not an array', batch([{ payloadBytes: 1, parents: {} }]), isError('invalid_input', 'items[0].parents'));
+  e('batch parents: over 10000 refs', batch([{ payloadBytes: 1, parents: Array(10001).fill('open') }]), isError('too_large', 'parents'));
+  e('batch onParentFailure unknown', batch([{ payloadBytes: 1, onParentFailure: 'ignore' }]), isError('invalid_input', 'items[0].onParentFailure'));
+  e('batch refused not a bool', batch([{ payloadBytes: 1, refused: 1 }]), isError('invalid_input', 'items[0].refused'));
+  e('single form ignores parents', enq({ parents: [0] }), exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"nudge":true,"delaySeconds":0}`));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1523,11 +1562,12 @@ function bruteDue(expr, at, lastAt) {
 // operate: every action against every status, checked against the docs table.
 
 {
-  const STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
+  const STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting'];
   // A replay's fresh retry budget: what the stores write back (and stamp replayed_at).
   const FRESH = { attempts: 0, crashes: 0, streak: 0 };
   const table = {
-    cancel: { from: ['pending', 'retrying', 'running'], to: () => 'cancelled', dueAt: null, budget: null, nudge: false },
+    // A waiting job (dependencies) can be cancelled; only its parents make it due.
+    cancel: { from: ['pending', 'retrying', 'running', 'waiting'], to: () => 'cancelled', dueAt: null, budget: null, nudge: false },
     replay: { from: ['dead', 'cancelled'], to: () => 'pending', dueAt: NOW, budget: FRESH, nudge: true },
     retryNow: { from: ['pending', 'retrying'], to: (s) => s, dueAt: NOW, budget: null, nudge: true },
   };

@@ -95,14 +95,20 @@ test('a missing trigger, function or table is drift', async () => {
 });
 
 test('OUTBOX_DRIZZLE_EXTRAS holds the migrations\' function and trigger, for any outbox', () => {
-  const fromFiles = OUTBOX_MIGRATIONS.flatMap((m) => m.statements).filter((s) => /^(--[^\n]*\n|\s)*CREATE (FUNCTION|TRIGGER)/.test(s));
+  // The function as its last migration (0012, which also deletes a job's edges) defines it, then the trigger.
+  const all = OUTBOX_MIGRATIONS.flatMap((m) => m.statements);
+  const fromFiles = [
+    all.filter((s) => /^(--[^\n]*\n|\s)*CREATE (OR REPLACE )?FUNCTION/.test(s)).at(-1)!,
+    ...all.filter((s) => /^(--[^\n]*\n|\s)*CREATE TRIGGER/.test(s)),
+  ];
   assert.equal(fromFiles.length, 2);
+  assert.match(fromFiles[0]!, /job_edge/);
   assert.deepEqual(outboxDrizzleExtras().statements, fromFiles);
   assert.equal(OUTBOX_DRIZZLE_EXTRAS, `${fromFiles.join(';\n--> statement-breakpoint\n')};\n`);
   // Not the foreign key's removal: a schema made from the drizzle tables never had the key.
   assert.doesNotMatch(OUTBOX_DRIZZLE_EXTRAS, /DROP CONSTRAINT/);
   const named = outboxDrizzleExtras('billing').statements;
-  assert.match(named[0]!, /CREATE FUNCTION "outbox_billing"\.delete_attempts_of_deleted_jobs/);
+  assert.match(named[0]!, /CREATE OR REPLACE FUNCTION "outbox_billing"\.delete_attempts_of_deleted_jobs/);
   assert.match(named[1]!, /ON "outbox_billing"\.job[\s\S]*EXECUTE FUNCTION "outbox_billing"\.delete_attempts_of_deleted_jobs/);
   assert.throws(() => outboxDrizzleExtras('Bad Name'), { code: 'invalid_config' });
 });

@@ -82,7 +82,7 @@ test('a sweep whose database is gone reports each failed step and still finishes
   const failed = events.filter((e) => e.type === 'infra_error').map((e) => e.where);
   // Every step that needs the database was tried and reported, in the core's order: the
   // schedules' read first (tried 3 times, as the core decides for a lost connection), then the sweep.
-  assert.deepEqual(failed, ['schedule', 'schedule', 'sweep recover', 'sweep drain', 'sweep handoff', 'sweep unregistered', 'sweep retention', 'sweep compact']);
+  assert.deepEqual(failed, ['schedule', 'schedule', 'sweep recover', 'sweep dependencies', 'sweep drain', 'sweep handoff', 'sweep unregistered', 'sweep retention', 'sweep compact']);
   assert.deepEqual(events.filter((e) => e.type === 'schedule_failed').map((e) => e.schedule), ['test.tick', 'fanout']);
 });
 
@@ -196,7 +196,7 @@ describe('the sweep report', () => {
     await env.post('/clock', { offsetMs: 2 * HOUR });
     return { crashed, due, long };
   }
-  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0, handedOff: 0, deleted: 0, unregistered: [], rebuiltIndexes: [], schedulesDeferred: 0 };
+  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0, handedOff: 0, deleted: 0, unblocked: 0, unregistered: [], rebuiltIndexes: [], schedulesDeferred: 0 };
 
   test('a healthy sweep reports exact counts, every field a number, and hands long jobs to their queue', async () => {
     const { crashed, due, long } = await sweepWork();

@@ -78,7 +78,7 @@ test('listJobs: every filter, alone and combined', async () => {
   assert.deepEqual(await ids({ finishedAfter: at(10) }), [1, 4], 'exclusive; unfinished jobs never match');
   assert.deepEqual(await ids({ finishedBefore: at(30) }), [0, 1]);
   assert.deepEqual(await ids({ kind: 'insp.a', tenantKey: 't1', finishedAfter: at(5), finishedBefore: at(15) }), [0]);
-  assert.deepEqual(await countJobs(pool, { correlationId: 'c1' }), { pending: 0, running: 0, retrying: 1, succeeded: 1, dead: 1, cancelled: 0 });
+  assert.deepEqual(await countJobs(pool, { correlationId: 'c1' }), { pending: 0, running: 0, retrying: 1, succeeded: 1, dead: 1, cancelled: 0, waiting: 0 });
 });
 
 test('findJobsByCorrelationId: every job of the id, oldest first, tenant-scoped when asked', async () => {

@@ -51,6 +51,12 @@ test('routines follows the functions and triggers drizzle-kit cannot generate, a
     { statements: ['DROP TRIGGER t_a ON outbox.t', 'CREATE OR REPLACE TRIGGER t_b AFTER INSERT ON outbox.t FOR EACH ROW EXECUTE FUNCTION outbox.f()'] },
   ];
   assert.deepEqual(routines(migrations), { statements: [[0, 1], [0, 2], [1, 0], [1, 1]], functions: ['f'], triggers: [{ name: 't_b', table: 't' }] });
+  // A function defined again takes its first definition's place (before the triggers naming it);
+  // one dropped and created again goes where it is created.
+  const replaced = [...migrations, { statements: ['CREATE OR REPLACE FUNCTION outbox.f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$'] }];
+  assert.deepEqual(routines(replaced).statements, [[2, 0], [0, 2], [1, 0], [1, 1]]);
+  const recreated = [...migrations, { statements: ['DROP FUNCTION outbox.f', 'CREATE FUNCTION outbox.f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$'] }];
+  assert.deepEqual(routines(recreated).statements, [[0, 1], [0, 2], [1, 0], [1, 1], [2, 0], [2, 1]]);
   for (const unknown of ['ALTER TRIGGER t_b ON outbox.t RENAME TO t_c', 'ALTER TABLE outbox.t DISABLE TRIGGER t_b', 'CREATE PROCEDURE outbox.p() LANGUAGE sql AS $$ $$']) {
     assert.throws(() => routines([{ statements: [unknown] }]), /teach routineChange/, unknown);
   }
@@ -68,7 +74,7 @@ test('migrate applies every migration once, then nothing', async () => {
     const tables = await client.query(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbox' ORDER BY 1",
     );
-    assert.deepEqual(tables.rows.map((r) => r.table_name), ['attempt', 'index_baseline', 'job', 'kind_slot', 'schedule_run', 'schema_migration', 'webhook_endpoint']);
+    assert.deepEqual(tables.rows.map((r) => r.table_name), ['attempt', 'index_baseline', 'job', 'job_edge', 'kind_slot', 'schedule_run', 'schema_migration', 'webhook_endpoint']);
   } finally {
     await client.end();
   }

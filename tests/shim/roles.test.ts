@@ -72,7 +72,7 @@ test('the worker role may read, insert and update every table the outbox uses', 
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = 'outbox' AND c.relkind = 'r' AND c.relname <> 'schema_migration' ORDER BY 1`,
     );
-    assert.deepEqual(rows.map((r) => r.table), ['attempt', 'index_baseline', 'job', 'kind_slot', 'schedule_run', 'webhook_endpoint']);
+    assert.deepEqual(rows.map((r) => r.table), ['attempt', 'index_baseline', 'job', 'job_edge', 'kind_slot', 'schedule_run', 'webhook_endpoint']);
     for (const r of rows) assert.equal(r.worker, true, `pb_worker on outbox.${r.table}`);
   } finally {
     await owner.end();
@@ -88,7 +88,11 @@ test('the application role enqueues and reads, and cannot update or delete jobs'
     assert.equal(first.status, 'created');
     const again = await outbox.transaction(app, (_tx, enqueue) => enqueue(note, { payload: { body: 'hello' }, dedupeKey: 'k1' }));
     assert.equal(again.status, 'exists', 'the dedupe re-read works with SELECT alone');
-    assert.equal((await listJobs(app, {})).jobs.length, 1);
+    // A child of that job: its parent's state read, the child written waiting, its edge inserted, with no UPDATE.
+    const child = await outbox.transaction(app, (_tx, enqueue) => enqueue(note, { payload: { body: 'after' }, dependsOn: [(first as { id: string }).id] }));
+    assert.equal(child.status, 'created');
+    assert.equal((await app.query('SELECT status, waiting_on FROM outbox.job WHERE id = $1', [(child as { id: string }).id])).rows[0].status, 'waiting');
+    assert.equal((await listJobs(app, {})).jobs.length, 2);
     await assert.rejects(app.query(`UPDATE outbox.job SET status = 'succeeded'`), /permission denied/);
     await assert.rejects(app.query('DELETE FROM outbox.job'), /permission denied/);
     await assert.rejects(app.query('DELETE FROM outbox.attempt'), /permission denied/);
@@ -104,8 +108,9 @@ test('the worker role runs the outbox under its guardrails', async () => {
   const owner = new pg.Client({ connectionString: ownerUrl });
   await owner.connect();
   try {
-    assert.deepEqual((await owner.query('SELECT status, attempts FROM outbox.job')).rows, [{ status: 'succeeded', attempts: 1 }]);
-    assert.deepEqual((await owner.query('SELECT body FROM public.note')).rows, [{ body: 'hello' }]);
+    // The note and its child (the application role's dependsOn test): the worker's settle released the child.
+    assert.deepEqual((await owner.query('SELECT status, attempts FROM outbox.job')).rows, [{ status: 'succeeded', attempts: 1 }, { status: 'succeeded', attempts: 1 }]);
+    assert.deepEqual((await owner.query('SELECT body FROM public.note ORDER BY id')).rows, [{ body: 'hello' }, { body: 'after' }], 'the child ran after its parent');
   } finally {
     await owner.end();
   }

@@ -3,6 +3,9 @@
 // document was already checked to be well-formed). The batch form ("op":"batch") sees each
 // item's delay and payload size as the shim measured it, so thousands of items fit one call.
 // A nudge goes to the queue only when the queue can hold the delay.
+#include <vector>
+
+#include "postbox/dependencies.h"
 #include "postbox/families.h"
 #include "postbox/policy.h"
 #include "postbox/priority.h"
@@ -32,13 +35,75 @@ struct Settings {
 };
 
 // One job: its delay, its payload's size (-1 until given), its own retry budget (0: the
-// kind's) and its priority (priority.h).
+// kind's), its priority (priority.h) and, in a batch, its parents (dependencies.h) and whether
+// the shim refused it already (so items that name it as a parent are refused too).
 struct Job {
   int64_t delay_ms = 0;
   int64_t payload_bytes = -1;
   int64_t max_attempts = 0;
   int64_t priority = 0;
+  std::vector<ParentRef> parents;
+  ParentFailure on_parent_failure = ParentFailure::cancel;
+  bool refused = false;
 };
+
+// A batch item's parent references: an integer names an earlier item; a stored job is named as
+// the shim found it in the item's tenant scope: "open" (unfinished), "succeeded", "failed"
+// (dead or cancelled), or `false` (not found there).
+constexpr uint32_t kMaxParentRefs = 10000;  // beyond kMaxParents, refused per item; beyond this, the document
+
+Status read_parents(od::value& field, const Where& where, std::string_view key, Job& job) {
+  Result<od::array> list = input::read_array(field, where, key);
+  if (!list) return list.take_error();
+  Where capped = where;
+  capped.code = ErrorCode::too_large;
+  constexpr std::string_view kWhat = "must hold list indexes, \"open\", \"succeeded\", \"failed\" and false (not found) only";
+  return input::for_each_element(list.value(), capped, key, kMaxParentRefs, [&](od::value& value, uint32_t) -> Status {
+    bool found = true;
+    if (value.get_bool().get(found) == simdjson::SUCCESS) {
+      if (found) return field_error(where, key, kWhat);
+      job.parents.push_back(ParentRef{ParentRef::Kind::unknown, 0});
+      return ok_status();
+    }
+    std::string_view state;
+    if (value.get_string().get(state) == simdjson::SUCCESS) {
+      const ParentRef::Kind kind = state == "open" ? ParentRef::Kind::open : state == "succeeded" ? ParentRef::Kind::succeeded
+                                 : state == "failed" ? ParentRef::Kind::failed : ParentRef::Kind::unknown;
+      if (kind == ParentRef::Kind::unknown) return field_error(where, key, kWhat);
+      job.parents.push_back(ParentRef{kind, 0});
+      return ok_status();
+    }
+    Result<int64_t> index = input::read_int(value, where, key, 0, kMaxBatchItems);
+    if (!index) return field_error(where, key, kWhat);
+    job.parents.push_back(ParentRef{ParentRef::Kind::earlier, index.value()});
+    return ok_status();
+  });
+}
+
+// What an earlier item is to the items after it that name it as a parent.
+enum class ItemFate { refused, open, failed };
+
+// The batch-only fields of an item: its parents, what their failure does, and the shim's refusal.
+Status read_item_field(std::string_view key, od::value& field, const Where& where, Job& job, bool& known) {
+  known = true;
+  if (key == "parents") return read_parents(field, where, key, job);
+  if (key == "refused") {
+    Result<bool> b = input::read_bool(field, where, key);
+    if (!b) return b.take_error();
+    job.refused = b.value();
+    return ok_status();
+  }
+  if (key == "onParentFailure") {
+    Result<std::string_view> name = input::read_string(field, where, key, 16);
+    if (!name) return name.take_error();
+    std::optional<ParentFailure> f = parent_failure_named(name.value());
+    if (!f) return field_error(where, key, "must be \"cancel\" or \"run\"");
+    job.on_parent_failure = *f;
+    return ok_status();
+  }
+  known = false;
+  return ok_status();
+}
 
 std::string_view trim_trailing_space(std::string_view text) {
   while (!text.empty()) {
@@ -58,6 +123,11 @@ Status read_fields(od::object& obj, const Where& where, Settings* s, Job& job) {
       if (!b) return b.take_error();
       s->has_queue = b.value();
       return ok_status();
+    }
+    if (s == nullptr) {
+      bool batch_field = false;
+      Status item = read_item_field(key, field, where, job, batch_field);
+      if (!item || batch_field) return item;
     }
     if (key == "payload") {
       std::string_view raw;
@@ -86,23 +156,65 @@ Status read_fields(od::object& obj, const Where& where, Settings* s, Job& job) {
   });
 }
 
-// One job's decision: refused when its payload is over the cap, else when it is due and
-// whether (and after how long) to nudge it.
-void write_decision(JsonWriter& out, const Settings& s, const Job& job) {
+void write_refusal(JsonWriter& out, std::string_view code, const std::string& message) {
+  out.field_bool("ok", false);
+  out.key("issues");
+  out.begin_array();
+  out.begin_object();
+  out.field("code", code);
+  out.field("message", message);
+  out.end_object();
+  out.end_array();
+  out.end_object();
+}
+
+std::string refusal_message(DependencyRefusal r) {
+  switch (r) {
+    case DependencyRefusal::too_many_parents: return "a job may depend on at most " + decimal_string(static_cast<int64_t>(kMaxParents)) + " parents";
+    case DependencyRefusal::dependency_cycle: return "dependsOn may name only earlier items of the list: a later one (or the item itself) would make a cycle";
+    case DependencyRefusal::unknown_parent: return "dependsOn names a job that does not exist in this tenant's scope";
+    case DependencyRefusal::parent_refused: return "dependsOn names an earlier item that was refused";
+    case DependencyRefusal::none: break;
+  }
+  return "";
+}
+
+// A job with parents: how many have not finished, and whether one failed (an earlier item
+// cancelled at birth counts as failed; `fates` says what each earlier item became).
+struct ParentCount {
+  int64_t open = 0;
+  bool failed = false;
+};
+
+ParentCount count_parents(const Job& job, const std::vector<ItemFate>& fates) {
+  ParentCount c;
+  for (const ParentRef& p : job.parents) {
+    const bool open = p.kind == ParentRef::Kind::open || (p.kind == ParentRef::Kind::earlier && fates[static_cast<std::size_t>(p.index)] == ItemFate::open);
+    const bool failed = p.kind == ParentRef::Kind::failed || (p.kind == ParentRef::Kind::earlier && fates[static_cast<std::size_t>(p.index)] == ItemFate::failed);
+    c.open += open ? 1 : 0;
+    c.failed = c.failed || failed;
+  }
+  return c;
+}
+
+// One job's decision: refused when its payload is over the cap or its parents refuse it
+// (`deps`), else when it is due and whether (and after how long) to nudge it. A job with
+// parents (`birth`) is written as birth_status says, and the answer names it, how many parents
+// it waits for and what a parent's failure does to it; only one written due is nudged.
+void write_decision(JsonWriter& out, const Settings& s, const Job& job, DependencyRefusal deps = DependencyRefusal::none,
+                    const ParentCount* parents = nullptr) {
   out.begin_object();
   if (job.payload_bytes > s.max_payload) {
-    out.field_bool("ok", false);
-    out.key("issues");
-    out.begin_array();
-    out.begin_object();
-    out.field("code", "payload_too_large");
-    out.field("message", "payload is " + decimal_string(job.payload_bytes) + " bytes; the limit is " + decimal_string(s.max_payload));
-    out.end_object();
-    out.end_array();
-    out.end_object();
+    write_refusal(out, "payload_too_large", "payload is " + decimal_string(job.payload_bytes) + " bytes; the limit is " + decimal_string(s.max_payload));
     return;
   }
-  const bool nudge = s.has_queue && job.delay_ms <= s.max_queue_delay;
+  if (deps != DependencyRefusal::none) {
+    write_refusal(out, refusal_code(deps), refusal_message(deps));
+    return;
+  }
+  const bool has_parents = parents != nullptr && !job.parents.empty();
+  const BirthStatus birth = has_parents ? birth_status(parents->open, parents->failed, job.on_parent_failure) : BirthStatus::pending;
+  const bool nudge = birth == BirthStatus::pending && s.has_queue && job.delay_ms <= s.max_queue_delay;
   out.field_bool("ok", true);
   out.field("payloadBytes", job.payload_bytes);
   out.field("dueAt", s.now + job.delay_ms);
@@ -111,6 +223,15 @@ void write_decision(JsonWriter& out, const Settings& s, const Job& job) {
   out.field_bool("nudge", nudge);
   out.key("delaySeconds");
   if (nudge) out.integer((job.delay_ms + 999) / 1000); else out.null();
+  if (has_parents) {
+    out.key("parents");
+    out.begin_object();
+    out.field("status", birth_status_name(birth));
+    out.field("waitingOn", birth == BirthStatus::waiting ? parents->open : 0);
+    out.field("onParentFailure", stored_effect(job.on_parent_failure));
+    if (birth == BirthStatus::cancelled) out.field("code", kParentFailedCode);
+    out.end_object();
+  }
   out.end_object();
 }
 
@@ -166,6 +287,8 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
   bool empty = false;
   if (root.reset().get(empty) != simdjson::SUCCESS) return input::family_error(where, ErrorCode::invalid_json, "malformed object");
   int64_t written = 0;
+  // What each item became, for the items after it that name it as a parent.
+  std::vector<ItemFate> fates;
   out.begin_object();
   out.key("results");
   out.begin_array();
@@ -175,7 +298,17 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
     if (!item) return item;
     if (job.payload_bytes < 0) return input::missing(item_where, "payloadBytes");
     if (job.payload_bytes <= s.max_payload) written += job.payload_bytes;
-    write_decision(out, s, job);
+    const int64_t index = static_cast<int64_t>(fates.size());
+    const DependencyRefusal deps =
+        check_parents(index, job.parents.data(), job.parents.size(), [&](int64_t i) { return fates[static_cast<std::size_t>(i)] == ItemFate::refused; });
+    const ParentCount parents = deps == DependencyRefusal::none ? count_parents(job, fates) : ParentCount{};
+    if (job.refused || job.payload_bytes > s.max_payload || deps != DependencyRefusal::none) {
+      fates.push_back(ItemFate::refused);
+    } else {
+      const bool born_cancelled = !job.parents.empty() && birth_status(parents.open, parents.failed, job.on_parent_failure) == BirthStatus::cancelled;
+      fates.push_back(born_cancelled ? ItemFate::failed : ItemFate::open);
+    }
+    write_decision(out, s, job, deps, &parents);
     return ok_status();
   });
   if (!status) return status;

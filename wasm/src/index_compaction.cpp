@@ -45,7 +45,7 @@ constexpr uint32_t kMaxIndexNameBytes = 63;  // PostgreSQL's NAMEDATALEN - 1
 // The indexes migrations/ create on the tables that churn: the outbox's own, by name.
 constexpr std::string_view kOwnIndexes[] = {
     "job_pkey",    "job_dedupe_key", "job_claimable", "job_fair",     "job_lease",       "job_finished",
-    "job_correlation", "job_tenant", "job_created",   "attempt_pkey", "attempt_finished",
+    "job_correlation", "job_tenant", "job_created",   "job_waiting", "attempt_pkey", "attempt_finished",
 };
 
 bool is_own_index(std::string_view name) {

@@ -15,7 +15,7 @@ enum class Due { none, now };
 
 struct Action {
   std::string_view name;
-  std::string_view from[3];
+  std::string_view from[4];
   std::string_view to;  // empty: the status stays as it is
   Due due;
   bool fresh_budget;  // the retry budget starts again (kFreshBudget)
@@ -30,12 +30,14 @@ struct Budget {
 constexpr Budget kFreshBudget{0, 0, 0};
 
 constexpr Action kActions[] = {
-    {"cancel", {"pending", "retrying", "running"}, "cancelled", Due::none, false, false},
-    {"replay", {"dead", "cancelled", {}}, "pending", Due::now, true, true},
-    {"retryNow", {"pending", "retrying", {}}, "", Due::now, false, true},
+    // A waiting job (dependencies.h) can be cancelled, and is never made due by hand: only its
+    // parents release it.
+    {"cancel", {"pending", "retrying", "running", "waiting"}, "cancelled", Due::none, false, false},
+    {"replay", {"dead", "cancelled", {}, {}}, "pending", Due::now, true, true},
+    {"retryNow", {"pending", "retrying", {}, {}}, "", Due::now, false, true},
 };
 
-constexpr std::string_view kStatuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled"};
+constexpr std::string_view kStatuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled", "waiting"};
 
 bool is_status(std::string_view s) {
   for (std::string_view known : kStatuses) {
@@ -60,7 +62,7 @@ Status read_job_status(od::value& field, const Where& where, std::string_view ke
     Result<std::string_view> s = input::read_string(jfield, inner, jkey, 64);
     if (!s) return s.take_error();
     if (!is_status(s.value())) {
-      return field_error(inner, jkey, "must be one of pending, running, retrying, succeeded, dead, cancelled");
+      return field_error(inner, jkey, "must be one of pending, running, retrying, succeeded, dead, cancelled, waiting");
     }
     status = s.value();
     return ok_status();

@@ -1,5 +1,6 @@
 // pb_sweep: how one cron invocation spends its time. Recovery of expired leases comes first
-// (bounded by its own budget), then each reserved sweep, then a drain of everything due, then
+// (bounded by its own budget), then (for a store that keeps dependencies) the check on waiting
+// jobs whose parents have all finished, so the drain may run them, then each reserved sweep, then a drain of everything due, then
 // kinds this deploy does not register, then retention in batches within its own budget, then
 // (unless compaction is off) the rebuilds of indexes a held horizon bloated. A kind whose lease
 // is longer than the sweep may hold one is never run here: it is handed to its lane's queue
@@ -23,6 +24,9 @@ namespace {
 
 constexpr uint32_t kMaxReserved = 32;
 constexpr int64_t kRecoverLimit = 500;
+// Waiting jobs the dependencies step checks per sweep, oldest update first: a settle releases
+// children itself, so this only finds the few a race left behind (dependencies.h).
+constexpr int64_t kWaitingCheckLimit = 1000;
 // The largest recovery batch the recover op accepts (the plan asks for kRecoverLimit).
 constexpr int64_t kMaxRecoverLimit = 10000;
 // Retention deletes in batches of this many jobs (one statement each) by default: a batch holds
@@ -61,6 +65,7 @@ struct SweepInput {
   int64_t retention_budget_ms = kRetentionBudgetMs;
   // Whether the plan ends with a compact step (index rebuilds after a held horizon).
   bool compaction = true;
+  bool dependencies = false;
   std::vector<Policy> policies;
 };
 
@@ -151,10 +156,10 @@ Status read_sweep(od::object& root, const Where& where, SweepInput& in) {
       });
     } else if (key == "retention") {
       return read_retention(field, where, in);
-    } else if (key == "compaction") {
+    } else if (key == "compaction" || key == "dependencies") {
       Result<bool> on = input::read_bool(field, where, key);
       if (!on) return on.take_error();
-      in.compaction = on.value();
+      (key == "compaction" ? in.compaction : in.dependencies) = on.value();
     } else if (key == "policies") {
       has_policies = true;
       return read_policies(field, where, in.policies);
@@ -210,6 +215,13 @@ Status sweep_plan(od::object& root, const Where& where, JsonWriter& out) {
   out.field("deadlineAt", std::min(in.now + in.recovery_budget_ms, deadline_at));
   out.field("limit", kRecoverLimit);
   out.end_object();
+
+  if (in.dependencies) {
+    out.begin_object();
+    out.field("type", "dependencies");
+    out.field("limit", kWaitingCheckLimit);
+    out.end_object();
+  }
 
   for (const Reserved& r : in.reserved) {
     std::vector<std::string_view> kinds;

@@ -17,7 +17,7 @@ export class UsageError extends Error {
   }
 }
 
-export const JOB_STATUSES: readonly JobStatus[] = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
+export const JOB_STATUSES: readonly JobStatus[] = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting'];
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 // A date, or a date and time with an optional zone; a zoneless time is read as UTC, so the

@@ -243,7 +243,7 @@ export interface SettleOkAnswer {
 }
 
 /** Job statuses as pb_settle_ok_numbers numbers them (wasm/include/postbox/numbers.h). */
-const JOB_STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'] as const;
+const JOB_STATUSES = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting'] as const;
 /** How many f64 outputs a numeric entry leaves at most. */
 const NUMBERS_OUT = 8;
 const PUMP_ACTIONS = [undefined, 'claim', 'settle', 'wait', 'done'] as const;

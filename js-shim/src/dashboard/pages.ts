@@ -1,7 +1,9 @@
 // The dashboard's pages: the overview (backlog, charts, health), the job list and one job.
 import { getCore } from '../core/core.js';
 import { gradeHealth, type HealthFacts, type HealthGrades, type HorizonHolder, readHealthFacts } from '../inspect/health.js';
-import { type BacklogRow, type BacklogThresholds, countBacklog, countJobs, evaluateBacklog, getJob, type JobFilter, type JobView, listAttempts, listJobs } from '../inspect/index.js';
+import {
+  type BacklogRow, type BacklogThresholds, countBacklog, countJobs, type DependencyView, evaluateBacklog, getJob, getJobDependencies, type JobFilter, type JobView, listAttempts, listJobs,
+} from '../inspect/index.js';
 import { readOnly } from '../inspect/read.js';
 import { allowedActions } from '../operate.js';
 import { failureRateChart, throughputChart } from './charts.js';
@@ -156,6 +158,7 @@ export async function jobPage<Env>(r: Req<Env>, s: Settings, id: string): Promis
   const job = await getJob(db, { id, ...(r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {}), ...reads(r, s) });
   if (!job) return page(r, 404, 'Job not found', html`<h1>Job not found</h1><p>No job ${id}${r.access.scope ? ' in your tenant' : ''}.</p>`);
   const attempts = await listAttempts(db, { jobId: id, ...reads(r, s) });
+  const deps = await getJobDependencies(db, { id, ...(r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {}), ...reads(r, s) });
   const here = `${r.base}/jobs/${job.id}`;
   // Only the actions the core would accept for this status (a dead job cannot be cancelled).
   const allowed = allowedActions(job.status);
@@ -172,11 +175,22 @@ ${r.access.readOnly || allowed.length === 0 ? null : html`<form method="post" ac
 ${job.lastErrorMessage ? html`<h2>Last error message</h2><pre id="error">${job.lastErrorMessage}</pre>` : null}
 <h2>Payload</h2><pre id="payload">${JSON.stringify(job.payload, null, 2)}</pre>
 ${job.metadata ? html`<h2>Metadata</h2><pre id="metadata">${JSON.stringify(job.metadata, null, 2)}</pre>` : null}
+${dependencyTable(r, 'Parents', 'parents', deps?.parents ?? [], job.status === 'waiting' ? 'it waits until every one has finished' : null)}
+${dependencyTable(r, 'Children', 'children', deps?.children ?? [], null)}
 <h2>Attempts</h2>
 ${attempts.length === 0 ? html`<p class="muted">No attempt yet.</p>` : html`<table id="attempts"><thead><tr><th class="n">#</th><th>outcome</th><th>code</th><th>message</th><th>started</th><th>finished</th><th class="n">duration</th></tr></thead><tbody>
 ${attempts.map((a) => html`<tr><td class="n">${a.attempt}</td><td>${a.outcome ?? 'running'}</td><td>${a.code ?? ''}</td><td>${a.message ?? ''}</td><td>${when(a.startedAt)}</td><td>${when(a.finishedAt)}</td><td class="n">${duration(a.durationMs)}</td></tr>`)}
 </tbody></table>`}`;
   return page(r, 200, `Job ${job.id}`, body);
+}
+
+/** A job's parents or children (dependsOn), linked to their pages; nothing when it has none. */
+function dependencyTable<Env>(r: Req<Env>, title: string, id: string, rows: readonly DependencyView[], note: string | null): Html | null {
+  if (rows.length === 0) return null;
+  return html`<h2>${title}</h2>${note ? html`<p class="muted">${note}</p>` : null}
+<table id="${id}"><thead><tr><th>Job</th><th>kind</th><th>status</th></tr></thead><tbody>
+${rows.map((d) => html`<tr><td class="mono">${d.kind === null ? d.id : html`<a href="${r.base}/jobs/${d.id}">${d.id}</a>`}</td><td>${d.kind ?? 'deleted by retention'}</td><td>${d.status ? statusCell(d.status) : ''}</td></tr>`)}
+</tbody></table>`;
 }
 
 // ---- actions -----------------------------------------------------------------------------------

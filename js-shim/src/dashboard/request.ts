@@ -8,7 +8,7 @@ import type { TransactionalDb } from '../stores/pg/db.js';
 import type { JobStatus } from '../types.js';
 import { html, type Html } from './html.js';
 
-export const STATUSES: readonly JobStatus[] = ['pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
+export const STATUSES: readonly JobStatus[] = ['pending', 'waiting', 'running', 'retrying', 'succeeded', 'dead', 'cancelled'];
 export const ACTIONS: readonly OperatorAction[] = ['cancel', 'replay', 'retryNow'];
 export const ACTION_LABEL: Record<OperatorAction, string> = { cancel: 'Cancel', replay: 'Replay', retryNow: 'Retry now' };
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -53,12 +53,16 @@ function buildTables<S extends string>(schemaName: S) {
       // Priority and the core's boost for it (migration 0010): claims order by due time less the boost.
       priority: smallint('priority').notNull().default(0),
       boostMs: integer('boost_ms').notNull().default(0),
+      // Dependencies (migration 0012): unfinished parents, and what a parent's failure does.
+      waitingOn: integer('waiting_on').notNull().default(0),
+      onParentFailure: text('on_parent_failure'),
     },
     (t) => [
-      check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled')`),
+      check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting')`),
       check('job_finished_has_time', sql`(${t.status} IN ('succeeded', 'dead', 'cancelled')) = (${t.finishedAt} IS NOT NULL)`),
       check('job_running_has_lease', sql`(${t.status} = 'running') = (${t.leaseExpiresAt} IS NOT NULL)`),
       check('job_max_attempts_range', sql`${t.maxAttempts} BETWEEN 1 AND 1000`),
+      check('job_on_parent_failure_check', sql`${t.onParentFailure} IN ('cancel', 'release')`),
       uniqueIndex('job_dedupe_key').on(t.tenantScope, t.dedupeKey).where(sql`dedupe_key IS NOT NULL`),
       index('job_claimable')
         .on(t.lane, sql`((due_at AT TIME ZONE 'UTC') - boost_ms * interval '1 millisecond')`, t.id)
@@ -72,6 +76,7 @@ function buildTables<S extends string>(schemaName: S) {
       index('job_correlation').on(t.correlationId).where(sql`correlation_id IS NOT NULL`),
       index('job_tenant').on(t.tenantKey, t.createdAt).where(sql`tenant_key IS NOT NULL`),
       index('job_created').on(t.createdAt, t.id),
+      index('job_waiting').on(t.updatedAt).where(sql`status = 'waiting'`),
     ],
   );
 
@@ -140,7 +145,13 @@ function buildTables<S extends string>(schemaName: S) {
       check('kind_slot_slot_check', sql`${t.slot} >= 1`),
     ],
   );
-  return { schema, job, attempt, scheduleRun, webhookEndpoint, indexBaseline, kindSlot };
+  // No foreign keys: a trigger on job deletes a job's edges with it (migration 0012).
+  const jobEdge = schema.table(
+    'job_edge',
+    { parentId: uuid('parent_id').notNull(), childId: uuid('child_id').notNull() },
+    (t) => [primaryKey({ name: 'job_edge_pkey', columns: [t.parentId, t.childId] }), index('job_edge_child').on(t.childId)],
+  );
+  return { schema, job, attempt, scheduleRun, webhookEndpoint, indexBaseline, kindSlot, jobEdge };
 }
 
 /** The drizzle tables of one outbox, as {@link outboxTables} returns them. */
@@ -162,6 +173,8 @@ export const outboxIndexBaseline = defaults.indexBaseline;
 export const outboxWebhookEndpoint = defaults.webhookEndpoint;
 /** `outbox.kind_slot`: the slots a claim takes for kinds with a `concurrency` or `rateLimit` (migration 0009). */
 export const outboxKindSlot = defaults.kindSlot;
+/** `outbox.job_edge`: one row per job dependency, parent to child (migration 0012). */
+export const outboxJobEdge = defaults.jobEdge;
 
 /** What {@link outboxDrizzleExtras} returns. */
 export interface OutboxDrizzleExtras {

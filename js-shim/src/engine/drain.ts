@@ -11,8 +11,9 @@ import type { PumpAnswer } from '../core/core.js';
 import type { Admitted } from './lease.js';
 import type { EngineRuntime, OutboxRuntime } from './runtime.js';
 import type { Session } from './session.js';
-import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, writeSettled, type Settlement } from './settle.js';
-import type { ClaimedJobs, ClaimInput, ClaimLimits, ThrottledKind } from '../stores/contract.js';
+import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, takeReleased, writeSettled, type Settlement } from './settle.js';
+import type { ClaimedJobs, ClaimInput, ClaimLimits, DependentChange, ThrottledKind } from '../stores/contract.js';
+import { sendNudges } from './nudge.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
 
@@ -213,6 +214,7 @@ class LanePump<Db> {
     this.#finished = [];
     if (n === 0 || !claimPlan) {
       addReport(this.report, await settleAll(this.rt, this.session, carry));
+      await this.#released();
       return;
     }
     const chunk = this.targets?.splice(0, n);
@@ -270,7 +272,23 @@ class LanePump<Db> {
       this.#throttle(throttled);
     } else if (chunk ? this.targets!.length === 0 : rows.length < n) this.#exhausted = true;
     this.#buffer.push(...rows);
+    await this.#released();
     this.#fill();
+  }
+
+  /**
+   * Children the drain's settlements released are due now: those its claims may take keep it
+   * claiming (a claim that came back short no longer means the lane is out of work); the rest
+   * go to their lane's queue as nudges.
+   */
+  async #released(): Promise<void> {
+    const released = takeReleased(this.session);
+    if (released.length === 0) return;
+    const kinds = new Set(this.policies.map((p) => p.kind));
+    const mine = (r: DependentChange) => !this.targets && r.lane === this.opts.lane && kinds.has(r.kind);
+    if (released.some(mine) && !this.#stopped && this.#failure === undefined) this.#exhausted = false;
+    const others = released.filter((r) => !mine(r));
+    if (others.length > 0) await sendNudges(this.rt, others.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })));
   }
 
   /** A claim left limited kinds' due jobs behind: pause claims until the core's time, or stop claiming. */

@@ -6,13 +6,27 @@ import { EnqueueRefusedError, PostboxError } from '../errors.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
 import type { EngineRuntime } from './runtime.js';
 import type { TxEnqueue, TxEnqueueMany } from './driven.js';
-import type { AppendInput, AppendRow, OutboxStore } from '../stores/contract.js';
-import type { EnqueueOptions, EnqueueRefusal, EnqueueResult, EnqueueTrace, JobDefinition, Queryable, Telemetry } from '../types.js';
+import type { AppendInput, AppendRow, DependencyStore, OutboxStore } from '../stores/contract.js';
+import type { DependencyRefusalReason, EnqueueOptions, JobStatus, EnqueueRefusal, EnqueueResult, EnqueueTrace, JobDefinition, Queryable, Telemetry } from '../types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
 export type EnqueueDecision =
-  | { ok: true; payloadBytes: number; dueAt: number; boostMs?: number; nudge: boolean; delaySeconds: number | null }
+  | { ok: true; payloadBytes: number; dueAt: number; boostMs?: number; nudge: boolean; delaySeconds: number | null; parents?: DecidedParents }
   | { ok: false; issues: { code: string; message: string }[] };
+
+/** The core's codes for parents that refuse an item (dependencies.h). */
+const DEPENDENCY_REFUSALS: ReadonlySet<string> = new Set(['too_many_parents', 'dependency_cycle', 'unknown_parent', 'parent_refused']);
+
+/** How the core decided a job with parents is written (docs/ABI.md, pb_enqueue dependencies). */
+interface DecidedParents {
+  status: 'waiting' | 'pending' | 'cancelled';
+  waitingOn: number;
+  onParentFailure: 'cancel' | 'release';
+  code?: string;
+}
+
+/** Each named parent's status in the naming item's tenant scope, `null` when not found there (the store's `dependencies.parentStates` on the enqueue's handle). */
+export type ParentLookup = (refs: readonly { id: string; tenantKey: string | null }[]) => Promise<(JobStatus | null)[]>;
 
 /** The results of a list, in its order, plus the nudges the core asked for. */
 export interface EnqueueOutcome {
@@ -58,6 +72,11 @@ interface Prepared {
   maxAttempts: number | null;
   /** The item's priority, else its kind's default; 0: none. */
   priority: number;
+  /** Its parents: job ids (lower case) and list indexes, each once; `null`: none. */
+  parents: (string | number)[] | null;
+  onParentFailure: 'cancel' | 'run';
+  /** For each id among `parents`, its status in the item's tenant scope, null when not found (filled before the core is asked). */
+  found?: Map<string, JobStatus | null>;
 }
 
 /**
@@ -70,6 +89,8 @@ export interface PlannedEnqueue {
   /** The list index of each appended item, in append order. */
   writes: number[];
   decisions: EnqueueDecision[];
+  /** Each item's parents as given (ids and list indexes), for linking after the append; `null`: none. */
+  parents: ((string | number)[] | null)[];
 }
 
 /**
@@ -109,10 +130,12 @@ export async function enqueueInTransaction<Q, T>(
 export async function enqueueJobs<P, Tx>(env: EnqueueEnv<Tx>, q: Tx, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<EnqueueOutcome> {
   const trace = startEnqueueTrace(env, job, items, api);
   try {
-    const planned = await planEnqueue(env, job, items, api);
+    const deps = env.store.dependencies;
+    const planned = await planEnqueue(env, job, items, api, deps && ((refs) => deps.parentStates(q, refs)));
     keepTraceContext(planned, trace);
     const rows = planned.input ? await env.store.append(q, planned.input) : [];
     const outcome = finishEnqueue(env, job, planned, rows, api);
+    if (deps) await addEdges(deps, q, planned, rows);
     endEnqueueTrace(trace, outcome.results);
     return outcome;
   } catch (error) {
@@ -143,14 +166,21 @@ export function endEnqueueTrace(trace: EnqueueTrace | undefined, results: readon
   trace.end({ created, exists, refused: results.length - created - exists });
 }
 
-/** Everything before the write: each item checked and serialised, the core's decisions, ids drawn. */
-export async function planEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api): Promise<PlannedEnqueue> {
+/**
+ * Everything before the write: each item checked and serialised, the parents it names looked up
+ * (`lookup`, absent for a store without dependencies, which then refuses `dependsOn`), the
+ * core's decisions, ids drawn.
+ */
+export async function planEnqueue<P>(
+  env: EnqueueEnv<unknown>, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[], api: Api, lookup?: ParentLookup,
+): Promise<PlannedEnqueue> {
   if (!Array.isArray(items)) throw new PostboxError('invalid_input', `${api}: items must be an array of enqueue options`);
   const prepared: Prepared[] = new Array(items.length);
   for (let i = 0; i < items.length; i++) {
     const p = prepare(job, items[i], api, i, env.maxKeyChars);
     prepared[i] = p instanceof Promise ? await p : p;
   }
+  await findParents(prepared, api, lookup);
 
   // The core sees every item, so its cap on the list holds whatever the schema refused.
   const decisions = decide(env, prepared, api);
@@ -158,14 +188,64 @@ export async function planEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinitio
   const writes: number[] = [];
   for (let i = 0; i < items.length; i++) {
     const d = decisions[i]!;
-    results[i] = prepared[i]!.refused ?? (d.ok ? undefined : { status: 'invalid_payload', issues: d.issues.map((issue) => ({ message: issue.message })) });
+    results[i] = prepared[i]!.refused ?? (d.ok ? undefined : refusal(d.issues));
     if (results[i] === undefined) writes.push(i);
   }
   if (env.strict) throwFirstRefusal(results, api);
-  if (writes.length === 0) return { input: null, results, writes, decisions };
+  const parents = prepared.map((p) => p.parents);
+  if (writes.length === 0) return { input: null, results, writes, decisions, parents };
   const ids = writes.map(() => checkedId(env.generateId(), api));
   const input = appendInput(env, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => decisions[i] as Extract<EnqueueDecision, { ok: true }>));
-  return { input, results, writes, decisions };
+  return { input, results, writes, decisions, parents };
+}
+
+/** The core's refusal as a result: parents that cannot be met, or an invalid payload. */
+function refusal(issues: { code: string; message: string }[]): EnqueueRefusal {
+  const deps = issues.find((issue) => DEPENDENCY_REFUSALS.has(issue.code));
+  if (deps) return { status: 'invalid_dependency', reason: deps.code as DependencyRefusalReason, message: deps.message };
+  return { status: 'invalid_payload', issues: issues.map((issue) => ({ message: issue.message })) };
+}
+
+/** Looks up, in one call, every job id the items name as a parent, each in its item's tenant scope. */
+async function findParents(prepared: readonly Prepared[], api: Api, lookup: ParentLookup | undefined): Promise<void> {
+  const refs: { id: string; tenantKey: string | null }[] = [];
+  for (const p of prepared) {
+    if (!p.parents || p.refused) continue;
+    if (!lookup) throw new PostboxError('unsupported', `${api}: dependsOn needs a store that keeps dependencies (PostgreSQL or memory); this outbox's does not`);
+    for (const parent of p.parents) if (typeof parent === 'string' && UUID.test(parent)) refs.push({ id: parent, tenantKey: p.tenantKey });
+  }
+  const found: (JobStatus | null)[] = refs.length > 0 && lookup ? await lookup(refs) : [];
+  let n = 0;
+  for (const p of prepared) {
+    if (!p.parents || p.refused) continue;
+    p.found = new Map();
+    // An id that is not a UUID names no job: unknown, without asking the store.
+    for (const parent of p.parents) if (typeof parent === 'string') p.found.set(parent, UUID.test(parent) ? (found[n++] ?? null) : null);
+  }
+}
+
+/**
+ * After the append: the edges of every created item with parents, its list parents named by the
+ * job each resolved to (created, or holding its dedupe key). The append wrote each child as the
+ * core decided from its parents' states; the edges let their settles count it down.
+ */
+async function addEdges<Tx>(deps: DependencyStore<unknown, Tx>, q: Tx, planned: PlannedEnqueue, rows: readonly AppendRow[]): Promise<void> {
+  const { writes, decisions, parents } = planned;
+  const rowOf = new Map<number, AppendRow>();
+  writes.forEach((i, w) => rowOf.set(i, rows[w]!));
+  const edges: { child: string; parent: string }[] = [];
+  for (const i of writes) {
+    const row = rowOf.get(i)!;
+    if (!row.created || !(decisions[i] as Extract<EnqueueDecision, { ok: true }>).parents) continue;
+    for (const parent of parents[i] ?? []) edges.push({ child: row.id, parent: typeof parent === 'string' ? parent : rowOf.get(parent)!.id });
+  }
+  await deps.addEdges(q, edges);
+}
+
+/** A stored parent's state for the core: not found, unfinished, succeeded, or failed (dead or cancelled). */
+function parentState(status: JobStatus | null): string {
+  if (status === null) return 'false';
+  return status === 'succeeded' ? '"succeeded"' : status === 'dead' || status === 'cancelled' ? '"failed"' : '"open"';
 }
 
 /** The append's rows as results (a held key is `exists` or a conflict, as the core says), and the nudges the core asked for. */
@@ -209,6 +289,10 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
   if (opts.priority !== undefined && (typeof opts.priority !== 'number' || !Number.isSafeInteger(opts.priority))) {
     throw new PostboxError('invalid_input', `${where(api, index)}: priority must be an integer, got ${String(opts.priority)}`);
   }
+  const parents = dependsOn(opts.dependsOn, api, index);
+  if (opts.onParentFailure !== undefined && opts.onParentFailure !== 'cancel' && opts.onParentFailure !== 'run') {
+    throw new PostboxError('invalid_input', `${where(api, index)}: onParentFailure must be 'cancel' or 'run', got ${String(opts.onParentFailure)}`);
+  }
   checkOptionalText(api, index, 'dedupeKey', opts.dedupeKey, maxChars);
   checkOptionalText(api, index, 'tenantKey', opts.tenantKey, maxChars);
   checkOptionalText(api, index, 'correlationId', opts.correlationId, maxChars);
@@ -223,6 +307,8 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
     metadataJson: metadataJson(opts.metadata, api, index),
     maxAttempts: opts.maxAttempts ?? null,
     priority: opts.priority ?? job.policy.priority ?? 0,
+    parents,
+    onParentFailure: opts.onParentFailure ?? 'cancel',
   };
   // Texts PostgreSQL refuses: the item is refused as a result, before any statement, so neither
   // the caller's transaction nor the other items of a list share its fate.
@@ -288,6 +374,23 @@ function hasUnstorableEscape(json: string): boolean {
 }
 
 /**
+ * `dependsOn`: an array of job ids (strings; a UUID in any case names the same job) and list
+ * indexes (non-negative integers), each kept once; empty or absent is none. Its type is checked
+ * here, what it names is the core's and the store's.
+ */
+function dependsOn(value: unknown, api: Api, index: number): (string | number)[] | null {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value)) throw new PostboxError('invalid_input', `${where(api, index)}: dependsOn must be an array of job ids and list indexes`);
+  const out = new Set<string | number>();
+  for (const parent of value) {
+    if (typeof parent === 'string') out.add(parent.toLowerCase());
+    else if (typeof parent === 'number' && Number.isSafeInteger(parent) && parent >= 0) out.add(parent);
+    else throw new PostboxError('invalid_input', `${where(api, index)}: dependsOn holds ${JSON.stringify(parent) ?? String(parent)}, neither a job id nor a list index`);
+  }
+  return out.size > 0 ? [...out] : null;
+}
+
+/**
  * Metadata is a plain JSON object; `undefined` and `null` both mean none (SQL NULL), in
  * `enqueue` and `enqueueMany` alike.
  */
@@ -308,12 +411,20 @@ function decide(env: EnqueueEnv<unknown>, prepared: readonly Prepared[], api: Ap
   let items = '';
   for (let i = 0; i < prepared.length; i++) {
     const p = prepared[i]!;
-    items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}${p.priority === 0 ? '' : `,"priority":${p.priority}`}}`;
+    items += `${i ? ',' : ''}{"delayMs":${p.delayMs},"payloadBytes":${p.payloadBytes}${p.maxAttempts === null ? '' : `,"maxAttempts":${p.maxAttempts}`}${p.priority === 0 ? '' : `,"priority":${p.priority}`}${dependencyFields(p)}}`;
   }
   const input = `{"op":"batch","now":${env.now},"maxPayloadBytes":${env.maxPayloadBytes},"maxQueueDelayMs":${env.maxQueueDelayMs},"hasQueue":${env.hasQueue},"items":[${items}]}`;
   const out = env.core.callText('enqueue', input) as { results: EnqueueDecision[] } | { error: { code: string; message: string } };
   if (isCoreError(out)) throw new PostboxError(out.error.code, `${api}: ${out.error.message}`);
   return out.results;
+}
+
+/** An item's parents for the core: list indexes as they are, ids as found (true) or not (false). */
+function dependencyFields(p: Prepared): string {
+  let out = p.refused ? ',"refused":true' : '';
+  if (!p.parents || p.refused) return out;
+  out += `,"parents":[${p.parents.map((parent) => (typeof parent === 'number' ? parent : parentState(p.found?.get(parent) ?? null))).join(',')}]`;
+  return p.onParentFailure === 'cancel' ? out : `${out},"onParentFailure":"${p.onParentFailure}"`;
 }
 
 /** The core's verdicts on items whose dedupe key was already held, in order. */
@@ -335,6 +446,7 @@ function appendInput<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, writes:
       id: ids[i]!, payloadJson: w.payloadJson, tenantKey: w.tenantKey, dedupeKey: w.dedupeKey, correlationId: w.correlationId,
       metadataJson: w.metadataJson, dueAt: decided[i]!.dueAt, maxAttempts: w.maxAttempts,
       ...(w.priority === 0 ? {} : { priority: w.priority, boostMs: decided[i]!.boostMs ?? 0 }),
+      ...(decided[i]!.parents ? { parents: { ...decided[i]!.parents!, code: decided[i]!.parents!.code ?? null } } : {}),
     })),
   };
 }

@@ -7,7 +7,7 @@ import { fromHandlerOutcome, redact } from './handler.js';
 import type { Core } from '../core/core.js';
 import type { EngineRuntime } from './runtime.js';
 import { failureFacts, type Session } from './session.js';
-import type { ClaimInput, SettleWrite } from '../stores/contract.js';
+import type { ClaimInput, DependentChange, SettleWrite } from '../stores/contract.js';
 import type { CorePolicy, HandlerOutcome, JobDefinition, JobStatus, Queryable } from '../types.js';
 
 /** The core's answer for one attempt (docs/ABI.md, `pb_settle`). */
@@ -177,8 +177,31 @@ export function settleWrites(items: Settlement[]): SettleWrite[] {
   }));
 }
 
-async function writeSettlements<Db>(rt: EngineRuntime<Db>, q: Db, now: number, items: Settlement[]): Promise<Set<string>> {
-  return new Set(await rt.store.settle(q, { now, items: settleWrites(items) }));
+async function writeSettlements<Db>(rt: EngineRuntime<Db>, session: Session<Db>, q: Db, now: number, items: Settlement[]): Promise<Set<string>> {
+  const settled = await rt.store.settle(q, { now, items: settleWrites(items) });
+  noteReleased(session, settled.released);
+  return new Set(settled);
+}
+
+/** Children released by settlements written on a session, until its drain takes them (one list per session). */
+const releasedOn = new WeakMap<Session<unknown>, DependentChange[]>();
+
+function noteReleased(session: Session<unknown>, released: readonly DependentChange[] | undefined): void {
+  if (!released || released.length === 0) return;
+  const list = releasedOn.get(session);
+  if (list) list.push(...released);
+  else releasedOn.set(session, [...released]);
+}
+
+/**
+ * The waiting children that settlements written on `session` have released (now due) since the
+ * last call: its drain claims on for those of its lane, and nudges the rest.
+ */
+export function takeReleased(session: Session<unknown>): DependentChange[] {
+  const list = releasedOn.get(session);
+  if (!list) return [];
+  releasedOn.delete(session);
+  return list;
 }
 
 /** What the core says to do about a settlement whose write failed (docs/ABI.md, `pb_settle` `failure`). */
@@ -250,9 +273,10 @@ async function writeTry<Db>(rt: EngineRuntime<Db>, session: Session<Db>, now: nu
   try {
     if (claim) {
       const out = await session.exclusive((q) => rt.store.settleThenClaim(q, { now, items: settleWrites(items) }, claim));
+      noteReleased(session, out.settled.released);
       return { settled: new Set(out.settled), failed: NOTHING, claimed: out.claimed, failure: null };
     }
-    return { settled: await session.exclusive((q) => writeSettlements(rt, q, now, items)), failed: NOTHING, claimed: null, failure: null };
+    return { settled: await session.exclusive((q) => writeSettlements(rt, session, q, now, items)), failed: NOTHING, claimed: null, failure: null };
   } catch (error) {
     rt.emit({ type: 'infra_error', where: 'settle', error: errorMessage(error) });
     const answer = afterFailure(rt, session, error, { part: 'write', tries, rows: items.length, sanitized });
@@ -275,7 +299,7 @@ async function settleWithHooks<Db>(rt: EngineRuntime<Db>, session: Session<Db>, 
     const at: { part: 'write' | 'hook'; inCommit: boolean } = { part: 'write', inCommit: false };
     try {
       const settled = await session.transaction(async (tx) => {
-        const ids = await writeSettlements(rt, tx, now, [[f, d]]);
+        const ids = await writeSettlements(rt, session, tx, now, [[f, d]]);
         if (!ids.has(f.row.id)) return false;
         at.part = 'hook';
         if (f.commit && d.status === hookRules(rt.core).commitStatus) {

@@ -45,6 +45,7 @@ export interface SweepOptions {
 
 type SweepStep =
   | { type: 'recover'; deadlineAt: number; limit: number }
+  | { type: 'dependencies'; limit: number }
   | { type: 'reserved'; name: string; kinds: string[]; maxJobs: number; deadlineAt: number }
   | { type: 'drain'; kinds: string[]; deadlineAt: number }
   | { type: 'handoff'; nudgedBefore: number; limit: number; lanes: { lane: string; kinds: string[] }[] }
@@ -69,6 +70,8 @@ export interface SweepReport extends RunReport {
   unregistered: { kind: string; count: number }[];
   /** Indexes the compact step rebuilt. */
   rebuiltIndexes: string[];
+  /** Waiting jobs the dependencies step found ready and released (their parents had all finished). */
+  unblocked: number;
   /** Steps that failed (reported as `infra_error` events); the others still ran. */
   failedSteps: string[];
 }
@@ -92,6 +95,7 @@ export function planSweep(rt: EngineRuntime<unknown>, startedAt: number, opts: S
     ...(opts.recoveryBudgetMs === undefined ? {} : { recoveryBudgetMs: opts.recoveryBudgetMs }),
     ...(opts.handoffCooldownMs === undefined ? {} : { handoffCooldownMs: opts.handoffCooldownMs }),
     ...(opts.compaction === undefined ? {} : { compaction: opts.compaction }),
+    ...(rt.store.dependencies ? { dependencies: true } : {}),
     reserved: (opts.reserved ?? []).map((r) => ({ name: r.name, kinds: r.kinds, maxJobs: r.budget.maxJobs, deadlineMs: r.budget.deadlineMs })),
     retention: {
       ...(opts.retention?.succeededRetentionMs === undefined ? {} : { succeededMs: opts.retention.succeededRetentionMs }),
@@ -105,11 +109,11 @@ export function planSweep(rt: EngineRuntime<unknown>, startedAt: number, opts: S
 
 /**
  * The cron backstop: runs the core's plan (planned when the sweep starts) in order: recover
- * expired leases, reserved sweeps, drain, hand long jobs to their queue, report unregistered
+ * expired leases, release waiting jobs whose parents all finished unseen, reserved sweeps, drain, hand long jobs to their queue, report unregistered
  * kinds, retention, index compaction. The session gives up at the plan's deadline.
  */
 export async function runSweep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, plan: SweepPlan): Promise<SweepReport> {
-  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unregistered: [], rebuiltIndexes: [], failedSteps: [] };
+  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unblocked: 0, unregistered: [], rebuiltIndexes: [], failedSteps: [] };
   const deadline = { at: plan.deadlineAt, now: () => rt.clock.now() };
   const span = rt.options.telemetry?.operation('sweep', { steps: plan.steps.map((s) => s.type).join(',') });
   for (const step of plan.steps) {
@@ -145,6 +149,13 @@ async function runStep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, step: Sw
     case 'recover':
       addReport(report, await recoverUntil(rt, session, step));
       break;
+    case 'dependencies': {
+      // Waiting jobs whose parents all finished unseen (a child enqueued while its last parent
+      // settled): their wait ends here, and the drain after this step may run them.
+      const changed = await session.exclusive((q) => rt.store.dependencies!.resolveWaiting(q, { now: rt.clock.now(), limit: step.limit }));
+      report.unblocked += changed.filter((c) => c.status === 'pending').length;
+      break;
+    }
     case 'reserved': {
       // One budget for the step, whichever lanes its kinds are on (the core counts it down).
       let claimed = 0;

@@ -7,14 +7,14 @@ import { getCore } from '../core/core.js';
 import type { TransactionalDb } from '../stores/pg/db.js';
 import { PostboxError } from '../errors.js';
 import type { CorePolicy, JobStatus } from '../types.js';
-import type { AttemptView, JobFilter, JobView } from '../stores/contract.js';
+import type { AttemptView, DependencyView, JobFilter, JobView } from '../stores/contract.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
 import { gradeHealth, readHealthFacts, type HealthGrade, type HorizonHolder, type TableHealth } from './health.js';
 import { postgresOutboxStore, tenantFilter } from '../stores/pg/store.js';
 import { checkLimit, decodeCursor } from '../stores/shared.js';
 import { readOnly, type ReadOptions } from './read.js';
 
-export type { AttemptView, JobFilter, JobView };
+export type { AttemptView, DependencyView, JobFilter, JobView };
 
 /** The store of the outbox a read names (checked by `readOnly` first). */
 const storeOf = (opts: ReadOptions) => postgresOutboxStore(checkOutboxName(opts.outbox, 'outbox'));
@@ -22,6 +22,21 @@ const storeOf = (opts: ReadOptions) => postgresOutboxStore(checkOutboxName(opts.
 /** One job by id, or `null` (also when it belongs to another tenant than `tenantKey`). */
 export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions): Promise<JobView | null> {
   return readOnly(db, opts, (q) => storeOf(opts).getJob(q, opts.tenantKey === undefined ? { id: opts.id } : { id: opts.id, tenantKey: opts.tenantKey }));
+}
+
+/**
+ * A job's dependencies (`dependsOn`): the parents it waits or waited for and the children that
+ * wait or waited for it, each with its kind and status (a parent retention has deleted keeps its
+ * id, with `kind` and `status` null). `null` when the job is not found (in `tenantKey`'s scope).
+ */
+export async function getJobDependencies(
+  db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions,
+): Promise<{ parents: DependencyView[]; children: DependencyView[] } | null> {
+  return readOnly(db, opts, async (q) => {
+    const store = storeOf(opts);
+    const job = await store.getJob(q, opts.tenantKey === undefined ? { id: opts.id } : { id: opts.id, tenantKey: opts.tenantKey });
+    return job ? store.dependencies.dependencies(q, job.id) : null;
+  });
 }
 
 /** A page of jobs, oldest first by default; pass `nextCursor` back as `cursor` with the same filters. */

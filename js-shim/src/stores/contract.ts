@@ -93,6 +93,21 @@ export interface AppendItem {
   /** Its priority (0-10, higher first) and, as the core decided, how far ahead of its due time claims take it (ms); absent: 0. */
   priority?: number;
   boostMs?: number;
+  /** Present when the job has parents: how it is written, as the core decided from them (docs/ABI.md, pb_enqueue dependencies). */
+  parents?: AppendParents;
+}
+
+/**
+ * A job with parents as the core decided it from what they were at enqueue: `waiting` on
+ * `waitingOn` unfinished ones, `pending` (every one done), or `cancelled` at birth under `code`;
+ * and what a parent that ends dead or cancelled will do to it.
+ */
+export interface AppendParents {
+  status: 'waiting' | 'pending' | 'cancelled';
+  waitingOn: number;
+  onParentFailure: 'cancel' | 'release';
+  /** The last error code of a job cancelled at birth (`parent_failed`), else null. */
+  code: string | null;
 }
 
 /** A list of jobs of ONE kind to append, in one write. */
@@ -443,6 +458,48 @@ export interface ListJobsQuery extends JobFilter {
   cursor?: string;
 }
 
+/** What `settle` returns: the ids written, and the waiting children those settlements released (now due). */
+export interface SettledIds extends Array<string> {
+  released?: DependentChange[];
+}
+
+/** A job whose status a dependency changed (released to `pending`, or `cancelled`). */
+export interface DependentChange {
+  id: string;
+  kind: string;
+  lane: string;
+  status: JobStatus;
+}
+
+/** One side of a job's dependencies, as the job page shows it; a parent retention removed has `kind` and `status` null. */
+export interface DependencyView {
+  id: string;
+  kind: string | null;
+  status: JobStatus | null;
+}
+
+/**
+ * Job dependencies (wasm/include/postbox/dependencies.h), for a store that keeps them. A job
+ * with parents is appended as the core decided from their states (`AppendItem.parents`); a
+ * waiting child counts its unfinished parents; `settle` and `applyOperate` apply a finished parent's
+ * effect on its waiting children in the same write (a success releases; a failure does what the
+ * child's `onParentFailure` says), `applyOperate` revives the children a replayed job's failure
+ * cancelled, and deleting a job deletes its edges.
+ */
+export interface DependencyStore<Db, Tx> {
+  /** Each named parent's status as `tx` sees it, in the scope of the tenant naming it (`null`: no such job there), in input order. */
+  parentStates(tx: Tx, refs: readonly { id: string; tenantKey: string | null }[]): Promise<(JobStatus | null)[]>;
+  /** Records the edges of jobs just appended with parents (a child's count and status were written by `append`). */
+  addEdges(tx: Tx, edges: readonly { child: string; parent: string }[]): Promise<void>;
+  /**
+   * The sweep's check: of the `limit` waiting jobs updated longest ago, those whose parents have
+   * all finished get their parents' effect (a settle cannot see a child enqueued while it ran).
+   */
+  resolveWaiting(db: Db, input: { now: number; limit: number }): Promise<DependentChange[]>;
+  /** A job's parents and children. */
+  dependencies(db: Db, id: string): Promise<{ parents: DependencyView[]; children: DependencyView[] }>;
+}
+
 /**
  * An outbox's storage. `Db` is the handle operations run on; `Tx` the handle inside
  * `transaction` (the same type for most stores).
@@ -468,15 +525,18 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
   /** Claims due (or targeted) jobs with a lease; see {@link ClaimInput}. */
   claim(db: Db, input: ClaimInput): Promise<ClaimedJobs>;
 
-  /** Writes settlements; returns the ids actually written (a stale or duplicate one is left out and changes nothing). */
-  settle(db: Db, input: SettleInput): Promise<string[]>;
+  /**
+   * Writes settlements; returns the ids actually written (a stale or duplicate one is left out
+   * and changes nothing), and on a store with dependencies the waiting children they released.
+   */
+  settle(db: Db, input: SettleInput): Promise<SettledIds>;
 
   /**
    * `settle` then `claim` as one operation (one statement on PostgreSQL). The claim never takes
    * a job this settle touches. Both halves carry the same `now` (the PostgreSQL store refuses
    * two with `invalid_input`: its statement has one).
    */
-  settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }>;
+  settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: SettledIds; claimed: ClaimedJobs }>;
 
   /** Extends leases; returns the ids whose lease was written. */
   heartbeat(db: Db, input: HeartbeatInput): Promise<string[]>;
@@ -498,6 +558,9 @@ export interface OutboxStore<Db = unknown, Tx = Db> {
 
   /** Retention; returns how many jobs were deleted. */
   deleteFinished(db: Db, input: RetentionInput): Promise<number>;
+
+  /** Job dependencies; absent where the store keeps none (an enqueue with `dependsOn` is then refused with `unsupported`). */
+  readonly dependencies?: DependencyStore<Db, Tx>;
 
   /** Index compaction after a held horizon; absent where the store's indexes need none. */
   readonly compaction?: IndexCompaction<Db>;

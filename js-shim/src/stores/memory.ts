@@ -9,6 +9,7 @@
 import { PostboxError } from '../errors.js';
 import { checkOutboxName } from '../name.js';
 import type {
+  DependencyStore, DependencyView, DependentChange, SettledIds,
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
@@ -55,6 +56,12 @@ interface Row {
   nudgeSentAt: number | null;
   replayedAt: number | null;
   log: AttemptRecord[];
+  /** Its parents (dependencies), as linked; a parent retention deleted stays named here and counts as finished. */
+  parents: string[];
+  /** Parents not yet finished, while `waiting`. */
+  waitingOn: number;
+  /** What a parent ending dead or cancelled does to it (the core's name); null without parents. */
+  onParentFailure: 'cancel' | 'release' | null;
   /** The transaction that appended it, until that commits: nothing else sees the row before. */
   tx: MemoryTx | null;
 }
@@ -202,10 +209,11 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         }
       }
       const row: Row = {
-        id: item.id, kind: input.kind, lane: input.lane, status: 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
+        id: item.id, kind: input.kind, lane: input.lane, status: item.parents?.status ?? 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
         correlationId: item.correlationId, metadata, dueAt: item.dueAt, createdAt: input.now, updatedAt: input.now, versionTs: input.versionTs,
-        maxAttempts: item.maxAttempts, priority: item.priority ?? 0, boostMs: item.boostMs ?? 0, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: null, lastErrorMessage: null,
-        leaseExpiresAt: null, finishedAt: null, nudgeSentAt: null, replayedAt: null, log: [], tx: own,
+        maxAttempts: item.maxAttempts, priority: item.priority ?? 0, boostMs: item.boostMs ?? 0, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: item.parents?.code ?? null, lastErrorMessage: null,
+        leaseExpiresAt: null, finishedAt: item.parents?.status === 'cancelled' ? input.now : null, nudgeSentAt: null, replayedAt: null, log: [], parents: [],
+        waitingOn: item.parents?.waitingOn ?? 0, onParentFailure: item.parents?.onParentFailure ?? null, tx: own,
       };
       this.#t.rows.set(row.id, row);
       if (row.dedupeKey !== null) this.#t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
@@ -218,14 +226,16 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     return this.#claim(input, null);
   }
 
-  async settle(_db: unknown, input: SettleInput): Promise<string[]> {
+  async settle(_db: unknown, input: SettleInput): Promise<SettledIds> {
     return this.#settle(input);
   }
 
-  async settleThenClaim(_db: unknown, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
-    // As in one statement: the claim sees the jobs the settle touched as they were (running).
+  async settleThenClaim(_db: unknown, settle: SettleInput, claim: ClaimInput): Promise<{ settled: SettledIds; claimed: ClaimedJobs }> {
+    // As in one statement: the claim sees the jobs the settle touched as they were (running),
+    // and the children it released as they were (waiting).
     const settled = this.#settle(settle);
-    return { settled, claimed: this.#claim(claim, new Set(settle.items.map((s) => s.id))) };
+    const skip = new Set([...settle.items.map((s) => s.id), ...(settled.released ?? []).map((r) => r.id)]);
+    return { settled, claimed: this.#claim(claim, skip) };
   }
 
   async heartbeat(_db: unknown, input: HeartbeatInput): Promise<string[]> {
@@ -289,6 +299,8 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       row.updatedAt = now;
       out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
     }
+    this.#childEffects(out, now, own);
+    this.#revive(input.writes.filter((w) => w.budget !== null).map((w) => w.id), now, own);
     return out;
   }
 
@@ -474,9 +486,9 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     return this.#rows().filter((row) => row.kind === kind).flatMap((row) => row.log.filter((a) => a.startedAt > since).map((a) => a.startedAt));
   }
 
-  #settle(input: SettleInput): string[] {
+  #settle(input: SettleInput): SettledIds {
     const { now } = input;
-    const out: string[] = [];
+    const out: SettledIds = [];
     const done = new Set<string>();
     for (const s of input.items) {
       const row = this.#visible(s.id);
@@ -493,9 +505,126 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       done.add(s.id);
       out.push(s.id);
     }
+    const released = this.#childEffects(out.map((id) => this.#t.rows.get(id)!), now, null);
+    if (released.length > 0) out.released = released;
     return out;
   }
+
+  /** Children of `parents`, as `own` sees them. */
+  #childrenOf(parent: string, own: MemoryTx | null): Row[] {
+    return this.#rows(own).filter((r) => r.parents.includes(parent));
+  }
+
+  /**
+   * Jobs that just ended (as the PostgreSQL store's childEffectsCtes): a failed one cancels its
+   * waiting 'cancel' children, recursively; any other end counts one off each waiting child,
+   * which falls due at once when none is left.
+   */
+  #childEffects(ended: readonly { id: string; status: JobStatus }[], now: number, own: MemoryTx | null): DependentChange[] {
+    const released: DependentChange[] = [];
+    const queue = ended.filter((e) => FINAL.has(e.status)).map((e) => ({ id: e.id, status: e.status }));
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const failed = next.status !== 'succeeded';
+      for (const child of this.#childrenOf(next.id, own)) {
+        if (child.status !== 'waiting') continue;
+        own?.touch(this.#t, child);
+        child.updatedAt = now;
+        if (failed && child.onParentFailure === 'cancel') {
+          Object.assign(child, { status: 'cancelled', lastErrorCode: PARENT_FAILED, finishedAt: now });
+          queue.push({ id: child.id, status: 'cancelled' });
+        } else if (--child.waitingOn <= 0) {
+          Object.assign(child, { status: 'pending', waitingOn: 0, dueAt: Math.max(child.dueAt, now) });
+          released.push({ id: child.id, kind: child.kind, lane: child.lane, status: 'pending' });
+        }
+      }
+    }
+    return released;
+  }
+
+  /** Replayed jobs bring back the children their failure cancelled (as revivedChildrenCtes). */
+  #revive(replayed: readonly string[], now: number, own: MemoryTx | null): void {
+    if (replayed.length === 0) return;
+    const replay = new Set(replayed);
+    const failedForItself = (p: Row | undefined) => p !== undefined && !replay.has(p.id) && (p.status === 'dead' || (p.status === 'cancelled' && p.lastErrorCode !== PARENT_FAILED));
+    const queue = [...replayed];
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      for (const child of this.#childrenOf(next, own)) {
+        if (child.status !== 'cancelled' || child.lastErrorCode !== PARENT_FAILED) continue;
+        if (child.parents.some((id) => failedForItself(this.#visible(id, own)))) continue;
+        own?.touch(this.#t, child);
+        const waitingOn = child.parents.filter((id) => {
+          const p = this.#visible(id, own);
+          return p !== undefined && (p.status !== 'succeeded' || replay.has(id));
+        }).length;
+        Object.assign(child, { status: 'waiting', finishedAt: null, lastErrorCode: null, updatedAt: now, waitingOn });
+        queue.push(child.id);
+      }
+    }
+  }
+
+  /** The parent ends as a child's wait sees them: whether one failed, and how many have not ended. */
+  #parentsState(child: Row, own: MemoryTx | null): { failed: boolean; open: number } {
+    let failed = false;
+    let open = 0;
+    for (const id of child.parents) {
+      const p = this.#visible(id, own);
+      if (!p) continue;
+      if (p.status === 'dead' || p.status === 'cancelled') failed = true;
+      else if (!FINAL.has(p.status)) open++;
+    }
+    return { failed, open };
+  }
+
+  /** Ends a child's wait: cancelled by a failed parent (its policy 'cancel'), else due. */
+  #endWait(child: Row, failed: boolean, now: number): void {
+    if (failed && child.onParentFailure === 'cancel') Object.assign(child, { status: 'cancelled', lastErrorCode: PARENT_FAILED, finishedAt: now, waitingOn: 0 });
+    else Object.assign(child, { status: 'pending', waitingOn: 0, dueAt: Math.max(child.dueAt, now) });
+    child.updatedAt = now;
+  }
+
+  /** Job dependencies kept in the rows: each child names its parents. */
+  readonly dependencies: DependencyStore<unknown, unknown> = {
+    parentStates: async (tx, refs) => {
+      const own = this.#tx(tx);
+      return refs.map((r) => {
+        const row = this.#visible(r.id.toLowerCase(), own);
+        return row !== undefined && row.tenantKey === r.tenantKey ? row.status : null;
+      });
+    },
+    addEdges: async (tx, edges) => {
+      const own = this.#tx(tx);
+      for (const e of edges) {
+        const child = this.#visible(e.child, own);
+        if (!child || child.parents.includes(e.parent)) continue;
+        own?.touch(this.#t, child);
+        child.parents = [...child.parents, e.parent];
+      }
+    },
+    resolveWaiting: async (_db, input) => {
+      const changed: DependentChange[] = [];
+      const waitingRows = this.#rows().filter((r) => r.status === 'waiting').sort((a, b) => a.updatedAt - b.updatedAt).slice(0, input.limit);
+      for (const child of waitingRows) {
+        const { failed, open } = this.#parentsState(child, null);
+        if (open > 0) continue;
+        this.#endWait(child, failed, input.now);
+        changed.push({ id: child.id, kind: child.kind, lane: child.lane, status: child.status });
+      }
+      return changed;
+    },
+    dependencies: async (_db, id) => {
+      const ref = (r: Row | undefined, rid: string): DependencyView => ({ id: rid, kind: r?.kind ?? null, status: r?.status ?? null });
+      const row = this.#visible(id);
+      const parents = (row?.parents ?? []).map((p) => ref(this.#visible(p), p)).sort((a, b) => (a.id < b.id ? -1 : 1));
+      const children = this.#childrenOf(id, null).map((c) => ref(c, c.id)).sort((a, b) => (a.id < b.id ? -1 : 1));
+      return { parents, children };
+    },
+  };
 }
+
+/** The statuses that end a job. */
+const FINAL: ReadonlySet<JobStatus> = new Set(['succeeded', 'dead', 'cancelled']);
+/** The code of a child cancelled by its parent's failure (the core's kParentFailedCode). */
+const PARENT_FAILED = 'parent_failed';
 
 const waiting = (r: Row) => r.status === 'pending' || r.status === 'retrying';
 const versionFits = (r: Row, cutoff: number | null) => r.versionTs === null || r.versionTs <= (cutoff ?? Number.MAX_SAFE_INTEGER);

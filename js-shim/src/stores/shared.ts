@@ -6,8 +6,8 @@
 import { PostboxError } from '../errors.js';
 import type { AttemptView, JobStatus } from './contract.js';
 
-/** Every status at zero: counts report all six. */
-export const emptyCounts = (): Record<JobStatus, number> => ({ pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 });
+/** Every status at zero: counts report all seven. */
+export const emptyCounts = (): Record<JobStatus, number> => ({ pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0, waiting: 0 });
 
 /** A page size must be an integer in 1..1000. */
 export function checkLimit(limit: unknown): number {

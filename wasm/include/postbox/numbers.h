@@ -29,6 +29,6 @@ int32_t pump_numbers(double concurrency, double running, double buffered, double
 int32_t settle_ok_numbers(double now, double attempts, double crashes, double streak, double max_attempts);
 
 // The statuses a job row can hold, in the order settle_ok_numbers numbers them.
-inline constexpr const char* kJobStatuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled"};
+inline constexpr const char* kJobStatuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled", "waiting"};
 
 }  // namespace postbox

@@ -16,6 +16,7 @@ import { run } from './sql/statement.js';
 import { ms, ts } from './sql/time.js';
 import type { BacklogCount, JobStatus, LaneDb, Queryable } from '../../types.js';
 import type {
+  DependencyStore, DependencyView, DependentChange, SettledIds,
   AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimedJobs, ClaimInput, ClaimLimits, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
@@ -54,6 +55,8 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
   readonly compaction: IndexCompaction<Queryable>;
   /** Webhook endpoints' breaker state (table webhook_endpoint). */
   readonly webhookEndpoints: WebhookEndpointStore<Queryable>;
+  /** Job dependencies (table job_edge, sql/dependencies.ts). */
+  readonly dependencies: DependencyStore<Queryable, Queryable>;
   readonly runsUserCode = true;
   readonly #heartbeatMany: string;
 
@@ -62,6 +65,7 @@ export class PostgresOutboxStore implements OutboxStore<LaneDb, Queryable> {
     const s = this.sql.ident;
     this.compaction = pgIndexCompaction(this.sql.schema, s);
     this.webhookEndpoints = pgWebhookEndpoints(this.sql);
+    this.dependencies = pgDependencies(this.sql);
     // Several beats in one statement; a single beat keeps the named statement the runtime uses.
     // A live lease means running (job_running_has_lease); by primary key, as the settle (sql/settle.ts).
     this.#heartbeatMany = `UPDATE ${s}.job j SET lease_expires_at = ${ts('b.lease_ms')}
@@ -91,6 +95,7 @@ RETURNING j.id`;
       const { rows } = await tx.query(this.sql.insertOne, [
         w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
         w.maxAttempts, input.traceContext ?? null, w.priority ?? 0, w.boostMs ?? 0,
+        w.parents?.status ?? null, w.parents?.waitingOn ?? null, w.parents?.onParentFailure ?? null, w.parents?.code ?? null,
       ]);
       const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
       notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
@@ -114,6 +119,10 @@ RETURNING j.id`;
           input.traceContext ?? null,
           // Priorities only when an item has one: a list without sends no arrays for them.
           ...(items.some((w) => w.priority) ? [column((w) => w.priority ?? 0), column((w) => w.boostMs ?? 0)] : [null, null]),
+          // Parents only when an item has some: a list without sends no arrays for them.
+          ...(items.some((w) => w.parents)
+            ? [column((w) => w.parents?.status ?? null), column((w) => w.parents?.waitingOn ?? null), column((w) => w.parents?.onParentFailure ?? null), column((w) => w.parents?.code ?? null)]
+            : [null, null, null, null]),
         ])
       ).rows;
     }
@@ -148,23 +157,26 @@ RETURNING j.id`;
     return (await run(db, statement, [input.now, ...claimArgs(input)])).rows as ClaimedJob[];
   }
 
-  async settle(db: LaneDb, input: SettleInput): Promise<string[]> {
-    const { rows } = await run(db, this.sql.settleBatch, [input.now, ...settleColumns(input)]);
-    return rows.map((r: { id: string }) => r.id);
+  async settle(db: LaneDb, input: SettleInput): Promise<SettledIds> {
+    const out = (await run(db, this.sql.settleBatch, [input.now, ...settleColumns(input)])).rows[0];
+    return withReleased(out.settled as string[], out.released);
   }
 
-  async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
+  async settleThenClaim(db: LaneDb, settle: SettleInput, claim: ClaimInput): Promise<{ settled: SettledIds; claimed: ClaimedJobs }> {
     // One `now` for both halves: the statement has one $1.
     if (settle.now !== claim.now) throw new PostboxError('invalid_input', 'settleThenClaim: the settle and the claim must share one now');
     if (isFair(claim)) {
       const out = (await run(db, this.sql.fair.settleThenClaimDue, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
-      return { settled: out.settled as string[], claimed: fairAnswer(out) };
+      return { settled: withReleased(out.settled as string[], out.released), claimed: fairAnswer(out) };
     }
     if (claim.limits) await this.#ensureSlots(db, claim.limits);
     const set = claim.limits ? this.sql.limited : claim.traced ? this.sql.traced : this.sql;
     const statement = claim.targets ? set.settleThenClaimTargets : set.settleThenClaimDue;
     const out = (await run(db, statement, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
-    return { settled: out.settled as string[], claimed: claim.limits ? this.#limitedAnswer(out) : (out.claimed as unknown[][]).map(claimedFromArray) };
+    return {
+      settled: withReleased(out.settled as string[], out.released),
+      claimed: claim.limits ? this.#limitedAnswer(out) : (out.claimed as unknown[][]).map(claimedFromArray),
+    };
   }
 
   /**
@@ -444,4 +456,35 @@ function pgWebhookEndpoints(sql: OutboxSql): WebhookEndpointStore<Queryable> {
       return rows.length > 0;
     },
   };
+}
+
+/** Job dependencies over the outbox's statements (sql/dependencies.ts). */
+function pgDependencies(sql: OutboxSql): DependencyStore<Queryable, Queryable> {
+  return {
+    async parentStates(tx, refs) {
+      if (refs.length === 0) return [];
+      const { rows } = await tx.query(sql.parentStates, [refs.map((r) => r.id), refs.map((r) => r.tenantKey)]);
+      const states = new Map(rows.map((r: { ord: string; status: JobStatus }) => [Number(r.ord), r.status]));
+      return refs.map((_, i) => states.get(i + 1) ?? null);
+    },
+    async addEdges(tx, edges) {
+      if (edges.length === 0) return;
+      await tx.query(sql.addEdges, [edges.map((e) => e.parent), edges.map((e) => e.child)]);
+    },
+    async resolveWaiting(db, input) {
+      return (await db.query(sql.resolveWaiting, [input.now, input.limit])).rows as DependentChange[];
+    },
+    async dependencies(db, id) {
+      const { rows } = await db.query(sql.dependencies, [id]);
+      const side = (name: string): DependencyView[] => rows.filter((r: { side: string }) => r.side === name).map((r: DependencyView) => ({ id: r.id, kind: r.kind, status: r.status }));
+      return { parents: side('parent'), children: side('child') };
+    },
+  };
+}
+
+/** Settled ids with the children their settle released (`[[id, kind, lane], …]` as JSON, or null). */
+function withReleased(ids: string[], released: [string, string, string][] | null): SettledIds {
+  const out: SettledIds = ids;
+  if (released) out.released = released.map(([id, kind, lane]) => ({ id, kind, lane, status: 'pending' }));
+  return out;
 }

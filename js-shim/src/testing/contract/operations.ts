@@ -36,7 +36,7 @@ export function operationsScenarios<Db, Tx>(scenario: ScenarioOf<Db, Tx>, option
       d.now = T0 + 10_000;
       const [claimed] = await d.claim(1);
       await d.settle(claimed!, { type: 'ok' });
-      eq(await d.store.countJobs(d.db, {}), { pending: 5, running: 0, retrying: 0, succeeded: 1, dead: 0, cancelled: 0 }, 'counts by status');
+      eq(await d.store.countJobs(d.db, {}), { pending: 5, running: 0, retrying: 0, succeeded: 1, dead: 0, cancelled: 0, waiting: 0 }, 'counts by status');
       eq((await d.store.countJobs(d.db, { tenantKey: 'even', status: 'succeeded' })).succeeded, 1, 'counts with a filter');
       eq((await d.store.listJobs(d.db, { finishedAfter: new Date(T0), limit: 10 })).jobs.map((j) => j.id), [ids[0]], 'by finish time');
       await rejects(d.store.listJobs(d.db, { limit: 2, cursor: 'not-a-cursor' }), (e) => (e as PostboxError).code === 'invalid_input', 'a malformed cursor');

@@ -1,3 +1,4 @@
+import { RELEASED_COLUMN } from './dependencies.js';
 import { CLAIM_ORDER, claimCtes, claimedArray, traceName, type Pick } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
@@ -11,8 +12,8 @@ import type { Statement } from './statement.js';
  */
 const settleThenClaim = (s: string, pick: Pick, traced: boolean): Statement => ({
   name: traceName(`postbox_settle_then_claim_${pick}`, traced),
-  text: `WITH ${settleCtes(s, 2)}, ${claimCtes(s, 2 + SETTLE_PARAMS, pick)}
-SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
+  text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${claimCtes(s, 2 + SETTLE_PARAMS, pick)}
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN},
        (SELECT COALESCE(json_agg(${claimedArray(traced)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed`,
 });
 

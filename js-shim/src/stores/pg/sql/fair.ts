@@ -1,6 +1,7 @@
 // Claims with fair share across tenants (an outbox's `fairShare`; migration 0011,
 // wasm/include/postbox/fair_share.h). The plain claim statements stay as they are for outboxes
 // without it, so fair share costs nothing where it is off.
+import { RELEASED_COLUMN } from './dependencies.js';
 import { claimablePredicate, claimedArray, claimRank, claimedCte, hide, leaseCte } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
@@ -83,5 +84,5 @@ SELECT ${FAIR_CLAIMED}, ${fairAfter(2)}`,
 export const jobSettleThenClaimFairDue = (s: string): Statement => ({
   name: 'postbox_settle_then_claim_fair_due',
   text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${fairClaimCtes(s, 2 + SETTLE_PARAMS)}
-SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${FAIR_CLAIMED}, ${fairAfter(2 + SETTLE_PARAMS)}`,
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN}, ${FAIR_CLAIMED}, ${fairAfter(2 + SETTLE_PARAMS)}`,
 });

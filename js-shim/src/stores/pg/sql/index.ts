@@ -12,6 +12,7 @@ import { jobClaimFairDue, jobSettleThenClaimFairDue } from './fair.js';
 import {
   jobClaimLimitedDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
 } from './limits.js';
+import { jobDependencies, jobEdgesInsert, jobParentStates, jobResolveWaiting } from './dependencies.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
 import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate } from './operate.js';
@@ -64,6 +65,11 @@ export interface OutboxSql {
   readonly webhookEndpointSet: string;
   readonly webhookEndpointEnable: string;
   readonly webhookEndpointList: string;
+  /** Job dependencies (dependencies.ts). */
+  readonly parentStates: string;
+  readonly addEdges: string;
+  readonly resolveWaiting: string;
+  readonly dependencies: string;
 }
 
 const cache = new Map<string | null, OutboxSql>();
@@ -132,6 +138,10 @@ export function outboxSql(name?: string | null): OutboxSql {
     webhookEndpointSet: webhookEndpointSet(s),
     webhookEndpointEnable: webhookEndpointEnable(s),
     webhookEndpointList: webhookEndpointList(s),
+    parentStates: jobParentStates(s),
+    addEdges: jobEdgesInsert(s),
+    resolveWaiting: jobResolveWaiting(s),
+    dependencies: jobDependencies(s),
   });
   cache.set(checked, sql);
   return sql;

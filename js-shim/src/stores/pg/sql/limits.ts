@@ -1,6 +1,7 @@
 // Claims of lanes with flow-limited kinds (a kind's `concurrency` or `rateLimit`; migration
 // 0009). The plain claim statements stay as they are for lanes with none, so limits cost
 // nothing where none is set.
+import { RELEASED_COLUMN } from './dependencies.js';
 import { CLAIM_ORDER, claimablePredicate, claimedArray, claimRank, type Pick } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
@@ -114,8 +115,8 @@ SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}),
 /** JobSettleThenClaim for a limited lane (drain.ts's, with limitedClaimCtes). */
 const limitedSettleThenClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_settle_then_claim_limited_${pick}`,
-  text: `WITH ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true)}
-SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled,
+  text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true)}
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN},
        (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
 });
 

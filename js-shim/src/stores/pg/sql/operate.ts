@@ -1,3 +1,4 @@
+import { childEffectsCtes, revivedChildrenCtes } from './dependencies.js';
 import { closeAttempts } from './settle.js';
 import { ts } from './time.js';
 
@@ -16,17 +17,21 @@ SELECT id, kind, lane, status FROM ${s}.job
  * closeAttempt outcome, or NULL) ends the job's open attempt in the same statement; a budget
  * (the core's numbers, or NULLs) is written as the job's counters, its streak's code cleared and
  * replayed_at stamped; `finished` sets finished_at (else it is cleared); `record` makes the
- * reason the job's last error code.
+ * reason the job's last error code. A job cancelled here has its effect on its waiting
+ * children, and a replayed one (a fresh budget) revives the children its failure cancelled
+ * (dependencies.ts).
  */
 export const jobApplyOperate = (s: string) => `
-WITH o AS (
+WITH RECURSIVE o AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::int[], $8::text[], $9::text[], $10::bool[], $11::bool[])
     AS o(id, status, due_ms, attempts, crashes, streak, reason, close, finished, record)
 ), closed AS (
   ${closeAttempts(s, `SELECT o.id, cj.attempt_seq, cj.kind, cj.started_at, o.close, o.reason, NULL::text
     FROM o JOIN ${s}.job cj ON cj.id = o.id
    WHERE o.close IS NOT NULL AND cj.status = 'running'`)}
-)
+), replayed AS (
+  SELECT id FROM o WHERE attempts IS NOT NULL
+), ${childEffectsCtes(s, 'o', '$1')}, ${revivedChildrenCtes(s, 'replayed', '$1')}
 UPDATE ${s}.job j
    SET status = o.status,
        due_at = COALESCE(to_timestamp(o.due_ms / 1000.0), j.due_at),

@@ -1,3 +1,4 @@
+import { childEffectsCtes, RELEASED_COLUMN } from './dependencies.js';
 import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
@@ -36,14 +37,18 @@ const settleCtes = (s: string, first: number): string => {
     FROM s
    WHERE j.id = ANY(${p(0)}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.lease_expires_at IS NOT NULL
      AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
-  RETURNING j.id, j.kind, j.started_at, j.attempt_seq
+  RETURNING j.id, j.kind, j.started_at, j.attempt_seq, j.status
 ), closed AS (
   ${closeAttempts(s, `SELECT DISTINCT ON (s.id) s.id, s.seq, settled.kind, settled.started_at, s.outcome, s.error_code, s.error_message
     FROM s JOIN settled ON settled.id = s.id`)}
-)`;
+), ${childEffectsCtes(s, 'settled', '$1')}`;
 };
 
-/** The settle part of a statement, for composing it with a claim (see drain.ts). */
+/**
+ * The settle part of a statement, for composing it with a claim (see drain.ts). A job it
+ * finishes has its effect on its waiting children in the same statement (dependencies.ts),
+ * whose recursive part makes every statement using it `WITH RECURSIVE`.
+ */
 export const SETTLE_PARAMS = 12;
 export { settleCtes };
 
@@ -53,10 +58,11 @@ export { settleCtes };
  * settle changes nothing; a crash (a recovery) also by a lease that has run out, so a
  * heartbeat that extended it since the recovery listed the job wins. The attempt's row is written in the same statement.
  * $1 now, $2..$13 parallel arrays (id, seq, status, due ms, attempts, crashes, streak code,
- * streak, error code, error message, finished, outcome). Returns the ids actually settled.
+ * streak, error code, error message, finished, outcome). Returns one row: the ids actually
+ * settled, and the children those settlements released (RELEASED_COLUMN), as JSON.
  */
 export const jobSettleBatch = (s: string): Statement => ({
   name: 'postbox_settle_batch',
-  text: `WITH ${settleCtes(s, 2)}
-SELECT id FROM settled`,
+  text: `WITH RECURSIVE ${settleCtes(s, 2)}
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN}`,
 });

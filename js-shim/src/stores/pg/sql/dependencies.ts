@@ -1,0 +1,126 @@
+import { ts } from './time.js';
+
+/**
+ * Job dependencies (wasm/include/postbox/dependencies.h) in SQL. A waiting child counts its
+ * unfinished parents in `waiting_on`; what a parent that ends dead or cancelled does to it is
+ * the effect the core named at enqueue, kept in `on_parent_failure` ('cancel' or 'release'); a
+ * parent that succeeds always releases. These statements apply those effects and decide
+ * nothing else.
+ */
+
+/** The statuses that end a job. */
+const FINAL = `('succeeded', 'dead', 'cancelled')`;
+/** The code a child cancelled by its parent's failure records (the core's kParentFailedCode). */
+export const PARENT_FAILED = 'parent_failed';
+
+/**
+ * CTEs applying the effects of jobs that have just finished on their waiting children. `finished`
+ * names a CTE of (id, status) rows (any status; only final ones count) and `now` an epoch-ms
+ * parameter. A failed parent cancels its 'cancel' children, and each child so cancelled does the
+ * same to its own children (`doomed`, recursive: the statement needs WITH RECURSIVE); every other
+ * finished parent takes one off each child's count (`freed`), and a child whose count reaches 0
+ * falls due at once, or at its own due time if later. A child's row is locked by the update, so
+ * two settles that finish its last two parents at once count down in turn.
+ */
+export const childEffectsCtes = (s: string, finished: string, now: string): string => `doomed AS (
+  SELECT c.id FROM ${finished} f JOIN ${s}.job_edge e ON e.parent_id = f.id JOIN ${s}.job c ON c.id = e.child_id
+   WHERE f.status IN ('dead', 'cancelled') AND c.status = 'waiting' AND c.on_parent_failure = 'cancel'
+  UNION
+  SELECT c.id FROM doomed d JOIN ${s}.job_edge e ON e.parent_id = d.id JOIN ${s}.job c ON c.id = e.child_id
+   WHERE c.status = 'waiting' AND c.on_parent_failure = 'cancel'
+), freed AS (
+  SELECT e.child_id AS id, count(*)::int AS n
+    FROM (SELECT id, status FROM ${finished} WHERE status IN ${FINAL} UNION ALL SELECT id, 'cancelled' FROM doomed) f
+    JOIN ${s}.job_edge e ON e.parent_id = f.id JOIN ${s}.job c ON c.id = e.child_id
+   WHERE c.status = 'waiting' AND (f.status = 'succeeded' OR c.on_parent_failure = 'release')
+     AND NOT EXISTS (SELECT 1 FROM doomed d WHERE d.id = c.id)
+   GROUP BY e.child_id
+), cascaded AS (
+  UPDATE ${s}.job c SET status = 'cancelled', last_error_code = '${PARENT_FAILED}', finished_at = ${ts(now)}, updated_at = ${ts(now)}
+    FROM doomed d WHERE c.id = d.id AND c.status = 'waiting'
+  RETURNING c.id
+), released AS (
+  UPDATE ${s}.job c
+     SET waiting_on = GREATEST(c.waiting_on - f.n, 0),
+         status = CASE WHEN c.waiting_on - f.n <= 0 THEN 'pending' ELSE 'waiting' END,
+         due_at = CASE WHEN c.waiting_on - f.n <= 0 THEN GREATEST(c.due_at, ${ts(now)}) ELSE c.due_at END,
+         updated_at = ${ts(now)}
+    FROM freed f WHERE c.id = f.id AND c.status = 'waiting'
+  RETURNING c.id, c.kind, c.lane, c.status
+)`;
+
+/** A settle statement's column of the children it released (now due): `[[id, kind, lane], …]`, or null for none. */
+export const RELEASED_COLUMN = `(SELECT json_agg(json_build_array(id, kind, lane)) FROM released WHERE status = 'pending') AS released`;
+
+/**
+ * JobParentStates: the status of each named parent in the scope of the tenant that names it
+ * ($1 ids, $2 tenant keys, NULL for none, parallel), by `ord` from 1; a parent not found there
+ * has no row. Another tenant's job is as unknown as a missing one.
+ */
+export const jobParentStates = (s: string) => `
+SELECT t.ord, j.status FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS t(id, tenant_key, ord)
+  JOIN ${s}.job j ON j.id = t.id AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;
+
+/** JobEdgesInsert: the edges of jobs just appended with parents ($1 parent ids, $2 child ids, parallel). */
+export const jobEdgesInsert = (s: string) => `
+INSERT INTO ${s}.job_edge (parent_id, child_id) SELECT * FROM unnest($1::uuid[], $2::uuid[]) ON CONFLICT DO NOTHING`;
+
+/**
+ * JobResolveWaiting: the sweep's check. Waiting jobs (oldest update first, at most $2, $1 now)
+ * every parent of which has finished, by committed state, get the effect their parents' ends
+ * call for. A settle cannot see a child enqueued while it ran, so a child whose last parent
+ * finished then waits for this. Parents seen unfinished (or gone: retention took them, and what
+ * they did is long past) count as such; this never counts a child down, it only ends its wait.
+ */
+export const jobResolveWaiting = (s: string) => `
+WITH w AS (
+  SELECT c.id, c.on_parent_failure,
+         bool_or(p.status IN ('dead', 'cancelled')) AS failed,
+         bool_or(p.status IS NOT NULL AND p.status NOT IN ${FINAL}) AS open
+    FROM (SELECT id, on_parent_failure FROM ${s}.job WHERE status = 'waiting' ORDER BY updated_at LIMIT $2) c
+    LEFT JOIN ${s}.job_edge e ON e.child_id = c.id LEFT JOIN ${s}.job p ON p.id = e.parent_id
+   GROUP BY c.id, c.on_parent_failure
+)
+UPDATE ${s}.job c
+   SET waiting_on = 0,
+       status = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN 'cancelled' ELSE 'pending' END,
+       last_error_code = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN '${PARENT_FAILED}' ELSE c.last_error_code END,
+       finished_at = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN ${ts('$1')} END,
+       due_at = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN c.due_at ELSE GREATEST(c.due_at, ${ts('$1')}) END,
+       updated_at = ${ts('$1')}
+  FROM w WHERE c.id = w.id AND c.status = 'waiting' AND NOT COALESCE(w.open, false)
+RETURNING c.id::text AS id, c.kind, c.lane, c.status`;
+
+/**
+ * CTEs reviving what replayed jobs' failures cancelled: children cancelled with parent_failed
+ * (and theirs, recursively) wait again, counting their unfinished parents (a replayed job and
+ * every revived one among them), unless another parent of theirs is dead or was cancelled for
+ * a reason of its own, which would only cancel them again (nor are their children revived).
+ * `replayed` names a CTE of ids.
+ */
+export const revivedChildrenCtes = (s: string, replayed: string, now: string): string => {
+  const revivable = `c.status = 'cancelled' AND c.last_error_code = '${PARENT_FAILED}'
+     AND NOT EXISTS (SELECT 1 FROM ${s}.job_edge pe JOIN ${s}.job p ON p.id = pe.parent_id
+                      WHERE pe.child_id = c.id AND p.id NOT IN (SELECT id FROM ${replayed})
+                        AND (p.status = 'dead' OR (p.status = 'cancelled' AND p.last_error_code IS DISTINCT FROM '${PARENT_FAILED}')))`;
+  return `revived AS (
+  SELECT c.id FROM ${replayed} r JOIN ${s}.job_edge e ON e.parent_id = r.id JOIN ${s}.job c ON c.id = e.child_id WHERE ${revivable}
+  UNION
+  SELECT c.id FROM revived v JOIN ${s}.job_edge e ON e.parent_id = v.id JOIN ${s}.job c ON c.id = e.child_id WHERE ${revivable}
+), reopened AS (
+  UPDATE ${s}.job c
+     SET status = 'waiting', finished_at = NULL, last_error_code = NULL, updated_at = ${ts(now)},
+         waiting_on = (SELECT count(*) FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id
+                        WHERE e.child_id = c.id AND (p.status <> 'succeeded' OR p.id IN (SELECT id FROM ${replayed})))::int
+    FROM revived v
+   WHERE c.id = v.id AND c.status = 'cancelled'
+  RETURNING c.id
+)`;
+};
+
+/** JobDependencies: a job's parents and children ($1), each with its kind and status. */
+export const jobDependencies = (s: string) => `
+SELECT 'parent' AS side, e.parent_id::text AS id, p.kind, p.status FROM ${s}.job_edge e LEFT JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1
+UNION ALL
+SELECT 'child', e.child_id::text, c.kind, c.status FROM ${s}.job_edge e JOIN ${s}.job c ON c.id = e.child_id WHERE e.parent_id = $1
+ORDER BY 1 DESC, 2`;

@@ -1,0 +1,81 @@
+// Job dependencies. A job enqueued with parents waits (status `waiting`) until every parent has
+// reached a final status; a parent that succeeds releases it, and one that ends dead or
+// cancelled has the effect the child chose at enqueue (`onParentFailure`): cancel it (the
+// default, under code parent_failed, and its own waiting children by the same rule), or release
+// it as a success would. A released job is due at once (or at its own due time, if later).
+//
+// A parent is a job already stored (named by id) or an earlier item of the same enqueueMany
+// list (named by index). Nothing can name a later item or itself, so the graph has no cycle by
+// construction: such a reference is refused as one. The stores apply the effects in the
+// statement that settles the parent; the core decides them here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace postbox {
+
+// A job waits on at most this many parents: its link statement and the settle that releases it
+// stay bounded.
+constexpr std::size_t kMaxParents = 100;
+
+// What a parent that ends dead or cancelled does to a waiting child. Stores keep the effect's
+// name with the child (`cancel` or `release`) and apply it.
+enum class ParentFailure { cancel, release };
+
+// `onParentFailure` as the API names it: "cancel" (the default) or "run".
+std::optional<ParentFailure> parent_failure_named(std::string_view name);
+
+// The effect's stored name.
+constexpr std::string_view stored_effect(ParentFailure f) { return f == ParentFailure::cancel ? "cancel" : "release"; }
+
+// The code a child cancelled by its parent's failure records.
+constexpr std::string_view kParentFailedCode = "parent_failed";
+
+// One parent reference of an enqueue item, as the shim resolved it before the write: an earlier
+// item of the list, or a stored job as the shim found it (not found, unfinished, succeeded, or
+// ended dead or cancelled).
+struct ParentRef {
+  enum class Kind { earlier, unknown, open, succeeded, failed } kind;
+  int64_t index;  // for `earlier`: the list index it names
+};
+
+// What a job with parents is when it is written: waiting for `open` unfinished parents, due at
+// once (every parent succeeded, or failed under `release`), or cancelled at birth (a parent
+// failed and its effect is `cancel`).
+enum class BirthStatus { waiting, pending, cancelled };
+
+constexpr BirthStatus birth_status(int64_t open, bool failed, ParentFailure on_failure) {
+  if (failed && on_failure == ParentFailure::cancel) return BirthStatus::cancelled;
+  return open > 0 ? BirthStatus::waiting : BirthStatus::pending;
+}
+
+constexpr std::string_view birth_status_name(BirthStatus b) {
+  return b == BirthStatus::waiting ? "waiting" : b == BirthStatus::pending ? "pending" : "cancelled";
+}
+
+// Why an item's parents refuse it (the first that applies, in this order), or nothing.
+enum class DependencyRefusal { none, too_many_parents, dependency_cycle, unknown_parent, parent_refused };
+
+std::string_view refusal_code(DependencyRefusal r);
+
+// Checks item `index`'s parents. `refused_before(i)` says whether earlier item i was refused
+// (its job is not written, so nothing may wait on it).
+template <typename RefusedBefore>
+DependencyRefusal check_parents(int64_t index, const ParentRef* parents, std::size_t count, RefusedBefore&& refused_before) {
+  if (count > kMaxParents) return DependencyRefusal::too_many_parents;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (parents[i].kind == ParentRef::Kind::earlier && parents[i].index >= index) return DependencyRefusal::dependency_cycle;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (parents[i].kind == ParentRef::Kind::unknown) return DependencyRefusal::unknown_parent;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (parents[i].kind == ParentRef::Kind::earlier && refused_before(parents[i].index)) return DependencyRefusal::parent_refused;
+  }
+  return DependencyRefusal::none;
+}
+
+}  // namespace postbox
