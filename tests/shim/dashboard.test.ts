@@ -213,6 +213,26 @@ describe('rendering', () => {
   });
 });
 
+describe('dependencies', () => {
+  test('a job page lists its parents and children, linked, with their statuses; the waiting tab counts the child', async () => {
+    const [parent, child] = (await outbox().transaction(db.pool, (_tx, _enqueue, enqueueMany) =>
+      enqueueMany(note, [{ payload: { text: 'parent' } }, { payload: { text: 'child' }, dependsOn: [0] }]))).map((r) => (r as { id: string }).id);
+    const s = new Session();
+    const childPage = (await s.get(`/dash/jobs/${child}`)).body;
+    assert.match(childPage, /<span class="status-waiting">waiting<\/span>/);
+    assert.match(childPage, new RegExp(`<table id="parents">[\\s\\S]*href="/dash/jobs/${parent}"[\\s\\S]*<span class="status-pending">pending</span>`));
+    assert.match(childPage, /it waits until every one has finished/);
+    assert.doesNotMatch(childPage, /<table id="children">/);
+    // A waiting job offers cancel only: nothing but its parents makes it due.
+    assert.match(childPage, /value="cancel:selected"/);
+    assert.doesNotMatch(childPage, /value="retryNow:selected"/);
+    const parentPage = (await s.get(`/dash/jobs/${parent}`)).body;
+    assert.match(parentPage, new RegExp(`<table id="children">[\\s\\S]*href="/dash/jobs/${child}"[\\s\\S]*<span class="status-waiting">waiting</span>`));
+    assert.doesNotMatch(parentPage, /<table id="parents">/);
+    assert.match((await s.get('/dash/jobs')).body, /status=waiting">waiting <b>1<\/b>/);
+  });
+});
+
 describe('jobs list', () => {
   test('filters by kind, status, tenant, correlation id and created time; pages by cursor', async () => {
     const a = await seed(note, Array.from({ length: 7 }, (_, n) => ({ payload: { text: `a${n}` }, tenantKey: 'acme', correlationId: n < 2 ? 'order-1' : 'order-2' })));

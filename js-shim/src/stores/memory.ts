@@ -530,7 +530,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         own?.touch(this.#t, child);
         child.updatedAt = now;
         if (failed && child.onParentFailure === 'cancel') {
-          Object.assign(child, { status: 'cancelled', lastErrorCode: PARENT_FAILED, finishedAt: now });
+          Object.assign(child, { status: 'cancelled', lastErrorCode: PARENT_FAILED, finishedAt: now, waitingOn: 0 });
           queue.push({ id: child.id, status: 'cancelled' });
         } else if (--child.waitingOn <= 0) {
           Object.assign(child, { status: 'pending', waitingOn: 0, dueAt: Math.max(child.dueAt, now) });

@@ -19,35 +19,44 @@ export const PARENT_FAILED = 'parent_failed';
  * parameter. A failed parent cancels its 'cancel' children, and each child so cancelled does the
  * same to its own children (`doomed`, recursive: the statement needs WITH RECURSIVE); every other
  * finished parent takes one off each child's count (`freed`), and a child whose count reaches 0
- * falls due at once, or at its own due time if later. A child's row is locked by the update, so
- * two settles that finish its last two parents at once count down in turn.
+ * falls due at once, or at its own due time if later. Both are written by ONE update (`released`,
+ * which returns every child it wrote): each UPDATE of the job table in a statement opens all its
+ * indexes, which every settle would pay even with no child to touch. Children are reached by
+ * primary key only (LATERAL probes, `= ANY`), however many jobs wait. A child's row is locked by
+ * the update, so two settles that finish its last two parents at once count down in turn.
  */
-export const childEffectsCtes = (s: string, finished: string, now: string): string => `doomed AS (
-  SELECT c.id FROM ${finished} f JOIN ${s}.job_edge e ON e.parent_id = f.id JOIN ${s}.job c ON c.id = e.child_id
-   WHERE f.status IN ('dead', 'cancelled') AND c.status = 'waiting' AND c.on_parent_failure = 'cancel'
+export const childEffectsCtes = (s: string, finished: string, now: string): string => {
+  // The child of edge `e`, if it waits and `filter` holds for it: a probe by primary key. A job
+  // waits exactly while it counts unfinished parents (waiting_on > 0; every other status has 0),
+  // said so rather than as status = 'waiting', which would let the planner walk job_waiting (the
+  // sweep's index of every waiting job) instead.
+  const waitingChild = (filter: string) => `JOIN ${s}.job c ON c.id = e.child_id AND c.waiting_on > 0${filter}`;
+  return `doomed AS (
+  SELECT c.id FROM ${finished} f JOIN ${s}.job_edge e ON e.parent_id = f.id ${waitingChild(` AND c.on_parent_failure = 'cancel'`)}
+   WHERE f.status IN ('dead', 'cancelled')
   UNION
-  SELECT c.id FROM doomed d JOIN ${s}.job_edge e ON e.parent_id = d.id JOIN ${s}.job c ON c.id = e.child_id
-   WHERE c.status = 'waiting' AND c.on_parent_failure = 'cancel'
+  SELECT c.id FROM doomed d JOIN ${s}.job_edge e ON e.parent_id = d.id ${waitingChild(` AND c.on_parent_failure = 'cancel'`)}
 ), freed AS (
   SELECT e.child_id AS id, count(*)::int AS n
     FROM (SELECT id, status FROM ${finished} WHERE status IN ${FINAL} UNION ALL SELECT id, 'cancelled' FROM doomed) f
-    JOIN ${s}.job_edge e ON e.parent_id = f.id JOIN ${s}.job c ON c.id = e.child_id
-   WHERE c.status = 'waiting' AND (f.status = 'succeeded' OR c.on_parent_failure = 'release')
-     AND NOT EXISTS (SELECT 1 FROM doomed d WHERE d.id = c.id)
+    JOIN ${s}.job_edge e ON e.parent_id = f.id ${waitingChild('')}
+   WHERE (f.status = 'succeeded' OR c.on_parent_failure = 'release') AND NOT EXISTS (SELECT 1 FROM doomed d WHERE d.id = c.id)
    GROUP BY e.child_id
-), cascaded AS (
-  UPDATE ${s}.job c SET status = 'cancelled', last_error_code = '${PARENT_FAILED}', finished_at = ${ts(now)}, updated_at = ${ts(now)}
-    FROM doomed d WHERE c.id = d.id AND c.status = 'waiting'
-  RETURNING c.id
+), effect AS (
+  SELECT id, 0 AS n, true AS cancel FROM doomed UNION ALL SELECT id, n, false FROM freed
 ), released AS (
   UPDATE ${s}.job c
-     SET waiting_on = GREATEST(c.waiting_on - f.n, 0),
-         status = CASE WHEN c.waiting_on - f.n <= 0 THEN 'pending' ELSE 'waiting' END,
-         due_at = CASE WHEN c.waiting_on - f.n <= 0 THEN GREATEST(c.due_at, ${ts(now)}) ELSE c.due_at END,
+     SET waiting_on = CASE WHEN f.cancel THEN 0 ELSE GREATEST(c.waiting_on - f.n, 0) END,
+         status = CASE WHEN f.cancel THEN 'cancelled' WHEN c.waiting_on - f.n <= 0 THEN 'pending' ELSE 'waiting' END,
+         due_at = CASE WHEN NOT f.cancel AND c.waiting_on - f.n <= 0 THEN GREATEST(c.due_at, ${ts(now)}) ELSE c.due_at END,
+         last_error_code = CASE WHEN f.cancel THEN '${PARENT_FAILED}' ELSE c.last_error_code END,
+         finished_at = CASE WHEN f.cancel THEN ${ts(now)} END,
          updated_at = ${ts(now)}
-    FROM freed f WHERE c.id = f.id AND c.status = 'waiting'
+    FROM effect f
+   WHERE c.id = ANY(ARRAY(SELECT id FROM effect)) AND c.id = f.id AND c.waiting_on > 0
   RETURNING c.id, c.kind, c.lane, c.status
 )`;
+};
 
 /** A settle statement's column of the children it released (now due): `[[id, kind, lane], …]`, or null for none. */
 export const RELEASED_COLUMN = `(SELECT json_agg(json_build_array(id, kind, lane)) FROM released WHERE status = 'pending') AS released`;
