@@ -14,7 +14,7 @@
  *
  *   node --import tsx bench/dependencies.ts [--children 10000] [--no-write]
  */
-import { createOutbox, defineJob, ok, type EnqueueResult } from 'postbox';
+import { createOutbox, defineJob, ok, runDrain, type EnqueueResult } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { startPostgres, withClient } from '../tests/support/postgres.ts';
@@ -47,7 +47,7 @@ try {
     const t1 = performance.now();
     let done = 0;
     while (done < jobs) {
-      const r = await outbox.drain();
+      const r = await runDrain(outbox);
       done += r.succeeded;
       if (r.claimed === 0) await sleep(5);
     }
