@@ -30,7 +30,7 @@ const idOf = (r: EnqueueResult | undefined) => (r as { id: string }).id;
 const server = await startPostgres({ settings: { shared_preload_libraries: 'pg_stat_statements' } });
 const lines: string[] = [];
 try {
-  const run = async (name: string, build: (enqueue: (items: object[]) => Promise<EnqueueResult[]>) => Promise<number>) => {
+  const measure = async (name: string, build: (enqueue: (items: object[]) => Promise<EnqueueResult[]>) => Promise<number>) => {
     const db = `deps_${name.replace(/\W/g, '_')}`;
     const url = await server.createDatabase(db);
     await withClient(url, async (c) => {
@@ -61,18 +61,18 @@ try {
     lines.push(`| ${name} | ${jobs.toLocaleString('en')} | ${enqueueTrips} | ${enqueueMs.toFixed(0)} ms | ${drainMs.toFixed(0)} ms (${(jobs / (drainMs / 1000)).toFixed(0)} jobs/s) | ${slowest} ms | ${left} |`);
   };
 
-  await run('fan-out', async (enqueue) => {
+  await measure('fan-out', async (enqueue) => {
     const [parent] = await enqueue([{ payload: { role: 'parent' } }]);
     for (let i = 0; i < CHILDREN; i += 5_000) {
       await enqueue(Array.from({ length: Math.min(5_000, CHILDREN - i) }, (_, k) => ({ payload: { child: i + k }, dependsOn: [idOf(parent)] })));
     }
     return CHILDREN + 1;
   });
-  await run('no dependencies, same jobs', async (enqueue) => {
+  await measure('no dependencies, same jobs', async (enqueue) => {
     for (let i = 0; i < CHILDREN + 1; i += 5_000) await enqueue(Array.from({ length: Math.min(5_000, CHILDREN + 1 - i) }, (_, k) => ({ payload: { i: i + k } })));
     return CHILDREN + 1;
   });
-  await run('fan-in', async (enqueue) => {
+  await measure('fan-in', async (enqueue) => {
     const parents = (await enqueue(Array.from({ length: 100 }, (_, k) => ({ payload: { parent: k } })))).map(idOf);
     await enqueue([{ payload: { role: 'child' }, dependsOn: parents }]);
     return 101;

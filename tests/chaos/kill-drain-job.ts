@@ -18,8 +18,14 @@ export const RUNS_TABLE = `CREATE TABLE public.runs (
   job_id  uuid        NOT NULL,
   attempt integer     NOT NULL,
   pid     integer     NOT NULL,
-  at      timestamptz NOT NULL DEFAULT clock_timestamp()
+  at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+  -- The job's parents (dependsOn) not yet succeeded when this run began: always 0, or a child
+  -- ran before its parents were done.
+  open_parents integer NOT NULL
 )`;
+
+/** One job in ten depends on the two enqueued just before it (dependsOn). */
+export const hasParents = (i: number): boolean => i % 10 === 9;
 
 /** One job in fifty is slow, so kills and clock jumps also catch long attempts mid-run. */
 export const isSlow = (i: number): boolean => i % 50 === 0;
@@ -45,7 +51,11 @@ export const chaosJob = defineJob({
   async handle({ i }, ctx) {
     // The side effect first, then the work: a kill during the sleep leaves a recorded run whose
     // attempt never settles, the duplicate that at-least-once allows.
-    await ctx.db.query('INSERT INTO public.runs (job_id, attempt, pid) VALUES ($1, $2, $3)', [ctx.jobId, ctx.attempt, process.pid]);
+    await ctx.db.query(
+      `INSERT INTO public.runs (job_id, attempt, pid, open_parents)
+       SELECT $1, $2, $3, (SELECT count(*) FROM outbox.job_edge e JOIN outbox.job p ON p.id = e.parent_id WHERE e.child_id = $1 AND p.status <> 'succeeded')`,
+      [ctx.jobId, ctx.attempt, process.pid],
+    );
     if (isStuck(i) && ctx.attempt === 1) await ctx.db.query('SELECT pg_sleep(2.5)');
     await sleep(isSlow(i) ? 200 : 1 + Math.floor(Math.random() * 20));
     return ok();

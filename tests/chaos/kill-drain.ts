@@ -5,7 +5,8 @@
  *   node --import tsx tests/chaos/kill-drain.ts [--jobs 1500] [--kills 4] [--restarts 1]
  *                                               [--workers 3] [--pg embedded|debian15] [--seed N]
  *
- * 1. Starts PostgreSQL, migrates, enqueues N `chaos.work` jobs in one transaction.
+ * 1. Starts PostgreSQL, migrates, enqueues N `chaos.work` jobs in one transaction, one in ten
+ *    depending on the two before it (dependsOn).
  * 2. Runs `--workers` worker processes (kill-drain-worker.ts: the real engine, concurrency 8,
  *    a sweep whenever a drain finds nothing due). At random points of progress it SIGKILLs a
  *    random worker (and starts a replacement), or restarts PostgreSQL (fast shutdown, same data
@@ -15,7 +16,8 @@
  *    settles must then be refused (the attempt_seq fence).
  * 3. Once no job is due, stops the workers and recovers in this process: the clock past every
  *    lease, a sweep, then drains until no job is pending, running or retrying.
- * 4. Verifies every job and attempt (see verify()), prints the summary (the last line is
+ * 4. Verifies every job and attempt (see verify(): also that no child ran before both its
+ *    parents had succeeded), prints the summary (the last line is
  *    `KILL-DRAIN-SUMMARY {json}`) and exits 1 on any violation, naming the job.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -28,7 +30,7 @@ import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../support/postgres.ts';
-import { CONCURRENCY, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, chaosJob, type FromWorker, type ToWorker } from './kill-drain-job.ts';
+import { CONCURRENCY, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, chaosJob, hasParents, type FromWorker, type ToWorker } from './kill-drain-job.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -133,11 +135,11 @@ const live = (): Worker[] => workers.filter((w) => !w.killed && w.child.exitCode
 // ---------------------------------------------------------------------------------------------
 // Progress, read through a connection that survives the database restart
 
-type Status = Record<'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled', number>;
+type Status = Record<'pending' | 'running' | 'retrying' | 'succeeded' | 'dead' | 'cancelled' | 'waiting', number>;
 
 class Monitor {
   #client: pg.Client | null = null;
-  last: Status = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 };
+  last: Status = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0, waiting: 0 };
   constructor(readonly url: string) {}
 
   /** The job counts by status; the last known ones while the database is away. */
@@ -150,7 +152,7 @@ class Monitor {
         await client.connect();
       }
       const { rows } = await this.#client.query(`SELECT status, count(*)::int AS n FROM outbox.job GROUP BY status`);
-      const status: Status = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0 };
+      const status: Status = { pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0, waiting: 0 };
       for (const row of rows as { status: keyof Status; n: number }[]) status[row.status] = row.n;
       this.last = status;
     } catch {
@@ -238,7 +240,13 @@ async function setUp(dbUrl: string): Promise<void> {
     await migrate(c);
     await c.query(RUNS_TABLE);
     await c.query('BEGIN');
-    for (let i = 0; i < JOBS; i++) await outbox.enqueue(c, chaosJob, { payload: { i } });
+    const ids: string[] = [];
+    for (let i = 0; i < JOBS; i++) {
+      const parents = hasParents(i) && i >= 2 ? { dependsOn: [ids[i - 1]!, ids[i - 2]!] } : {};
+      const r = await outbox.enqueue(c, chaosJob, { payload: { i }, ...parents });
+      if (r.status !== 'created') throw new Error(`enqueue ${i}: ${JSON.stringify(r)}`);
+      ids.push(r.id);
+    }
     await c.query('COMMIT');
   });
 }
@@ -409,7 +417,7 @@ async function recoverInParent(dbUrl: string): Promise<{ passes: number; recover
       total.passes = pass;
       add(await runSweep(outbox, SWEEP_OPTIONS));
       add(await runUntilIdle(outbox, { clock, db, maxRounds: 10_000 }));
-      const { rows } = await db.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status IN ('pending', 'running', 'retrying')`);
+      const { rows } = await db.query(`SELECT count(*)::int AS n FROM outbox.job WHERE status IN ('pending', 'running', 'retrying', 'waiting')`);
       if (rows[0].n === 0) break;
       clock.advance(LEASE_MS + 1_000);
     }
@@ -485,6 +493,12 @@ async function verify(dbUrl: string) {
       }
       maxRuns = Math.max(maxRuns, j.runs);
     }
+    // Dependencies: every child ran only once both its parents had succeeded, and ran (every job succeeded, above).
+    const early = (await c.query(`SELECT job_id, attempt, open_parents FROM public.runs WHERE open_parents > 0 LIMIT 20`)).rows;
+    for (const r of early) violations.push(`job ${r.job_id}: attempt ${r.attempt} ran with ${r.open_parents} parent(s) not yet succeeded`);
+    const edges = (await c.query(`SELECT count(*)::int AS n FROM outbox.job_edge`)).rows[0].n as number;
+    const expectedEdges = 2 * Array.from({ length: JOBS }, (_, i) => i).filter((i) => hasParents(i) && i >= 2).length;
+    if (edges !== expectedEdges) violations.push(`${edges} dependency edges, ${expectedEdges} enqueued`);
     const orphans = (await c.query(`SELECT count(*)::int AS n FROM public.runs r WHERE NOT EXISTS (SELECT 1 FROM outbox.job j WHERE j.id = r.job_id)`)).rows[0].n as number;
     if (orphans > 0) violations.push(`${orphans} runs of jobs that do not exist`);
     const outcomes: Record<string, number> = {};
