@@ -142,7 +142,7 @@ describe('dashboard in Chromium, served by the reference Worker under wrangler d
     assert.equal(await page.locator('svg.chart').count(), 2);
     assert.match((await page.locator('main').textContent())!, /Backlog by kind and lane/);
     // Every outbox table has a row; the holder is listed under them.
-    assert.deepEqual(await page.locator('#tables tbody tr td:first-child').allTextContents(), ['outbox.attempt', 'outbox.index_baseline', 'outbox.job', 'outbox.kind_slot', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
+    assert.deepEqual(await page.locator('#tables tbody tr td:first-child').allTextContents(), ['outbox.attempt', 'outbox.index_baseline', 'outbox.job', 'outbox.job_edge', 'outbox.kind_slot', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
     assert.match((await page.locator('#horizon').textContent())!, /session \d+ \(nightly-report\), idle in transaction: .*transactions back ok/);
     // The stylesheet applied (served from /dashboard/assets under `style-src 'self'`).
     assert.equal(await page.locator('header').evaluate((el) => getComputedStyle(el).display), 'flex');

@@ -504,7 +504,7 @@ describe('inside workerd', () => {
         return JSON.parse(text) as OutboxHealth;
       };
       const before = await health();
-      assert.deepEqual(before.tables.map((t) => t.table), ['outbox.attempt', 'outbox.index_baseline', 'outbox.job', 'outbox.kind_slot', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
+      assert.deepEqual(before.tables.map((t) => t.table), ['outbox.attempt', 'outbox.index_baseline', 'outbox.job', 'outbox.job_edge', 'outbox.kind_slot', 'outbox.schedule_run', 'outbox.webhook_endpoint']);
       const attempt = before.tables.find((t) => t.table === 'outbox.attempt')!;
       assert.ok(attempt.deadTuples >= 5000, `attempt dead tuples: ${attempt.deadTuples}`);
       assert.equal(attempt.grades.deadTuples, 'error', 'more dead than live tuples');

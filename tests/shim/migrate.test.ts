@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
+import { OUTBOX_TABLES } from '../../js-shim/src/inspect/health.ts';
 import { migrate, OUTBOX_MIGRATIONS, UnsupportedServerError } from '../../js-shim/src/sql/index.ts';
 import { routines, splitStatements } from '../../scripts/gen-sql.mjs';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
@@ -75,6 +76,8 @@ test('migrate applies every migration once, then nothing', async () => {
       "SELECT table_name FROM information_schema.tables WHERE table_schema = 'outbox' ORDER BY 1",
     );
     assert.deepEqual(tables.rows.map((r) => r.table_name), ['attempt', 'index_baseline', 'job', 'job_edge', 'kind_slot', 'schedule_run', 'schema_migration', 'webhook_endpoint']);
+    // Health (checkHealth, the dashboard) watches every table the outbox itself uses.
+    assert.deepEqual([...OUTBOX_TABLES].sort(), tables.rows.map((r) => r.table_name).filter((t) => t !== 'schema_migration'));
   } finally {
     await client.end();
   }

@@ -283,7 +283,7 @@ describe('isolation inside workerd', () => {
     const backlog = (await post('/inspect', { outbox: 'billing' })).backlog;
     assert.deepEqual(backlog.map((b: { kind: string; pending: number }) => [b.kind, b.pending]), [['test.note', 2]]);
     // Health reads the named outbox's own four tables.
-    assert.deepEqual((await post('/inspect', { outbox: 'billing' })).healthTables, ['attempt', 'index_baseline', 'job', 'kind_slot', 'schedule_run', 'webhook_endpoint'].map((t) => `outbox_billing.${t}`));
+    assert.deepEqual((await post('/inspect', { outbox: 'billing' })).healthTables, ['attempt', 'index_baseline', 'job', 'job_edge', 'kind_slot', 'schedule_run', 'webhook_endpoint'].map((t) => `outbox_billing.${t}`));
     // The same from Node, with postbox/inspect directly.
     assert.equal((await countJobs(client, { outbox: 'billing' })).pending, 2);
     assert.equal((await countJobs(client)).pending, 1);
@@ -304,7 +304,7 @@ describe('isolation inside workerd', () => {
     assert.ok(!defaultHtml.includes(b), 'the default dashboard does not list billing\'s job');
     const overview = await (await worker.fetch('/billing/')).text();
     // Its tables' health is its own schema's.
-    for (const t of ['job', 'attempt', 'kind_slot', 'schedule_run', 'webhook_endpoint', 'index_baseline']) assert.match(overview, new RegExp(`<tr><td>outbox_billing\\.${t}</td>`));
+    for (const t of ['job', 'attempt', 'kind_slot', 'job_edge', 'schedule_run', 'webhook_endpoint', 'index_baseline']) assert.match(overview, new RegExp(`<tr><td>outbox_billing\\.${t}</td>`));
     assert.doesNotMatch(overview, /<td>outbox\.job<\/td>/);
     const one = await worker.fetch(`/billing/jobs/${b}`);
     assert.equal(one.status, 200);

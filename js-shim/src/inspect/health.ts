@@ -11,7 +11,7 @@ import { HORIZON_HOLDERS, ageOrNull, horizonHolders, jsonList, type HorizonHolde
 export type { HorizonHolder } from '../stores/pg/sql/horizon.js';
 
 /** The outbox's tables, whose statistics health reads. */
-export const OUTBOX_TABLES = ['job', 'attempt', 'schedule_run', 'webhook_endpoint', 'index_baseline', 'kind_slot'] as const;
+export const OUTBOX_TABLES = ['job', 'attempt', 'schedule_run', 'webhook_endpoint', 'index_baseline', 'kind_slot', 'job_edge'] as const;
 
 /** A grade of the core's: `ok`, `warn` or `error`. */
 export type HealthGrade = 'ok' | 'warn' | 'error';
