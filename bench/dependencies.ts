@@ -8,6 +8,10 @@
  *   fan-in: 100 parents (the most a job may name) and one child of all of them; the drain runs
  *     the parents, each settle counting the child down under its row lock, then the child.
  *
+ *   batch fan-in: a batch (outbox.batch) of N members (default 10,000) and its completion job,
+ *     in one transaction; every member's settle counts the completion down (and adds its end)
+ *     under the completion's row lock, and the last one's releases it.
+ *
  * For each: the enqueue's round trips and time, the drain's time, the slowest settle statement
  * (pg_stat_statements: the one that released the children), and the drain without dependencies
  * on the same number of jobs as the comparison.
@@ -30,7 +34,8 @@ const idOf = (r: EnqueueResult | undefined) => (r as { id: string }).id;
 const server = await startPostgres({ settings: { shared_preload_libraries: 'pg_stat_statements' } });
 const lines: string[] = [];
 try {
-  const measure = async (name: string, build: (enqueue: (items: object[]) => Promise<EnqueueResult[]>) => Promise<number>) => {
+  type Batch = (members: object[]) => Promise<{ id: string; members: number }>;
+  const measure = async (name: string, build: (enqueue: (items: object[]) => Promise<EnqueueResult[]>, batch: Batch) => Promise<number>) => {
     const db = `deps_${name.replace(/\W/g, '_')}`;
     const url = await server.createDatabase(db);
     await withClient(url, async (c) => {
@@ -40,7 +45,19 @@ try {
     const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: 32 });
     const t0 = performance.now();
     const q0 = queriesOn(db);
-    const jobs = await withClient(url, (c) => build((items) => outbox.enqueueMany(c, job, items as never)));
+    const jobs = await withClient(url, (c) =>
+      build(
+        (items) => outbox.enqueueMany(c, job, items as never),
+        // One transaction: the members in lists of 5,000, then the completion.
+        async (members) => {
+          await c.query('BEGIN');
+          const made = await outbox.batch(c, { onComplete: { job, payload: { role: 'batch done' } } }, async (m) => {
+            for (let i = 0; i < members.length; i += 5_000) await m.enqueueMany(job, members.slice(i, i + 5_000) as never);
+          });
+          await c.query('COMMIT');
+          return made;
+        },
+      ));
     const enqueueMs = performance.now() - t0;
     const enqueueTrips = queriesOn(db) - q0;
     await withClient(url, (c) => c.query('SELECT pg_stat_statements_reset()'));
@@ -78,14 +95,20 @@ try {
     return 101;
   });
 
+  await measure('batch fan-in', async (_enqueue, batch) => {
+    const made = await batch(Array.from({ length: CHILDREN }, (_, k) => ({ payload: { member: k } })));
+    if (made.members !== CHILDREN) throw new Error(`batch of ${made.members} members, ${CHILDREN} enqueued`);
+    return CHILDREN + 1;
+  });
+
   const report = [
-    '# Job dependencies: fan-out and fan-in',
+    '# Job dependencies: fan-out and fan-in, and a batch's fan-in',
     '',
     machineLine(),
     `- PostgreSQL (embedded), one outbox, \`createOutbox({ concurrency: 32 })\` draining in one process, handlers of 2 ms`,
     '- command: `node --import tsx bench/dependencies.ts`',
     '',
-    `Fan-out: one parent and ${CHILDREN.toLocaleString('en')} children that depend on it, enqueued in lists of 5,000 (the parent's state read once per list, the children written in the list's one INSERT, their edges in one more). The parent's settle releases every child in its own statement; the drain that ran the parent claims on for them. Fan-in: 100 parents (the most a job may name) and one child of all of them: each parent's settle counts the child down under its row lock. The slowest settle is the longest execution of a statement that settles (pg_stat_statements' max): in the fan-out, the one that released the children.`,
+    `Fan-out: one parent and ${CHILDREN.toLocaleString('en')} children that depend on it, enqueued in lists of 5,000 (the parent's state read once per list, the children written in the list's one INSERT, their edges in one more). The parent's settle releases every child in its own statement; the drain that ran the parent claims on for them. Fan-in: 100 parents (the most a job may name) and one child of all of them: each parent's settle counts the child down under its row lock. Batch fan-in: a batch of ${CHILDREN.toLocaleString('en')} members and its completion job in one transaction (\`outbox.batch\`; members in lists of 5,000); every member's settle counts the completion down under its row lock, the 32 handlers' settles in turn. The slowest settle is the longest execution of a statement that settles (pg_stat_statements' max): in the fan-out, the one that released the children.`,
     '',
     '| run | jobs | enqueue round trips | enqueue | drain | slowest settle | not succeeded after |',
     '|---|---|---|---|---|---|---|',

@@ -4,7 +4,8 @@
  * @module
  */
 export { defineJob, defineJobFor, ok, retry, fail, cancel, defer, defaultClassify, type JobSpec } from './jobs.js';
-export { createOutbox, type Outbox, type StrictOutbox, type TxEnqueue, type TxEnqueueMany, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
+export { createOutbox, type Outbox, type StrictOutbox, type TxBatch, type TxEnqueue, type TxEnqueueMany, type OperateResult, type TenantScope, type RunReport } from './outbox.js';
+export type { BatchCancelled, BatchCompletion, BatchCreated, BatchMembers, BatchOptions } from './engine/batch.js';
 export { runDrain, runConsumer, runSweep, runRecovery, type RunDrainOptions, type ConsumerOptions, type SweepOptions, type SweepReport } from './consumer.js';
 export type { OutboxOptions, TransitionInfo } from './config.js';
 export { createOutboxes, isOutboxFleet, type OutboxFleet, type OutboxesOptions, type DatabaseOptions, type FleetEvent } from './fleet.js';

@@ -15,11 +15,13 @@ import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } 
 import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { HandlerSessions, LaneSession } from './engine/session.js';
 import type { LaneDb } from './types.js';
-import { RUN, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+import { RUN, type DrivenEngine, type TxBatch, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+import { cancelBatch, runBatch, type BatchCancelled, type BatchCreated, type BatchMembers, type BatchOptions } from './engine/batch.js';
 import { planSweep, recoverExpired, runSweep, type SweepOptions, type SweepReport } from './engine/sweep.js';
 import type { CorePolicy, EnqueueAccepted, EnqueueOptions, EnqueueResult, JobDefinition, JobRef } from './types.js';
 
-export { RUN, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+export { RUN, type TxBatch, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+export type { BatchCancelled, BatchCompletion, BatchCreated, BatchMembers, BatchOptions } from './engine/batch.js';
 
 export type { OperateResult, TenantScope } from './engine/operate.js';
 
@@ -29,7 +31,7 @@ export interface Outbox<R = EnqueueResult> {
    * Runs `fn` and every `enqueue` / `enqueueMany` it makes in one transaction on `db`, then
    * nudges the queue once it has committed. Pass the top-level database, not a transaction.
    */
-  transaction<T>(db: TransactionalDb, fn: (tx: any, enqueue: TxEnqueue<R>, enqueueMany: TxEnqueueMany<R>) => Promise<T>): Promise<T>;
+  transaction<T>(db: TransactionalDb, fn: (tx: any, enqueue: TxEnqueue<R>, enqueueMany: TxEnqueueMany<R>, batch: TxBatch<R>) => Promise<T>): Promise<T>;
   /** Enqueues inside a transaction the caller owns (one statement). Nudge after commit yourself. */
   enqueue<P>(tx: unknown, job: JobDefinition<P>, opts: EnqueueOptions<P>): Promise<R>;
   /**
@@ -41,6 +43,27 @@ export interface Outbox<R = EnqueueResult> {
    * after commit yourself.
    */
   enqueueMany<P>(tx: unknown, job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]): Promise<R[]>;
+  /**
+   * A batch inside a transaction the caller owns: `fn` enqueues the members (`members.enqueue`,
+   * `members.enqueueMany`), then the completion job (`onComplete`) is enqueued waiting on every
+   * one of them. It falls due, once, when the last member reaches a final status, in the
+   * statement that settles it; its handler reads the members' ends in `ctx.parents`
+   * (`{ total, succeeded, dead, cancelled }`) and its id is the batch's. Members share the
+   * completion's tenant; a batch has at most 100000. A refused completion throws
+   * `EnqueueRefusedError` (roll the transaction back: its members are written in it). Inside
+   * `transaction`, use the `batch` its callback gets, which nudges after commit.
+   *
+   * @example
+   * const { id } = await outbox.batch(tx, { onComplete: { job: importDone, payload: { importId } } }, async (members) => {
+   *   await members.enqueueMany(importRow, rows.map((row) => ({ payload: row })));
+   * });
+   */
+  batch<T>(tx: unknown, opts: BatchOptions, fn: (members: BatchMembers<R>) => Promise<T>): Promise<BatchCreated<T>>;
+  /**
+   * Cancels a batch as a whole: its completion job (so it will not run), then every member that
+   * has not ended (each as `cancel` would, in transactions of at most 1000).
+   */
+  cancelBatch(id: string, reason?: string, scope?: TenantScope): Promise<BatchCancelled>;
   /** Sends nudges for committed jobs. Never throws. */
   nudge(refs: readonly JobRef[]): Promise<void>;
   /** Cancels a pending, retrying or running job. */
@@ -209,6 +232,9 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     async enqueueMany(tx, job, items) {
       return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, items, 'enqueueMany')).results;
     },
+    batch: (tx, opts, fn) => runBatch(async (job, items, api) => (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, items, api)).results, opts, fn),
+    cancelBatch: (id, reason = 'cancelled', scope) =>
+      cancelBatch((job) => operatorTransaction('cancelBatch', (q) => store.dependencies.openParents(q, job)), (ids) => operate('cancel', ids, scope, reason), id),
     nudge: (refs) => nudgeCommitted(runtime, refs),
     cancel: async (ref, reason = 'cancelled', scope) => (await operate('cancel', [ref.id], scope, reason))[0]!,
     cancelMany: (ids, reason = 'cancelled', scope) => operate('cancel', ids, scope, reason),

@@ -29,7 +29,8 @@ import { planSweep, recoverExpired, runSweep, type SweepOptions } from './engine
 import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
 import { nudgeCommitted, queueForLane, sendNudges } from './engine/nudge.js';
 import { endEnqueueTrace, enqueueInTransaction, enqueueJobs, finishEnqueue, keepTraceContext, planEnqueue, startEnqueueTrace, type Api, type EnqueueEnv } from './engine/enqueue.js';
-import { RUN, type DrivableOutbox, type DrivenEngine, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+import { RUN, type DrivableOutbox, type DrivenEngine, type TxBatch, type TxEnqueue, type TxEnqueueMany } from './engine/driven.js';
+import { cancelBatch, runBatch, type BatchCancelled, type BatchCreated, type BatchMembers, type BatchOptions } from './engine/batch.js';
 import { tick, type Schedule, type ScheduledReport } from './engine/schedules.js';
 import type { OutboxStore } from './stores/contract.js';
 import type { EnqueueOptions, EnqueueResult, JobDefinition, JobRef, OutboxEvent, PlainOutcome, QueueProducer, Telemetry, VersionMetadata } from './types.js';
@@ -109,7 +110,15 @@ export interface SqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx> = OutboxStor
    * Runs `fn` and every `enqueue` / `enqueueMany` it makes in one store transaction on `db`
    * (D1: one batch with your `tx.add(...)` statements), then nudges the queue once it committed.
    */
-  transaction<T>(db: Db, fn: (tx: Tx, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>): Promise<T>;
+  transaction<T>(db: Db, fn: (tx: Tx, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany, batch: TxBatch) => Promise<T>): Promise<T>;
+  /**
+   * A batch (`createOutbox`'s `batch`): members enqueued by `fn` with `tx`, and a completion job
+   * that runs once every member has ended. Needs a store that keeps dependencies (memory here;
+   * the SQLite stores refuse it with `unsupported`).
+   */
+  batch<T>(tx: Tx, opts: BatchOptions, fn: (members: BatchMembers) => Promise<T>): Promise<BatchCreated<T>>;
+  /** Cancels a batch's completion job, then every member that has not ended (`createOutbox`'s `cancelBatch`). */
+  cancelBatch(db: Db, id: string, reason?: string, scope?: TenantScope): Promise<BatchCancelled>;
   /** Sends nudges for committed jobs (after your own transaction or batch). Never throws. */
   nudge(refs: readonly JobRef[]): Promise<void>;
   /** This outbox on `db`, for the Cloudflare handlers: `createQueueHandler((env) => outbox.bind(env.DB))`. */
@@ -217,7 +226,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   });
 
   /** An application transaction on `db` with its enqueues, nudged once it committed (engine/enqueue.ts, as createOutbox's). */
-  const transaction = <T>(db: Db, fn: (tx: Tx, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>): Promise<T> =>
+  const transaction = <T>(db: Db, fn: (tx: Tx, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany, batch: TxBatch) => Promise<T>): Promise<T> =>
     enqueueInTransaction(on(db)[0], enqueueEnv, (body) => store.transaction(db, (tx) => body(tx, tx)), fn);
 
   // Nudges sent outside any database: this outbox never records them (`recordNudges` is PostgreSQL's), so opens no session.
@@ -257,6 +266,9 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     bind: (db) => ({ [RUN]: engineOn(db) }),
     nudge: (refs) => nudgeCommitted(unbound, refs),
     cancelMany: (db, ids, reason = 'cancelled', scope) => operate(db, 'cancel', ids, scope, reason),
+    batch: (tx, opts, fn) => runBatch((job, items, api) => enqueueMany(tx, job, items, api), opts, fn),
+    cancelBatch: (db, id, reason = 'cancelled', scope) =>
+      cancelBatch(store.dependencies && ((job) => store.dependencies!.openParents(db, job)), (ids) => operate(db, 'cancel', ids, scope, reason), id),
     replayMany: (db, ids, scope) => operate(db, 'replay', ids, scope, null),
     retryNowMany: (db, ids, scope) => operate(db, 'retryNow', ids, scope, null),
     eraseTenant: (db, tenantKey) => store.transaction(db, (tx) => store.eraseTenant(tx, tenantKey)),

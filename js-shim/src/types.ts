@@ -109,6 +109,20 @@ export interface JobContext<Deps = unknown> {
   readonly tenantKey: string | null;
   readonly correlationId: string | null;
   readonly metadata: Record<string, unknown> | null;
+  /**
+   * How this job's parents ended, for a job enqueued with `dependsOn` or as a batch's completion
+   * (`outbox.batch`: its parents are the batch's members, and the batch's id is this job's id);
+   * `null` for a job without parents. Each parent counts by the final status it first reached.
+   */
+  readonly parents: ParentOutcomes | null;
+}
+
+/** How a job's parents ended ({@link JobContext.parents}): all of them, by final status. */
+export interface ParentOutcomes {
+  readonly total: number;
+  readonly succeeded: number;
+  readonly dead: number;
+  readonly cancelled: number;
 }
 
 /** Maps a thrown error to an outcome; `undefined` means "use the default". */

@@ -24,6 +24,22 @@ export const RUNS_TABLE = `CREATE TABLE public.runs (
   open_parents integer NOT NULL
 )`;
 
+/**
+ * Every run of a batch's completion job: what `ctx.parents` told it, and how many of its members
+ * had not ended when the run began (always 0, or the completion ran early).
+ */
+export const COMPLETIONS_TABLE = `CREATE TABLE public.completions (
+  job_id  uuid    NOT NULL,
+  attempt integer NOT NULL,
+  total   integer NOT NULL,
+  succeeded integer NOT NULL,
+  open_members integer NOT NULL
+)`;
+
+/** Jobs are enqueued in batches of this many (outbox.batch), each with a completion job. */
+export const BATCH_SIZE = 100;
+export const DONE_KIND = 'chaos.batch_done';
+
 /** One job in ten depends on the two enqueued just before it (dependsOn). */
 export const hasParents = (i: number): boolean => i % 10 === 9;
 
@@ -63,6 +79,23 @@ export const chaosJob = defineJob({
 });
 
 export const LEASE_MS = chaosJob.policy.leaseMs;
+
+/** A batch's completion: notes what it was told of its members, and how many had not ended, through ctx.db. */
+export const batchDoneJob = defineJob({
+  kind: DONE_KIND,
+  payload: z.object({ batch: z.number().int().nonnegative() }),
+  timeoutMs: 2_000,
+  retry: chaosJob.retry,
+  async handle(_payload, ctx) {
+    await ctx.db.query(
+      `INSERT INTO public.completions (job_id, attempt, total, succeeded, open_members)
+       SELECT $1, $2, $3, $4, (SELECT count(*) FROM outbox.job_edge e JOIN outbox.job p ON p.id = e.parent_id
+                                WHERE e.child_id = $1 AND p.status NOT IN ('succeeded', 'dead', 'cancelled'))`,
+      [ctx.jobId, ctx.attempt, ctx.parents?.total ?? -1, ctx.parents?.succeeded ?? -1],
+    );
+    return ok();
+  },
+});
 
 /** Sweep options for every sweep of the run: retention must not delete what is verified. */
 export const SWEEP_OPTIONS = { retention: { succeededRetentionMs: 30 * 86_400_000, deadRetentionMs: 30 * 86_400_000 } };

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { createOutbox, runDrain, runSweep } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
-import { CONCURRENCY, LANE, SWEEP_OPTIONS, chaosJob, type FromWorker, type ToWorker } from './kill-drain-job.ts';
+import { CONCURRENCY, LANE, SWEEP_OPTIONS, batchDoneJob, chaosJob, type FromWorker, type ToWorker } from './kill-drain-job.ts';
 
 const url = process.env.CHAOS_DB_URL;
 if (!url || !process.send) throw new Error('kill-drain-worker runs under kill-drain.ts (CHAOS_DB_URL and an IPC channel)');
@@ -60,7 +60,7 @@ const orphaned = (): never => process.exit(3);
 process.on('disconnect', orphaned);
 
 const outbox = createOutbox({
-  jobs: [chaosJob],
+  jobs: [chaosJob, batchDoneJob],
   // A database restart must fail statements within seconds, not the default minute.
   connect: createPgConnector(url, { connectionTimeoutMs: 2_000, queryTimeoutMs: 10_000 }),
   concurrency: CONCURRENCY,

@@ -32,6 +32,7 @@ test('killed workers and a database restart lose no job and apply no stale settl
   assert.equal(summary.outcomes['(open)'], undefined, output);
   assert.equal(summary.kills, 4);
   assert.equal(summary.restarts, 1);
+  assert.equal(summary.batches, JOBS / 100, output);
   // The chaos hit live work: some attempts were recovered as crashes.
   assert.ok(summary.outcomes.crash > 0, output);
   assert.ok(summary.runs >= JOBS && summary.runs <= summary.attempts, output);

@@ -6,7 +6,7 @@
  *                                               [--workers 3] [--pg embedded|debian15] [--seed N]
  *
  * 1. Starts PostgreSQL, migrates, enqueues N `chaos.work` jobs in one transaction, one in ten
- *    depending on the two before it (dependsOn).
+ *    depending on the two before it (dependsOn), in batches of 100 with a completion job each.
  * 2. Runs `--workers` worker processes (kill-drain-worker.ts: the real engine, concurrency 8,
  *    a sweep whenever a drain finds nothing due). At random points of progress it SIGKILLs a
  *    random worker (and starts a replacement), or restarts PostgreSQL (fast shutdown, same data
@@ -17,7 +17,8 @@
  * 3. Once no job is due, stops the workers and recovers in this process: the clock past every
  *    lease, a sweep, then drains until no job is pending, running or retrying.
  * 4. Verifies every job and attempt (see verify(): also that no child ran before both its
- *    parents had succeeded), prints the summary (the last line is
+ *    parents had succeeded, and that each batch's completion ran after all its members had ended,
+ *    counting all of them), prints the summary (the last line is
  *    `KILL-DRAIN-SUMMARY {json}`) and exits 1 on any violation, naming the job.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -30,7 +31,9 @@ import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../support/postgres.ts';
-import { CONCURRENCY, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, chaosJob, hasParents, type FromWorker, type ToWorker } from './kill-drain-job.ts';
+import {
+  BATCH_SIZE, COMPLETIONS_TABLE, CONCURRENCY, DONE_KIND, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, batchDoneJob, chaosJob, hasParents, type FromWorker, type ToWorker,
+} from './kill-drain-job.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -235,17 +238,23 @@ async function main(): Promise<number> {
 }
 
 async function setUp(dbUrl: string): Promise<void> {
-  const outbox = createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl) });
+  const outbox = createOutbox({ jobs: [chaosJob, batchDoneJob], connect: createPgConnector(dbUrl) });
   await withClient(dbUrl, async (c) => {
     await migrate(c);
     await c.query(RUNS_TABLE);
+    await c.query(COMPLETIONS_TABLE);
     await c.query('BEGIN');
     const ids: string[] = [];
-    for (let i = 0; i < JOBS; i++) {
-      const parents = hasParents(i) && i >= 2 ? { dependsOn: [ids[i - 1]!, ids[i - 2]!] } : {};
-      const r = await outbox.enqueue(c, chaosJob, { payload: { i }, ...parents });
-      if (r.status !== 'created') throw new Error(`enqueue ${i}: ${JSON.stringify(r)}`);
-      ids.push(r.id);
+    // In batches of BATCH_SIZE, each with a completion job (a dependency's parent may sit in the batch before).
+    for (let start = 0; start < JOBS; start += BATCH_SIZE) {
+      await outbox.batch(c, { onComplete: { job: batchDoneJob, payload: { batch: start / BATCH_SIZE } } }, async (m) => {
+        for (let i = start; i < Math.min(JOBS, start + BATCH_SIZE); i++) {
+          const parents = hasParents(i) && i >= 2 ? { dependsOn: [ids[i - 1]!, ids[i - 2]!] } : {};
+          const r = await m.enqueue(chaosJob, { payload: { i }, ...parents });
+          if (r.status !== 'created') throw new Error(`enqueue ${i}: ${JSON.stringify(r)}`);
+          ids.push(r.id);
+        }
+      });
     }
     await c.query('COMMIT');
   });
@@ -260,7 +269,7 @@ let lastEventAt = 0;
 async function unleash(server: PgServer, dbUrl: string, monitor: Monitor): Promise<Fired[]> {
   // A sweep whose invocation has no time left to run a job: it recovers expired leases only
   // (the drain step plans no kind whose timeout outlives the deadline).
-  const recoveryOnly = createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl), clock: { now: () => Date.now() + offsetMs } });
+  const recoveryOnly = createOutbox({ jobs: [chaosJob, batchDoneJob], connect: createPgConnector(dbUrl), clock: { now: () => Date.now() + offsetMs } });
   const events: ChaosEvent[] = [
     ...Array.from({ length: KILLS }, (): ChaosEvent => ({ at: 0.05 + 0.85 * random(), type: 'kill' })),
     ...Array.from({ length: RESTARTS }, (): ChaosEvent => ({ at: 0.3 + 0.4 * random(), type: 'restart' })),
@@ -335,7 +344,8 @@ async function settleAndStop(monitor: Monitor): Promise<string[]> {
   let quietSince = performance.now();
   for (;;) {
     const s = await monitor.read();
-    if (s.succeeded === JOBS) break;
+    // Every job and every batch's completion.
+    if (s.succeeded === JOBS + Math.ceil(JOBS / BATCH_SIZE)) break;
     const key = `${s.succeeded}/${s.running}/${s.pending}/${s.retrying}`;
     if (key !== previous) {
       previous = key;
@@ -407,7 +417,7 @@ function workerTotals(): Record<string, number> {
 /** The recovery a cron sweep would do once every lease has run out, until nothing is left to run. */
 async function recoverInParent(dbUrl: string): Promise<{ passes: number; recovered: number; succeeded: number; stale: number }> {
   const clock = createTestClock(Date.now() + offsetMs + LEASE_MS + 1_000);
-  const outbox = createOutbox({ jobs: [chaosJob], connect: createPgConnector(dbUrl), concurrency: CONCURRENCY, clock });
+  const outbox = createOutbox({ jobs: [chaosJob, batchDoneJob], connect: createPgConnector(dbUrl), concurrency: CONCURRENCY, clock });
   const total: RunReport & { passes: number } = { passes: 0, claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0 };
   const add = (r: RunReport): void => {
     for (const key of Object.keys(r) as (keyof RunReport)[]) if (typeof r[key] === 'number' && key in total) total[key] += r[key];
@@ -497,8 +507,23 @@ async function verify(dbUrl: string) {
     const early = (await c.query(`SELECT job_id, attempt, open_parents FROM public.runs WHERE open_parents > 0 LIMIT 20`)).rows;
     for (const r of early) violations.push(`job ${r.job_id}: attempt ${r.attempt} ran with ${r.open_parents} parent(s) not yet succeeded`);
     const edges = (await c.query(`SELECT count(*)::int AS n FROM outbox.job_edge`)).rows[0].n as number;
-    const expectedEdges = 2 * Array.from({ length: JOBS }, (_, i) => i).filter((i) => hasParents(i) && i >= 2).length;
+    const expectedEdges = 2 * Array.from({ length: JOBS }, (_, i) => i).filter((i) => hasParents(i) && i >= 2).length + JOBS;
     if (edges !== expectedEdges) violations.push(`${edges} dependency edges, ${expectedEdges} enqueued`);
+    // Batches: one completion job each, succeeded; every run of it began after all its members had
+    // ended and was told of all of them, succeeded (every member succeeds here).
+    const done = (await c.query(`
+      SELECT j.id, j.status, count(r.job_id)::int AS runs,
+             count(r.job_id) FILTER (WHERE r.open_members > 0 OR r.succeeded <> r.total
+                                  OR r.total <> (SELECT count(*) FROM outbox.job_edge e WHERE e.child_id = j.id))::int AS wrong
+        FROM outbox.job j LEFT JOIN public.completions r ON r.job_id = j.id
+       WHERE j.kind = $1 GROUP BY j.id`, [DONE_KIND])).rows as { id: string; status: string; runs: number; wrong: number }[];
+    const batches = Math.ceil(JOBS / BATCH_SIZE);
+    if (done.length !== batches) violations.push(`${done.length} batch completion jobs, ${batches} batches enqueued`);
+    for (const d of done) {
+      if (d.status !== 'succeeded') violations.push(`batch completion ${d.id} ended ${d.status}`);
+      if (d.runs < 1) violations.push(`batch completion ${d.id} never ran`);
+      if (d.wrong > 0) violations.push(`batch completion ${d.id}: ${d.wrong} run(s) began with members not ended or miscounted`);
+    }
     const orphans = (await c.query(`SELECT count(*)::int AS n FROM public.runs r WHERE NOT EXISTS (SELECT 1 FROM outbox.job j WHERE j.id = r.job_id)`)).rows[0].n as number;
     if (orphans > 0) violations.push(`${orphans} runs of jobs that do not exist`);
     const outcomes: Record<string, number> = {};
@@ -512,6 +537,7 @@ async function verify(dbUrl: string) {
       runs,
       outcomes,
       jobsWithCrash: jobs.filter((j) => j.crashed > 0).length,
+      batches: done.filter((d) => d.status === 'succeeded' && d.runs >= 1 && d.wrong === 0).length,
       duplicateJobs,
       duplicatesWithCrash,
       extraRuns,

@@ -1000,36 +1000,45 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('batch 16 MiB of payloads', batch([...full, { payloadBytes: 300000 }]), decides([...full, { payloadBytes: 300000 }]));
   e('batch over 16 MiB of payloads', batch([...full, { payloadBytes: 1 }]), isError('too_large', '16777216'));
 
-  // Dependencies (dependencies.h): parents are earlier indexes, or stored jobs as the shim found them ("open", "succeeded", "failed", false: not found).
-  const born = (status, waitingOn, effect) => ({ ok: true, payloadBytes: 1, dueAt: NOW, nudge: status === 'pending', delaySeconds: status === 'pending' ? 0 : null,
-    parents: { status, waitingOn, onParentFailure: effect, ...(status === 'cancelled' ? { code: 'parent_failed' } : {}) } });
+  // Dependencies (dependencies.h): parents are earlier indexes, or stored jobs by status as the shim found them (false: not found).
+  const born = (status, waitingOn, effect, [total, dead, cancelled]) => ({ ok: true, payloadBytes: 1, dueAt: NOW, nudge: status === 'pending', delaySeconds: status === 'pending' ? 0 : null,
+    parents: { status, waitingOn, onParentFailure: effect, total, dead, cancelled, ...(status === 'cancelled' ? { code: 'parent_failed' } : {}) } });
   const refused = (code) => (o) => want(o.ok === false && o.issues[0].code === code, code);
   const each = (...checks) => (o) => checks.forEach((check, i) => check(o.results[i]));
   const plain = (o) => want(o.ok === true && o.parents === undefined && o.nudge === true, 'due now, nudged');
-  const is = (status, waitingOn, effect) => (o) => want(JSON.stringify(o) === JSON.stringify(born(status, waitingOn, effect)), `${status} on ${waitingOn}, ${effect} on a failed parent`);
-  e('batch parents: an earlier item and an open job: waits on 2, cancel by default', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0, 'open', 'succeeded'] }]), each(plain, is('waiting', 2, 'cancel')));
-  e('batch parents: run keeps release', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0], onParentFailure: 'run' }]), each(plain, is('waiting', 1, 'release')));
-  e('batch parents: explicit cancel', batch([{ payloadBytes: 1, parents: ['open'], onParentFailure: 'cancel' }]), each(is('waiting', 1, 'cancel')));
-  e('batch parents: all succeeded is due now', batch([{ payloadBytes: 1, parents: ['succeeded', 'succeeded'] }]), each(is('pending', 0, 'cancel')));
-  e('batch parents: a failed one cancels at birth', batch([{ payloadBytes: 1, parents: ['failed', 'open'] }]), each(is('cancelled', 0, 'cancel')));
-  e('batch parents: a failed one under run counts as done', batch([{ payloadBytes: 1, parents: ['failed', 'open'], onParentFailure: 'run' }]), each(is('waiting', 1, 'release')));
-  e('batch parents: born cancelled cancels its children', batch([{ payloadBytes: 1, parents: ['failed'] }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1], onParentFailure: 'run' }]),
-    each(is('cancelled', 0, 'cancel'), is('cancelled', 0, 'cancel'), is('pending', 0, 'release')));
+  // `tally`: [all parents, dead, cancelled] at birth.
+  const is = (status, waitingOn, effect, tally) => (o) => want(JSON.stringify(o) === JSON.stringify(born(status, waitingOn, effect, tally)), `${status} on ${waitingOn} of ${tally}, ${effect} on a failed parent`);
+  e('batch parents: an earlier item and an open job: waits on 2, cancel by default', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0, 'running', 'succeeded'] }]), each(plain, is('waiting', 2, 'cancel', [3, 0, 0])));
+  e('batch parents: run keeps release', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0], onParentFailure: 'run' }]), each(plain, is('waiting', 1, 'release', [1, 0, 0])));
+  e('batch parents: explicit cancel', batch([{ payloadBytes: 1, parents: ['pending'], onParentFailure: 'cancel' }]), each(is('waiting', 1, 'cancel', [1, 0, 0])));
+  e('batch parents: every unfinished status is open', batch([{ payloadBytes: 1, parents: ['pending', 'running', 'retrying', 'waiting'] }]), each(is('waiting', 4, 'cancel', [4, 0, 0])));
+  e('batch parents: all succeeded is due now', batch([{ payloadBytes: 1, parents: ['succeeded', 'succeeded'] }]), each(is('pending', 0, 'cancel', [2, 0, 0])));
+  e('batch parents: a dead one cancels at birth', batch([{ payloadBytes: 1, parents: ['dead', 'pending'] }]), each(is('cancelled', 0, 'cancel', [2, 1, 0])));
+  e('batch parents: a cancelled one cancels at birth', batch([{ payloadBytes: 1, parents: ['cancelled'] }]), each(is('cancelled', 0, 'cancel', [1, 0, 1])));
+  e('batch parents: a failed one under run counts as done', batch([{ payloadBytes: 1, parents: ['dead', 'pending'], onParentFailure: 'run' }]), each(is('waiting', 1, 'release', [2, 1, 0])));
+  e('batch parents: born cancelled cancels its children', batch([{ payloadBytes: 1, parents: ['dead'] }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1], onParentFailure: 'run' }]),
+    each(is('cancelled', 0, 'cancel', [1, 1, 0]), is('cancelled', 0, 'cancel', [1, 0, 1]), is('pending', 0, 'release', [1, 0, 1])));
   e('batch parents: empty list is none', batch([{ payloadBytes: 1, parents: [] }]), each(plain));
+  e('batch completion: waits on its members and releases on failure', batch([{ payloadBytes: 1, completesBatch: true, parents: ['running', 'dead', 'succeeded'] }]), each(is('waiting', 1, 'release', [3, 1, 0])));
+  e('batch completion: no member is due now', batch([{ payloadBytes: 1, completesBatch: true, parents: [] }]), each(is('pending', 0, 'release', [0, 0, 0])));
+  e('batch completion: run whatever onParentFailure says', batch([{ payloadBytes: 1, completesBatch: true, onParentFailure: 'cancel', parents: ['cancelled'] }]), each(is('pending', 0, 'release', [1, 0, 1])));
+  e('batch completion: 100000 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100000).fill('pending') }]), each(is('waiting', 100000, 'release', [100000, 0, 0])));
+  e('batch completion: 100001 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100001).fill('pending') }]), isError('too_large', 'parents'));
+  e('batch completion: not a bool', batch([{ payloadBytes: 1, completesBatch: 1 }]), isError('invalid_input', 'items[0].completesBatch'));
   e('batch parents: itself is a cycle', batch([{ payloadBytes: 1, parents: [0] }]), each(refused('dependency_cycle')));
   e('batch parents: a later item is a cycle', batch([{ payloadBytes: 1, parents: [1] }, { payloadBytes: 1 }]), each(refused('dependency_cycle'), plain));
-  e('batch parents: not found is unknown', batch([{ payloadBytes: 1, parents: ['open', false] }]), each(refused('unknown_parent')));
+  e('batch parents: not found is unknown', batch([{ payloadBytes: 1, parents: ['pending', false] }]), each(refused('unknown_parent')));
   e('batch parents: cycle named before unknown', batch([{ payloadBytes: 1, parents: [false, 0] }]), each(refused('dependency_cycle')));
   e('batch parents: a shim-refused parent refuses', batch([{ payloadBytes: 1, refused: true }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1] }]),
     each(plain, refused('parent_refused'), refused('parent_refused')));
   e('batch parents: an oversized parent refuses', batch([{ payloadBytes: 300000 }, { payloadBytes: 1, parents: [0] }]), each(refused('payload_too_large'), refused('parent_refused')));
-  e('batch parents: 100 is the most', batch([{ payloadBytes: 1, parents: Array(100).fill('open') }]), each(is('waiting', 100, 'cancel')));
-  e('batch parents: 101 are too many', batch([{ payloadBytes: 1, parents: Array(101).fill('open') }]), each(refused('too_many_parents')));
+  e('batch parents: 100 is the most', batch([{ payloadBytes: 1, parents: Array(100).fill('pending') }]), each(is('waiting', 100, 'cancel', [100, 0, 0])));
+  e('batch parents: 101 are too many', batch([{ payloadBytes: 1, parents: Array(101).fill('pending') }]), each(refused('too_many_parents')));
   e('batch parents: an unknown state', batch([{ payloadBytes: 1, parents: ['x'] }]), isError('invalid_input', 'items[0].parents'));
+  e('batch parents: a verdict is no status', batch([{ payloadBytes: 1, parents: ['failed'] }]), isError('invalid_input', 'items[0].parents'));
   e('batch parents: true', batch([{ payloadBytes: 1, parents: [true] }]), isError('invalid_input', 'items[0].parents'));
   e('batch parents: negative index', batch([{ payloadBytes: 1, parents: [-1] }]), isError('invalid_input', 'items[0].parents'));
   e('batch parents: not an array', batch([{ payloadBytes: 1, parents: {} }]), isError('invalid_input', 'items[0].parents'));
-  e('batch parents: over 10000 refs', batch([{ payloadBytes: 1, parents: Array(10001).fill('open') }]), isError('too_large', 'parents'));
   e('batch onParentFailure unknown', batch([{ payloadBytes: 1, onParentFailure: 'ignore' }]), isError('invalid_input', 'items[0].onParentFailure'));
   e('batch refused not a bool', batch([{ payloadBytes: 1, refused: 1 }]), isError('invalid_input', 'items[0].refused'));
   e('single form ignores parents', enq({ parents: [0] }), exactText(`{"ok":true,"payloadBytes":13,"dueAt":${NOW},"nudge":true,"delaySeconds":0}`));

@@ -9,6 +9,14 @@ std::optional<ParentFailure> parent_failure_named(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<ParentRef::Kind> parent_state_of(std::string_view status) {
+  if (status == "succeeded") return ParentRef::Kind::succeeded;
+  if (status == "dead") return ParentRef::Kind::dead;
+  if (status == "cancelled") return ParentRef::Kind::cancelled;
+  if (status == "pending" || status == "running" || status == "retrying" || status == "waiting") return ParentRef::Kind::open;
+  return std::nullopt;
+}
+
 std::string_view refusal_code(DependencyRefusal r) {
   switch (r) {
     case DependencyRefusal::too_many_parents: return "too_many_parents";

@@ -35,8 +35,9 @@ struct Settings {
 };
 
 // One job: its delay, its payload's size (-1 until given), its own retry budget (0: the
-// kind's), its priority (priority.h) and, in a batch, its parents (dependencies.h) and whether
-// the shim refused it already (so items that name it as a parent are refused too).
+// kind's), its priority (priority.h) and, in a batch, its parents (dependencies.h), whether it
+// is a batch's completion job (which waits on every member and runs however they end), and
+// whether the shim refused it already (so items that name it as a parent are refused too).
 struct Job {
   int64_t delay_ms = 0;
   int64_t payload_bytes = -1;
@@ -44,20 +45,23 @@ struct Job {
   int64_t priority = 0;
   std::vector<ParentRef> parents;
   ParentFailure on_parent_failure = ParentFailure::cancel;
+  bool completes_batch = false;
   bool refused = false;
+
+  std::size_t max_parents() const { return completes_batch ? kMaxBatchMembers : kMaxParents; }
+  ParentFailure parent_failure() const { return completes_batch ? ParentFailure::release : on_parent_failure; }
 };
 
-// A batch item's parent references: an integer names an earlier item; a stored job is named as
-// the shim found it in the item's tenant scope: "open" (unfinished), "succeeded", "failed"
-// (dead or cancelled), or `false` (not found there).
-constexpr uint32_t kMaxParentRefs = 10000;  // beyond kMaxParents, refused per item; beyond this, the document
+// A batch item's parent references: an integer names an earlier item; a stored job is named by
+// its status as the shim found it in the item's tenant scope, or `false` (not found there).
+constexpr uint32_t kMaxParentRefs = static_cast<uint32_t>(kMaxBatchMembers);  // beyond an item's cap, refused per item; beyond this, the document
 
 Status read_parents(od::value& field, const Where& where, std::string_view key, Job& job) {
   Result<od::array> list = input::read_array(field, where, key);
   if (!list) return list.take_error();
   Where capped = where;
   capped.code = ErrorCode::too_large;
-  constexpr std::string_view kWhat = "must hold list indexes, \"open\", \"succeeded\", \"failed\" and false (not found) only";
+  constexpr std::string_view kWhat = "must hold list indexes, job statuses and false (not found) only";
   return input::for_each_element(list.value(), capped, key, kMaxParentRefs, [&](od::value& value, uint32_t) -> Status {
     bool found = true;
     if (value.get_bool().get(found) == simdjson::SUCCESS) {
@@ -67,10 +71,9 @@ Status read_parents(od::value& field, const Where& where, std::string_view key, 
     }
     std::string_view state;
     if (value.get_string().get(state) == simdjson::SUCCESS) {
-      const ParentRef::Kind kind = state == "open" ? ParentRef::Kind::open : state == "succeeded" ? ParentRef::Kind::succeeded
-                                 : state == "failed" ? ParentRef::Kind::failed : ParentRef::Kind::unknown;
-      if (kind == ParentRef::Kind::unknown) return field_error(where, key, kWhat);
-      job.parents.push_back(ParentRef{kind, 0});
+      const std::optional<ParentRef::Kind> kind = parent_state_of(state);
+      if (!kind) return field_error(where, key, kWhat);
+      job.parents.push_back(ParentRef{*kind, 0});
       return ok_status();
     }
     Result<int64_t> index = input::read_int(value, where, key, 0, kMaxBatchItems);
@@ -81,16 +84,17 @@ Status read_parents(od::value& field, const Where& where, std::string_view key, 
 }
 
 // What an earlier item is to the items after it that name it as a parent.
-enum class ItemFate { refused, open, failed };
+enum class ItemFate { refused, open, cancelled };
 
-// The batch-only fields of an item: its parents, what their failure does, and the shim's refusal.
+// The batch-only fields of an item: its parents, what their failure does, whether it completes
+// a batch, and the shim's refusal.
 Status read_item_field(std::string_view key, od::value& field, const Where& where, Job& job, bool& known) {
   known = true;
   if (key == "parents") return read_parents(field, where, key, job);
-  if (key == "refused") {
+  if (key == "refused" || key == "completesBatch") {
     Result<bool> b = input::read_bool(field, where, key);
     if (!b) return b.take_error();
-    job.refused = b.value();
+    (key == "refused" ? job.refused : job.completes_batch) = b.value();
     return ok_status();
   }
   if (key == "onParentFailure") {
@@ -168,9 +172,11 @@ void write_refusal(JsonWriter& out, std::string_view code, const std::string& me
   out.end_object();
 }
 
-std::string refusal_message(DependencyRefusal r) {
+std::string refusal_message(DependencyRefusal r, const Job& job) {
   switch (r) {
-    case DependencyRefusal::too_many_parents: return "a job may depend on at most " + decimal_string(static_cast<int64_t>(kMaxParents)) + " parents";
+    case DependencyRefusal::too_many_parents:
+      return job.completes_batch ? "a batch may have at most " + decimal_string(static_cast<int64_t>(kMaxBatchMembers)) + " members"
+                                 : "a job may depend on at most " + decimal_string(static_cast<int64_t>(kMaxParents)) + " parents";
     case DependencyRefusal::dependency_cycle: return "dependsOn may name only earlier items of the list: a later one (or the item itself) would make a cycle";
     case DependencyRefusal::unknown_parent: return "dependsOn names a job that does not exist in this tenant's scope";
     case DependencyRefusal::parent_refused: return "dependsOn names an earlier item that was refused";
@@ -179,20 +185,19 @@ std::string refusal_message(DependencyRefusal r) {
   return "";
 }
 
-// A job with parents: how many have not finished, and whether one failed (an earlier item
-// cancelled at birth counts as failed; `fates` says what each earlier item became).
-struct ParentCount {
-  int64_t open = 0;
-  bool failed = false;
-};
-
-ParentCount count_parents(const Job& job, const std::vector<ItemFate>& fates) {
-  ParentCount c;
+// A job's parents counted at its birth (an earlier item is unfinished, or cancelled when it was
+// cancelled at birth; `fates` says what each earlier item became).
+ParentTally count_parents(const Job& job, const std::vector<ItemFate>& fates) {
+  ParentTally c;
   for (const ParentRef& p : job.parents) {
-    const bool open = p.kind == ParentRef::Kind::open || (p.kind == ParentRef::Kind::earlier && fates[static_cast<std::size_t>(p.index)] == ItemFate::open);
-    const bool failed = p.kind == ParentRef::Kind::failed || (p.kind == ParentRef::Kind::earlier && fates[static_cast<std::size_t>(p.index)] == ItemFate::failed);
-    c.open += open ? 1 : 0;
-    c.failed = c.failed || failed;
+    ParentRef::Kind kind = p.kind;
+    if (kind == ParentRef::Kind::earlier) {
+      kind = fates[static_cast<std::size_t>(p.index)] == ItemFate::cancelled ? ParentRef::Kind::cancelled : ParentRef::Kind::open;
+    }
+    c.total += 1;
+    c.open += kind == ParentRef::Kind::open ? 1 : 0;
+    c.dead += kind == ParentRef::Kind::dead ? 1 : 0;
+    c.cancelled += kind == ParentRef::Kind::cancelled ? 1 : 0;
   }
   return c;
 }
@@ -200,20 +205,21 @@ ParentCount count_parents(const Job& job, const std::vector<ItemFate>& fates) {
 // One job's decision: refused when its payload is over the cap or its parents refuse it
 // (`deps`), else when it is due and whether (and after how long) to nudge it. A job with
 // parents (`birth`) is written as birth_status says, and the answer names it, how many parents
-// it waits for and what a parent's failure does to it; only one written due is nudged.
+// it waits for, what a parent's failure does to it and how its parents stand (all, dead,
+// cancelled); only one written due is nudged. A batch's completion has parents even when empty.
 void write_decision(JsonWriter& out, const Settings& s, const Job& job, DependencyRefusal deps = DependencyRefusal::none,
-                    const ParentCount* parents = nullptr) {
+                    const ParentTally* parents = nullptr) {
   out.begin_object();
   if (job.payload_bytes > s.max_payload) {
     write_refusal(out, "payload_too_large", "payload is " + decimal_string(job.payload_bytes) + " bytes; the limit is " + decimal_string(s.max_payload));
     return;
   }
   if (deps != DependencyRefusal::none) {
-    write_refusal(out, refusal_code(deps), refusal_message(deps));
+    write_refusal(out, refusal_code(deps), refusal_message(deps, job));
     return;
   }
-  const bool has_parents = parents != nullptr && !job.parents.empty();
-  const BirthStatus birth = has_parents ? birth_status(parents->open, parents->failed, job.on_parent_failure) : BirthStatus::pending;
+  const bool has_parents = parents != nullptr && (!job.parents.empty() || job.completes_batch);
+  const BirthStatus birth = has_parents ? birth_status(parents->open, parents->failed(), job.parent_failure()) : BirthStatus::pending;
   const bool nudge = birth == BirthStatus::pending && s.has_queue && job.delay_ms <= s.max_queue_delay;
   out.field_bool("ok", true);
   out.field("payloadBytes", job.payload_bytes);
@@ -228,7 +234,10 @@ void write_decision(JsonWriter& out, const Settings& s, const Job& job, Dependen
     out.begin_object();
     out.field("status", birth_status_name(birth));
     out.field("waitingOn", birth == BirthStatus::waiting ? parents->open : 0);
-    out.field("onParentFailure", stored_effect(job.on_parent_failure));
+    out.field("onParentFailure", stored_effect(job.parent_failure()));
+    out.field("total", parents->total);
+    out.field("dead", parents->dead);
+    out.field("cancelled", parents->cancelled);
     if (birth == BirthStatus::cancelled) out.field("code", kParentFailedCode);
     out.end_object();
   }
@@ -300,13 +309,13 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
     if (job.payload_bytes <= s.max_payload) written += job.payload_bytes;
     const int64_t index = static_cast<int64_t>(fates.size());
     const DependencyRefusal deps =
-        check_parents(index, job.parents.data(), job.parents.size(), [&](int64_t i) { return fates[static_cast<std::size_t>(i)] == ItemFate::refused; });
-    const ParentCount parents = deps == DependencyRefusal::none ? count_parents(job, fates) : ParentCount{};
+        check_parents(index, job.parents.data(), job.parents.size(), job.max_parents(), [&](int64_t i) { return fates[static_cast<std::size_t>(i)] == ItemFate::refused; });
+    const ParentTally parents = deps == DependencyRefusal::none ? count_parents(job, fates) : ParentTally{};
     if (job.refused || job.payload_bytes > s.max_payload || deps != DependencyRefusal::none) {
       fates.push_back(ItemFate::refused);
     } else {
-      const bool born_cancelled = !job.parents.empty() && birth_status(parents.open, parents.failed, job.on_parent_failure) == BirthStatus::cancelled;
-      fates.push_back(born_cancelled ? ItemFate::failed : ItemFate::open);
+      const bool born_cancelled = !job.parents.empty() && birth_status(parents.open, parents.failed(), job.parent_failure()) == BirthStatus::cancelled;
+      fates.push_back(born_cancelled ? ItemFate::cancelled : ItemFate::open);
     }
     write_decision(out, s, job, deps, &parents);
     return ok_status();

@@ -2,7 +2,7 @@
 import { getCore } from '../core/core.js';
 import { gradeHealth, type HealthFacts, type HealthGrades, type HorizonHolder, readHealthFacts } from '../inspect/health.js';
 import {
-  type BacklogRow, type BacklogThresholds, countBacklog, countJobs, type DependencyView, evaluateBacklog, getJob, getJobDependencies, type JobFilter, type JobView, listAttempts, listJobs,
+  type BacklogRow, type BacklogThresholds, countBacklog, countJobs, type DependencyView, evaluateBacklog, getBatch, type BatchView, getJob, getJobDependencies, type JobFilter, type JobView, listAttempts, listJobs,
 } from '../inspect/index.js';
 import { readOnly } from '../inspect/read.js';
 import { allowedActions } from '../operate.js';
@@ -158,7 +158,9 @@ export async function jobPage<Env>(r: Req<Env>, s: Settings, id: string): Promis
   const job = await getJob(db, { id, ...(r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {}), ...reads(r, s) });
   if (!job) return page(r, 404, 'Job not found', html`<h1>Job not found</h1><p>No job ${id}${r.access.scope ? ' in your tenant' : ''}.</p>`);
   const attempts = await listAttempts(db, { jobId: id, ...reads(r, s) });
-  const deps = await getJobDependencies(db, { id, ...(r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {}), ...reads(r, s) });
+  const scoped = r.access.scope ? { tenantKey: r.access.tenantKey ?? null } : {};
+  const deps = await getJobDependencies(db, { id, ...scoped, limit: LISTED_DEPENDENCIES, ...reads(r, s) });
+  const tally = deps && deps.parents.length > 0 ? await getBatch(db, { id, ...scoped, ...reads(r, s) }) : null;
   const here = `${r.base}/jobs/${job.id}`;
   // Only the actions the core would accept for this status (a dead job cannot be cancelled).
   const allowed = allowedActions(job.status);
@@ -175,6 +177,7 @@ ${r.access.readOnly || allowed.length === 0 ? null : html`<form method="post" ac
 ${job.lastErrorMessage ? html`<h2>Last error message</h2><pre id="error">${job.lastErrorMessage}</pre>` : null}
 <h2>Payload</h2><pre id="payload">${JSON.stringify(job.payload, null, 2)}</pre>
 ${job.metadata ? html`<h2>Metadata</h2><pre id="metadata">${JSON.stringify(job.metadata, null, 2)}</pre>` : null}
+${parentTally(tally)}
 ${dependencyTable(r, 'Parents', 'parents', deps?.parents ?? [], job.status === 'waiting' ? 'it waits until every one has finished' : null)}
 ${dependencyTable(r, 'Children', 'children', deps?.children ?? [], null)}
 <h2>Attempts</h2>
@@ -184,9 +187,21 @@ ${attempts.map((a) => html`<tr><td class="n">${a.attempt}</td><td>${a.outcome ??
   return page(r, 200, `Job ${job.id}`, body);
 }
 
+/** How many parents (a batch's members) a job page lists, and children. */
+const LISTED_DEPENDENCIES = 100;
+
+/** A job's parents counted (a batch's members): how many, in which status now, and how many ended failing. */
+function parentTally(b: BatchView | null): Html | null {
+  if (!b) return null;
+  const now = Object.entries(b.byStatus).map(([status, n]) => `${n} ${status}`);
+  if (b.gone > 0) now.push(`${b.gone} deleted by retention`);
+  return html`<h2>Parents' ends</h2><p id="parent-tally">${b.members} parent(s) (a batch's members, if this job completes one): ${now.join(', ')}; ${b.ended.dead} ended dead and ${b.ended.cancelled} cancelled as counted.</p>`;
+}
+
 /** A job's parents or children (dependsOn), linked to their pages; nothing when it has none. */
 function dependencyTable<Env>(r: Req<Env>, title: string, id: string, rows: readonly DependencyView[], note: string | null): Html | null {
   if (rows.length === 0) return null;
+  if (rows.length >= LISTED_DEPENDENCIES) note = `${note ? `${note}; ` : ''}the first ${LISTED_DEPENDENCIES} by id`;
   return html`<h2>${title}</h2>${note ? html`<p class="muted">${note}</p>` : null}
 <table id="${id}"><thead><tr><th>Job</th><th>kind</th><th>status</th></tr></thead><tbody>
 ${rows.map((d) => html`<tr><td class="mono">${d.kind === null ? d.id : html`<a href="${r.base}/jobs/${d.id}">${d.id}</a>`}</td><td>${d.kind ?? 'deleted by retention'}</td><td>${d.status ? statusCell(d.status) : ''}</td></tr>`)}

@@ -56,6 +56,10 @@ function buildTables<S extends string>(schemaName: S) {
       // Dependencies (migration 0012): unfinished parents, and what a parent's failure does.
       waitingOn: integer('waiting_on').notNull().default(0),
       onParentFailure: text('on_parent_failure'),
+      // How its parents ended (migration 0013): all of them, and those dead or cancelled; NULL without parents.
+      parentsTotal: integer('parents_total'),
+      parentsDead: integer('parents_dead'),
+      parentsCancelled: integer('parents_cancelled'),
     },
     (t) => [
       check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting')`),

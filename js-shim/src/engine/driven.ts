@@ -3,12 +3,16 @@ import type { EngineRuntime } from './runtime.js';
 import type { Session } from './session.js';
 import type { SweepOptions, SweepPlan, SweepReport } from './sweep.js';
 import type { EnqueueOptions, EnqueueResult, JobDefinition } from '../types.js';
+import type { BatchCreated, BatchMembers, BatchOptions } from './batch.js';
 
 /** The `enqueue` function a transaction hands its callback. */
 export type TxEnqueue<R = EnqueueResult> = <P>(job: JobDefinition<P>, opts: EnqueueOptions<P>) => Promise<R>;
 
 /** The `enqueueMany` function a transaction hands its callback: one write for the list. */
 export type TxEnqueueMany<R = EnqueueResult> = <P>(job: JobDefinition<P>, items: readonly EnqueueOptions<P>[]) => Promise<R[]>;
+
+/** The `batch` function a transaction hands its callback (`outbox.batch` in that transaction, nudged when it commits). */
+export type TxBatch<R = EnqueueResult> = <T>(opts: BatchOptions, fn: (members: BatchMembers<R>) => Promise<T>) => Promise<BatchCreated<T>>;
 
 /** @internal The key under which an outbox carries the engine the Cloudflare handlers drive. */
 export const RUN: unique symbol = Symbol.for('postbox.run');
@@ -42,7 +46,7 @@ export interface DrivenEngine<Db = any> {
    * Runs `fn` and every enqueue it makes in one transaction of the store on `db` (a session's
    * handle), then nudges what it enqueued once it has committed.
    */
-  transaction<T>(db: Db, fn: (tx: any, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>): Promise<T>;
+  transaction<T>(db: Db, fn: (tx: any, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany, batch: TxBatch) => Promise<T>): Promise<T>;
 }
 
 /** Anything the Cloudflare handlers can drive: an `Outbox`, or a bound SQLite outbox. */

@@ -5,7 +5,8 @@ import { type DedupeVerdict, dedupeItem, heldResult } from './dedupe.js';
 import { EnqueueRefusedError, PostboxError } from '../errors.js';
 import { sendNudges, type PendingNudge } from './nudge.js';
 import type { EngineRuntime } from './runtime.js';
-import type { TxEnqueue, TxEnqueueMany } from './driven.js';
+import type { TxBatch, TxEnqueue, TxEnqueueMany } from './driven.js';
+import { runBatch } from './batch.js';
 import type { AppendInput, AppendRow, DependencyStore, OutboxStore } from '../stores/contract.js';
 import type { DependencyRefusalReason, EnqueueOptions, JobStatus, EnqueueRefusal, EnqueueResult, EnqueueTrace, JobDefinition, Queryable, Telemetry } from '../types.js';
 
@@ -22,8 +23,17 @@ interface DecidedParents {
   status: 'waiting' | 'pending' | 'cancelled';
   waitingOn: number;
   onParentFailure: 'cancel' | 'release';
+  total: number;
+  dead: number;
+  cancelled: number;
   code?: string;
 }
+
+/**
+ * @internal Marks the options of a batch's completion job (`outbox.batch`): its `dependsOn` are
+ * the batch's members, as many as the core allows a batch, and it runs however they end.
+ */
+export const COMPLETES_BATCH: unique symbol = Symbol('postbox.completesBatch');
 
 /** Each named parent's status in the naming item's tenant scope, `null` when not found there (the store's `dependencies.parentStates` on the enqueue's handle). */
 export type ParentLookup = (refs: readonly { id: string; tenantKey: string | null }[]) => Promise<(JobStatus | null)[]>;
@@ -75,6 +85,8 @@ interface Prepared {
   /** Its parents: job ids (lower case) and list indexes, each once; `null`: none. */
   parents: (string | number)[] | null;
   onParentFailure: 'cancel' | 'run';
+  /** A batch's completion job (its parents are the members). */
+  completesBatch: boolean;
   /** For each id among `parents`, its status in the item's tenant scope, null when not found (filled before the core is asked). */
   found?: Map<string, JobStatus | null>;
 }
@@ -103,7 +115,7 @@ export async function enqueueInTransaction<Q, T>(
   rt: EngineRuntime<unknown>,
   env: () => EnqueueEnv<Q>,
   begin: <X>(body: (q: Q, tx: unknown) => Promise<X>) => Promise<X>,
-  fn: (tx: any, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany) => Promise<T>,
+  fn: (tx: any, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany, batch: TxBatch) => Promise<T>,
 ): Promise<T> {
   const nudges: PendingNudge[] = [];
   const result = await begin((q, tx) => {
@@ -112,7 +124,7 @@ export async function enqueueInTransaction<Q, T>(
       nudges.push(...outcome.nudges);
       return outcome.results;
     };
-    return fn(tx, async (job, opts) => (await many(job, [opts], 'enqueue'))[0]!, (job, items) => many(job, items, 'enqueueMany'));
+    return fn(tx, async (job, opts) => (await many(job, [opts], 'enqueue'))[0]!, (job, items) => many(job, items, 'enqueueMany'), (opts, body) => runBatch(many, opts, body));
   });
   await sendNudges(rt, nudges);
   return result;
@@ -210,9 +222,9 @@ function refusal(issues: { code: string; message: string }[]): EnqueueRefusal {
 async function findParents(prepared: readonly Prepared[], api: Api, lookup: ParentLookup | undefined): Promise<void> {
   const refs: { id: string; tenantKey: string | null }[] = [];
   for (const p of prepared) {
-    if (!p.parents || p.refused) continue;
+    if ((!p.parents && !p.completesBatch) || p.refused) continue;
     if (!lookup) throw new PostboxError('unsupported', `${api}: dependsOn needs a store that keeps dependencies (PostgreSQL or memory); this outbox's does not`);
-    for (const parent of p.parents) if (typeof parent === 'string' && UUID.test(parent)) refs.push({ id: parent, tenantKey: p.tenantKey });
+    for (const parent of p.parents ?? []) if (typeof parent === 'string' && UUID.test(parent)) refs.push({ id: parent, tenantKey: p.tenantKey });
   }
   const found: (JobStatus | null)[] = refs.length > 0 && lookup ? await lookup(refs) : [];
   let n = 0;
@@ -242,11 +254,8 @@ async function addEdges<Tx>(deps: DependencyStore<unknown, Tx>, q: Tx, planned: 
   await deps.addEdges(q, edges);
 }
 
-/** A stored parent's state for the core: not found, unfinished, succeeded, or failed (dead or cancelled). */
-function parentState(status: JobStatus | null): string {
-  if (status === null) return 'false';
-  return status === 'succeeded' ? '"succeeded"' : status === 'dead' || status === 'cancelled' ? '"failed"' : '"open"';
-}
+/** A stored parent for the core: its status (the core says what each means), or false when not found. */
+const parentState = (status: JobStatus | null): string => (status === null ? 'false' : JSON.stringify(status));
 
 /** The append's rows as results (a held key is `exists` or a conflict, as the core says), and the nudges the core asked for. */
 export function finishEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, planned: PlannedEnqueue, rows: readonly AppendRow[], api: Api): EnqueueOutcome {
@@ -309,6 +318,7 @@ function prepare<P>(job: JobDefinition<P>, opts: EnqueueOptions<P> | undefined, 
     priority: opts.priority ?? job.policy.priority ?? 0,
     parents,
     onParentFailure: opts.onParentFailure ?? 'cancel',
+    completesBatch: (opts as { [COMPLETES_BATCH]?: boolean })[COMPLETES_BATCH] === true,
   };
   // Texts PostgreSQL refuses: the item is refused as a result, before any statement, so neither
   // the caller's transaction nor the other items of a list share its fate.
@@ -422,6 +432,7 @@ function decide(env: EnqueueEnv<unknown>, prepared: readonly Prepared[], api: Ap
 /** An item's parents for the core: list indexes as they are, ids as found (true) or not (false). */
 function dependencyFields(p: Prepared): string {
   let out = p.refused ? ',"refused":true' : '';
+  if (p.completesBatch && !p.refused) return `${out},"completesBatch":true,"parents":[${(p.parents ?? []).map((id) => parentState(p.found?.get(id as string) ?? null)).join(',')}]`;
   if (!p.parents || p.refused) return out;
   out += `,"parents":[${p.parents.map((parent) => (typeof parent === 'number' ? parent : parentState(p.found?.get(parent) ?? null))).join(',')}]`;
   return p.onParentFailure === 'cancel' ? out : `${out},"onParentFailure":"${p.onParentFailure}"`;

@@ -7,7 +7,7 @@ import { AttemptLease, lostError, type Admitted } from './lease.js';
 import type { EngineRuntime } from './runtime.js';
 import type { Deadline } from './deadline.js';
 import { LaneSession, type HandlerSessions, type Session } from './session.js';
-import type { HandlerOutcome, JobDefinition, OutboxDb, Queryable } from '../types.js';
+import type { HandlerOutcome, JobDefinition, OutboxDb, ParentOutcomes, Queryable } from '../types.js';
 
 /**
  * @internal The outbox's clock and event sink, on every handler's ctx under this key, for
@@ -104,6 +104,7 @@ export async function runHandler<Db>(rt: EngineRuntime<Db>, session: Session<Db>
     tenantKey: row.tenant_key,
     correlationId: row.correlation_id,
     metadata: row.metadata,
+    parents: parentOutcomes(row),
     [HANDLER_RUNTIME]: handlerRuntimeOf(rt),
   };
   // Armed before the handler runs, so a beat it takes at once is never overridden by admit's numbers.
@@ -317,4 +318,13 @@ function fencedDb(source: DbSource, fence: Fence): OutboxDb {
     },
   };
   return Object.assign(db, { [LANE_DB]: true });
+}
+
+/** How a claimed job's parents ended, from the counts its store keeps (none: null). Every parent has finished by the time a child runs, so those not dead or cancelled succeeded. */
+function parentOutcomes(row: ClaimedRow): ParentOutcomes | null {
+  if (row.parents_total == null) return null;
+  const total = Number(row.parents_total);
+  const dead = Number(row.parents_dead ?? 0);
+  const cancelled = Number(row.parents_cancelled ?? 0);
+  return { total, succeeded: Math.max(0, total - dead - cancelled), dead, cancelled };
 }

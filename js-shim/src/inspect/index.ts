@@ -30,13 +30,51 @@ export async function getJob(db: TransactionalDb, opts: { id: string; tenantKey?
  * id, with `kind` and `status` null). `null` when the job is not found (in `tenantKey`'s scope).
  */
 export async function getJobDependencies(
-  db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions,
+  db: TransactionalDb, opts: { id: string; tenantKey?: string | null; limit?: number } & ReadOptions,
 ): Promise<{ parents: DependencyView[]; children: DependencyView[] } | null> {
+  const limit = checkLimit(opts.limit ?? 1000);
   return readOnly(db, opts, async (q) => {
     const store = storeOf(opts);
     const job = await store.getJob(q, opts.tenantKey === undefined ? { id: opts.id } : { id: opts.id, tenantKey: opts.tenantKey });
-    return job ? store.dependencies.dependencies(q, job.id) : null;
+    return job ? store.dependencies.dependencies(q, job.id, limit) : null;
   });
+}
+
+/**
+ * A batch (`outbox.batch`) as it stands: its completion job (whose id is the batch's), how many
+ * members it has, how many ended dead or cancelled as each was counted, and of the members still
+ * stored, how many are in each status now (those retention deleted are `gone`). List its members
+ * with {@link getJobDependencies} (they are the completion's parents). Also answers for any job
+ * with parents (`dependsOn`). `null` when the job is not found (in `tenantKey`'s scope) or has no
+ * parents.
+ */
+export async function getBatch(db: TransactionalDb, opts: { id: string; tenantKey?: string | null } & ReadOptions): Promise<BatchView | null> {
+  return readOnly(db, opts, async (q) => {
+    const store = storeOf(opts);
+    const job = await store.getJob(q, opts.tenantKey === undefined ? { id: opts.id } : { id: opts.id, tenantKey: opts.tenantKey });
+    const tally = job ? await store.dependencies.parentTally(q, job.id) : null;
+    if (!job || !tally) return null;
+    const stored = Object.values(tally.byStatus).reduce((n, c) => n + (c ?? 0), 0);
+    return {
+      id: job.id, completion: { kind: job.kind, status: job.status }, members: tally.total, ended: { dead: tally.dead, cancelled: tally.cancelled },
+      byStatus: tally.byStatus, gone: Math.max(0, tally.total - stored),
+    };
+  });
+}
+
+/** A batch as {@link getBatch} reads it. */
+export interface BatchView {
+  /** The batch's id: its completion job's. */
+  id: string;
+  completion: { kind: string; status: JobStatus };
+  /** How many members it has. */
+  members: number;
+  /** How many members ended dead or cancelled, as each was counted when it ended. */
+  ended: { dead: number; cancelled: number };
+  /** The members still stored, by status now. */
+  byStatus: Partial<Record<JobStatus, number>>;
+  /** Members retention has deleted (they had ended). */
+  gone: number;
 }
 
 /** A page of jobs, oldest first by default; pass `nextCursor` back as `cursor` with the same filters. */

@@ -108,6 +108,10 @@ export interface AppendParents {
   onParentFailure: 'cancel' | 'release';
   /** The last error code of a job cancelled at birth (`parent_failed`), else null. */
   code: string | null;
+  /** Its parents at birth: all of them, and those already dead or cancelled (the store keeps the counts and adds each parent's end). */
+  total: number;
+  dead: number;
+  cancelled: number;
 }
 
 /** A list of jobs of ONE kind to append, in one write. */
@@ -253,6 +257,10 @@ export interface ClaimedJob {
   trace_context?: string | null;
   /** When the job was enqueued (created_at), epoch ms (a decimal string from PostgreSQL): present when `traced`, as `trace_context`. */
   created_ms?: string | number;
+  /** How its parents ended (`dependsOn`, or a batch's members): all of them, and those dead or cancelled; null (or absent, where a store keeps no dependencies) without parents. */
+  parents_total?: number | null;
+  parents_dead?: number | null;
+  parents_cancelled?: number | null;
 }
 
 /** The core's decision for one finished attempt, to write (docs/ABI.md, `pb_settle`). */
@@ -496,8 +504,24 @@ export interface DependencyStore<Db, Tx> {
    * all finished get their parents' effect (a settle cannot see a child enqueued while it ran).
    */
   resolveWaiting(db: Db, input: { now: number; limit: number }): Promise<DependentChange[]>;
-  /** A job's parents and children. */
-  dependencies(db: Db, id: string): Promise<{ parents: DependencyView[]; children: DependencyView[] }>;
+  /** A job's parents and children, at most `limit` of each (by id). */
+  dependencies(db: Db, id: string, limit: number): Promise<{ parents: DependencyView[]; children: DependencyView[] }>;
+  /** How a job's parents stand (a batch's members, for its completion job): `null` when the job has none or is not found. */
+  parentTally(db: Db, id: string): Promise<ParentTally | null>;
+  /** The ids of a job's parents that have not finished (a batch's members still to end). */
+  openParents(db: Db, id: string): Promise<string[]>;
+}
+
+/**
+ * How a job's parents stand: the counts kept with it (all parents, and how many ended dead or
+ * cancelled as each was counted), and of those still stored, how many are in each status (the
+ * rest retention has deleted).
+ */
+export interface ParentTally {
+  total: number;
+  dead: number;
+  cancelled: number;
+  byStatus: Partial<Record<JobStatus, number>>;
 }
 
 /**

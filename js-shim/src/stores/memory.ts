@@ -9,7 +9,7 @@
 import { PostboxError } from '../errors.js';
 import { checkOutboxName } from '../name.js';
 import type {
-  DependencyStore, DependencyView, DependentChange, SettledIds,
+  DependencyStore, DependencyView, DependentChange, ParentTally, SettledIds,
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from './contract.js';
@@ -62,6 +62,8 @@ interface Row {
   waitingOn: number;
   /** What a parent ending dead or cancelled does to it (the core's name); null without parents. */
   onParentFailure: 'cancel' | 'release' | null;
+  /** How its parents ended (as migration 0013's columns): all, dead, cancelled; null without parents. */
+  tally: { total: number; dead: number; cancelled: number } | null;
   /** The transaction that appended it, until that commits: nothing else sees the row before. */
   tx: MemoryTx | null;
 }
@@ -214,6 +216,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         maxAttempts: item.maxAttempts, priority: item.priority ?? 0, boostMs: item.boostMs ?? 0, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: item.parents?.code ?? null, lastErrorMessage: null,
         leaseExpiresAt: null, finishedAt: item.parents?.status === 'cancelled' ? input.now : null, nudgeSentAt: null, replayedAt: null, log: [], parents: [],
         waitingOn: item.parents?.waitingOn ?? 0, onParentFailure: item.parents?.onParentFailure ?? null, tx: own,
+        tally: item.parents ? { total: item.parents.total, dead: item.parents.dead, cancelled: item.parents.cancelled } : null,
       };
       this.#t.rows.set(row.id, row);
       if (row.dedupeKey !== null) this.#t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
@@ -532,7 +535,10 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         if (failed && child.onParentFailure === 'cancel') {
           Object.assign(child, { status: 'cancelled', lastErrorCode: PARENT_FAILED, finishedAt: now, waitingOn: 0 });
           queue.push({ id: child.id, status: 'cancelled' });
-        } else if (--child.waitingOn <= 0) {
+        } else {
+          // A fresh object, not a mutation: a transaction's rollback restores the row's fields as they were.
+          if (child.tally) child.tally = { ...child.tally, dead: child.tally.dead + (next.status === 'dead' ? 1 : 0), cancelled: child.tally.cancelled + (next.status === 'cancelled' ? 1 : 0) };
+          if (--child.waitingOn > 0) continue;
           Object.assign(child, { status: 'pending', waitingOn: 0, dueAt: Math.max(child.dueAt, now) });
           released.push({ id: child.id, kind: child.kind, lane: child.lane, status: 'pending' });
         }
@@ -563,16 +569,18 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
   }
 
   /** The parent ends as a child's wait sees them: whether one failed, and how many have not ended. */
-  #parentsState(child: Row, own: MemoryTx | null): { failed: boolean; open: number } {
-    let failed = false;
+  #parentsState(child: Row, own: MemoryTx | null): { failed: boolean; open: number; dead: number; cancelled: number } {
     let open = 0;
+    let dead = 0;
+    let cancelled = 0;
     for (const id of child.parents) {
       const p = this.#visible(id, own);
       if (!p) continue;
-      if (p.status === 'dead' || p.status === 'cancelled') failed = true;
+      if (p.status === 'dead') dead++;
+      else if (p.status === 'cancelled') cancelled++;
       else if (!FINAL.has(p.status)) open++;
     }
-    return { failed, open };
+    return { failed: dead + cancelled > 0, open, dead, cancelled };
   }
 
   /** Ends a child's wait: cancelled by a failed parent (its policy 'cancel'), else due. */
@@ -600,23 +608,42 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         child.parents = [...child.parents, e.parent];
       }
     },
+    parentTally: async (_db, id) => {
+      const child = this.#visible(id.toLowerCase(), null);
+      if (!child?.tally) return null;
+      const byStatus: ParentTally['byStatus'] = {};
+      for (const pid of child.parents) {
+        const p = this.#visible(pid, null);
+        if (p) byStatus[p.status] = (byStatus[p.status] ?? 0) + 1;
+      }
+      return { ...child.tally, byStatus };
+    },
+    openParents: async (_db, id) => {
+      const child = this.#visible(id.toLowerCase(), null);
+      return (child?.parents ?? []).filter((pid) => {
+        const p = this.#visible(pid, null);
+        return p !== undefined && !FINAL.has(p.status);
+      });
+    },
     resolveWaiting: async (_db, input) => {
       const changed: DependentChange[] = [];
       const waitingRows = this.#rows().filter((r) => r.status === 'waiting').sort((a, b) => a.updatedAt - b.updatedAt).slice(0, input.limit);
       for (const child of waitingRows) {
-        const { failed, open } = this.#parentsState(child, null);
+        const { failed, open, dead, cancelled } = this.#parentsState(child, null);
         if (open > 0) continue;
+        // Counted afresh from the parents still kept, never below what the settles counted (as jobResolveWaiting).
+        if (child.tally) child.tally = { total: child.tally.total, dead: Math.max(child.tally.dead, dead), cancelled: Math.max(child.tally.cancelled, cancelled) };
         this.#endWait(child, failed, input.now);
         changed.push({ id: child.id, kind: child.kind, lane: child.lane, status: child.status });
       }
       return changed;
     },
-    dependencies: async (_db, id) => {
+    dependencies: async (_db, id, limit) => {
       const ref = (r: Row | undefined, rid: string): DependencyView => ({ id: rid, kind: r?.kind ?? null, status: r?.status ?? null });
       const row = this.#visible(id);
       const parents = (row?.parents ?? []).map((p) => ref(this.#visible(p), p)).sort((a, b) => (a.id < b.id ? -1 : 1));
       const children = this.#childrenOf(id, null).map((c) => ref(c, c.id)).sort((a, b) => (a.id < b.id ? -1 : 1));
-      return { parents, children };
+      return { parents: parents.slice(0, limit), children: children.slice(0, limit) };
     },
   };
 }
@@ -656,6 +683,7 @@ function claimed(r: Row): ClaimedJob {
     metadata: structuredClone(r.metadata), attempts: r.attempts, attempt_seq: r.attemptSeq, crashes: r.crashes, streak_code: r.streakCode,
     streak: r.streak, max_attempts: r.maxAttempts, last_error_code: r.lastErrorCode, last_error_message: r.lastErrorMessage,
     lease_expires_ms: r.leaseExpiresAt!, trace_context: r.traceContext, created_ms: r.createdAt,
+    parents_total: r.tally?.total ?? null, parents_dead: r.tally?.dead ?? null, parents_cancelled: r.tally?.cancelled ?? null,
   };
 }
 

@@ -21,6 +21,11 @@ namespace postbox {
 // stay bounded.
 constexpr std::size_t kMaxParents = 100;
 
+// A batch's completion job (`outbox.batch`) waits on every member: at most this many. Each
+// member's settle touches only the completion's row, so the bound is the enqueue's (one lookup,
+// one edge insert of this many rows), not the settles'.
+constexpr std::size_t kMaxBatchMembers = 100000;
+
 // What a parent that ends dead or cancelled does to a waiting child. Stores keep the effect's
 // name with the child (`cancel` or `release`) and apply it.
 enum class ParentFailure { cancel, release };
@@ -35,11 +40,26 @@ constexpr std::string_view stored_effect(ParentFailure f) { return f == ParentFa
 constexpr std::string_view kParentFailedCode = "parent_failed";
 
 // One parent reference of an enqueue item, as the shim resolved it before the write: an earlier
-// item of the list, or a stored job as the shim found it (not found, unfinished, succeeded, or
-// ended dead or cancelled).
+// item of the list, or a stored job by its status (not found, unfinished, or the final status it
+// ended in).
 struct ParentRef {
-  enum class Kind { earlier, unknown, open, succeeded, failed } kind;
+  enum class Kind { earlier, unknown, open, succeeded, dead, cancelled } kind;
   int64_t index;  // for `earlier`: the list index it names
+};
+
+// A stored parent's status as a reference: every status but the final ones is unfinished;
+// nothing for a name that is no job status.
+std::optional<ParentRef::Kind> parent_state_of(std::string_view status);
+
+// A job's parents counted at its birth: all of them, the unfinished, and those that ended dead or
+// cancelled. The stores keep the counts with the child and add each parent's end to them, so a
+// child (a batch's completion job above all) learns how its parents ended.
+struct ParentTally {
+  int64_t total = 0;
+  int64_t open = 0;
+  int64_t dead = 0;
+  int64_t cancelled = 0;
+  constexpr bool failed() const { return dead + cancelled > 0; }
 };
 
 // What a job with parents is when it is written: waiting for `open` unfinished parents, due at
@@ -61,11 +81,12 @@ enum class DependencyRefusal { none, too_many_parents, dependency_cycle, unknown
 
 std::string_view refusal_code(DependencyRefusal r);
 
-// Checks item `index`'s parents. `refused_before(i)` says whether earlier item i was refused
-// (its job is not written, so nothing may wait on it).
+// Checks item `index`'s parents (at most `max_parents`: kMaxParents, or kMaxBatchMembers for a
+// batch's completion). `refused_before(i)` says whether earlier item i was refused (its job is
+// not written, so nothing may wait on it).
 template <typename RefusedBefore>
-DependencyRefusal check_parents(int64_t index, const ParentRef* parents, std::size_t count, RefusedBefore&& refused_before) {
-  if (count > kMaxParents) return DependencyRefusal::too_many_parents;
+DependencyRefusal check_parents(int64_t index, const ParentRef* parents, std::size_t count, std::size_t max_parents, RefusedBefore&& refused_before) {
+  if (count > max_parents) return DependencyRefusal::too_many_parents;
   for (std::size_t i = 0; i < count; ++i) {
     if (parents[i].kind == ParentRef::Kind::earlier && parents[i].index >= index) return DependencyRefusal::dependency_cycle;
   }

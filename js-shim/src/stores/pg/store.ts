@@ -16,7 +16,7 @@ import { run } from './sql/statement.js';
 import { ms, ts } from './sql/time.js';
 import type { BacklogCount, JobStatus, LaneDb, Queryable } from '../../types.js';
 import type {
-  DependencyStore, DependencyView, DependentChange, SettledIds,
+  DependencyStore, DependencyView, DependentChange, ParentTally, SettledIds,
   AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimedJobs, ClaimInput, ClaimLimits, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
@@ -96,6 +96,7 @@ RETURNING j.id`;
         w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
         w.maxAttempts, input.traceContext ?? null, w.priority ?? 0, w.boostMs ?? 0,
         w.parents?.status ?? null, w.parents?.waitingOn ?? null, w.parents?.onParentFailure ?? null, w.parents?.code ?? null,
+        w.parents?.total ?? null, w.parents?.dead ?? null, w.parents?.cancelled ?? null,
       ]);
       const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
       notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
@@ -121,8 +122,8 @@ RETURNING j.id`;
           ...(items.some((w) => w.priority) ? [column((w) => w.priority ?? 0), column((w) => w.boostMs ?? 0)] : [null, null]),
           // Parents only when an item has some: a list without sends no arrays for them.
           ...(items.some((w) => w.parents)
-            ? [column((w) => w.parents?.status ?? null), column((w) => w.parents?.waitingOn ?? null), column((w) => w.parents?.onParentFailure ?? null), column((w) => w.parents?.code ?? null)]
-            : [null, null, null, null]),
+            ? (['status', 'waitingOn', 'onParentFailure', 'code', 'total', 'dead', 'cancelled'] as const).map((f) => column((w) => w.parents?.[f] ?? null))
+            : [null, null, null, null, null, null, null]),
         ])
       ).rows;
     }
@@ -474,10 +475,17 @@ function pgDependencies(sql: OutboxSql): DependencyStore<Queryable, Queryable> {
     async resolveWaiting(db, input) {
       return (await db.query(sql.resolveWaiting, [input.now, input.limit])).rows as DependentChange[];
     },
-    async dependencies(db, id) {
-      const { rows } = await db.query(sql.dependencies, [id]);
+    async dependencies(db, id, limit) {
+      const { rows } = await db.query(sql.dependencies, [id, limit]);
       const side = (name: string): DependencyView[] => rows.filter((r: { side: string }) => r.side === name).map((r: DependencyView) => ({ id: r.id, kind: r.kind, status: r.status }));
       return { parents: side('parent'), children: side('child') };
+    },
+    async parentTally(db, id) {
+      const row = (await db.query(sql.parentTally, [id])).rows[0] as { total: number | null; dead: number; cancelled: number; by_status: ParentTally['byStatus'] } | undefined;
+      return row && row.total !== null ? { total: row.total, dead: row.dead, cancelled: row.cancelled, byStatus: row.by_status } : null;
+    },
+    async openParents(db, id) {
+      return (await db.query(sql.openParentIds, [id])).rows.map((r: { id: string }) => r.id);
     },
   };
 }

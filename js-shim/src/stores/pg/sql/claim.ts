@@ -2,9 +2,13 @@ import type { ClaimedJob } from '../../contract.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
-/** What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order; the last is lease_expires_ms. */
-const CLAIMED_VALUES = `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
-  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${ms('lease_expires_at')}`;
+/**
+ * What a claimed or recovered job carries back to the shim, in {@link claimedFromArray}'s order:
+ * lease_expires_ms, then how the job's parents ended (NULLs for a job without parents).
+ */
+const claimedValues = (lease: string) => `id, kind, lane, payload, tenant_key, correlation_id, metadata, attempts, attempt_seq,
+  crashes, streak_code, streak, max_attempts, last_error_code, last_error_message, ${lease}, parents_total, parents_dead, parents_cancelled`;
+const CLAIMED_VALUES = claimedValues(ms('lease_expires_at'));
 
 /**
  * What a traced claim adds (`ClaimInput.traced`: the outbox has telemetry): the job's trace
@@ -14,8 +18,8 @@ const CLAIMED_VALUES = `id, kind, lane, payload, tenant_key, correlation_id, met
 const TRACE_VALUES = `trace_context, ${ms('created_at')}`;
 
 /** The claimed values as columns of a result row (the traced ones too: recovery and inspection are not the drain's hot path). */
-const CLAIMED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms, trace_context, ${ms('created_at')} AS created_ms`;
-const UNTRACED_COLUMNS = `${CLAIMED_VALUES} AS lease_expires_ms`;
+const UNTRACED_COLUMNS = claimedValues(`${ms('lease_expires_at')} AS lease_expires_ms`);
+const CLAIMED_COLUMNS = `${UNTRACED_COLUMNS}, trace_context, ${ms('created_at')} AS created_ms`;
 
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';
@@ -113,11 +117,11 @@ export function claimedFromArray(a: readonly unknown[]): ClaimedJob {
     correlation_id: a[5] as string | null, metadata: a[6] as Record<string, unknown> | null, attempts: a[7] as number,
     attempt_seq: a[8] as number, crashes: a[9] as number, streak_code: a[10] as string | null, streak: a[11] as number,
     max_attempts: a[12] as number | null, last_error_code: a[13] as string | null, last_error_message: a[14] as string | null,
-    lease_expires_ms: a[15] as number,
+    lease_expires_ms: a[15] as number, parents_total: a[16] as number | null, parents_dead: a[17] as number | null, parents_cancelled: a[18] as number | null,
   };
-  if (a.length > 16) {
-    job.trace_context = a[16] as string | null;
-    job.created_ms = a[17] as number;
+  if (a.length > 19) {
+    job.trace_context = a[19] as string | null;
+    job.created_ms = a[20] as number;
   }
   return job;
 }

@@ -5,7 +5,8 @@ import { ts } from './time.js';
  * unfinished parents in `waiting_on`; what a parent that ends dead or cancelled does to it is
  * the effect the core named at enqueue, kept in `on_parent_failure` ('cancel' or 'release'); a
  * parent that succeeds always releases. These statements apply those effects and decide
- * nothing else.
+ * nothing else. A child's `parents_*` counts (migration 0013) gain each parent's end as it is
+ * counted down, so they say how its parents ended once none is left.
  */
 
 /** The statuses that end a job. */
@@ -37,13 +38,14 @@ export const childEffectsCtes = (s: string, finished: string, now: string): stri
   UNION
   SELECT c.id FROM doomed d JOIN ${s}.job_edge e ON e.parent_id = d.id ${waitingChild(` AND c.on_parent_failure = 'cancel'`)}
 ), freed AS (
-  SELECT e.child_id AS id, count(*)::int AS n
+  SELECT e.child_id AS id, count(*)::int AS n,
+         count(*) FILTER (WHERE f.status = 'dead')::int AS dead, count(*) FILTER (WHERE f.status = 'cancelled')::int AS cancelled
     FROM (SELECT id, status FROM ${finished} WHERE status IN ${FINAL} UNION ALL SELECT id, 'cancelled' FROM doomed) f
     JOIN ${s}.job_edge e ON e.parent_id = f.id ${waitingChild('')}
    WHERE (f.status = 'succeeded' OR c.on_parent_failure = 'release') AND NOT EXISTS (SELECT 1 FROM doomed d WHERE d.id = c.id)
    GROUP BY e.child_id
 ), effect AS (
-  SELECT id, 0 AS n, true AS cancel FROM doomed UNION ALL SELECT id, n, false FROM freed
+  SELECT id, 0 AS n, 0 AS dead, 0 AS cancelled, true AS cancel FROM doomed UNION ALL SELECT id, n, dead, cancelled, false FROM freed
 ), released AS (
   UPDATE ${s}.job c
      SET waiting_on = CASE WHEN f.cancel THEN 0 ELSE GREATEST(c.waiting_on - f.n, 0) END,
@@ -51,6 +53,7 @@ export const childEffectsCtes = (s: string, finished: string, now: string): stri
          due_at = CASE WHEN NOT f.cancel AND c.waiting_on - f.n <= 0 THEN GREATEST(c.due_at, ${ts(now)}) ELSE c.due_at END,
          last_error_code = CASE WHEN f.cancel THEN '${PARENT_FAILED}' ELSE c.last_error_code END,
          finished_at = CASE WHEN f.cancel THEN ${ts(now)} END,
+         parents_dead = c.parents_dead + f.dead, parents_cancelled = c.parents_cancelled + f.cancelled,
          updated_at = ${ts(now)}
     FROM effect f
    WHERE c.id = ANY(ARRAY(SELECT id FROM effect)) AND c.id = f.id AND c.waiting_on > 0
@@ -80,12 +83,15 @@ INSERT INTO ${s}.job_edge (parent_id, child_id) SELECT * FROM unnest($1::uuid[],
  * call for. A settle cannot see a child enqueued while it ran, so a child whose last parent
  * finished then waits for this. Parents seen unfinished (or gone: retention took them, and what
  * they did is long past) count as such; this never counts a child down, it only ends its wait.
+ * Its parents' ends are counted afresh from those still stored (never fewer than the settles
+ * counted: retention may have taken some).
  */
 export const jobResolveWaiting = (s: string) => `
 WITH w AS (
   SELECT c.id, c.on_parent_failure,
          bool_or(p.status IN ('dead', 'cancelled')) AS failed,
-         bool_or(p.status IS NOT NULL AND p.status NOT IN ${FINAL}) AS open
+         bool_or(p.status IS NOT NULL AND p.status NOT IN ${FINAL}) AS open,
+         count(*) FILTER (WHERE p.status = 'dead')::int AS dead, count(*) FILTER (WHERE p.status = 'cancelled')::int AS cancelled
     FROM (SELECT id, on_parent_failure FROM ${s}.job WHERE status = 'waiting' ORDER BY updated_at LIMIT $2) c
     LEFT JOIN ${s}.job_edge e ON e.child_id = c.id LEFT JOIN ${s}.job p ON p.id = e.parent_id
    GROUP BY c.id, c.on_parent_failure
@@ -96,6 +102,7 @@ UPDATE ${s}.job c
        last_error_code = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN '${PARENT_FAILED}' ELSE c.last_error_code END,
        finished_at = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN ${ts('$1')} END,
        due_at = CASE WHEN w.failed AND w.on_parent_failure = 'cancel' THEN c.due_at ELSE GREATEST(c.due_at, ${ts('$1')}) END,
+       parents_dead = GREATEST(c.parents_dead, w.dead), parents_cancelled = GREATEST(c.parents_cancelled, w.cancelled),
        updated_at = ${ts('$1')}
   FROM w WHERE c.id = w.id AND c.status = 'waiting' AND NOT COALESCE(w.open, false)
 RETURNING c.id::text AS id, c.kind, c.lane, c.status`;
@@ -127,9 +134,23 @@ export const revivedChildrenCtes = (s: string, replayed: string, now: string): s
 )`;
 };
 
-/** JobDependencies: a job's parents and children ($1), each with its kind and status. */
+/**
+ * JobParentTally: how a job's parents stand ($1 id): its kept counts (`parents_*`, NULL for a
+ * job without parents) and, of its parents still stored, how many are in each status.
+ */
+export const jobParentTally = (s: string) => `
+SELECT c.parents_total AS total, c.parents_dead AS dead, c.parents_cancelled AS cancelled,
+       (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
+          SELECT p.status, count(*)::int AS n FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = c.id GROUP BY p.status) t) AS by_status
+  FROM ${s}.job c WHERE c.id = $1`;
+
+/** JobOpenParentIds: the ids of a job's parents that have not finished ($1), for cancelling a batch's members. */
+export const jobOpenParentIds = (s: string) => `
+SELECT e.parent_id::text AS id FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1 AND p.status NOT IN ${FINAL}`;
+
+/** JobDependencies: a job's parents and children ($1), each with its kind and status, at most $2 of each (by id). */
 export const jobDependencies = (s: string) => `
-SELECT 'parent' AS side, e.parent_id::text AS id, p.kind, p.status FROM ${s}.job_edge e LEFT JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1
+(SELECT 'parent' AS side, e.parent_id::text AS id, p.kind, p.status FROM ${s}.job_edge e LEFT JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1 ORDER BY e.parent_id LIMIT $2)
 UNION ALL
-SELECT 'child', e.child_id::text, c.kind, c.status FROM ${s}.job_edge e JOIN ${s}.job c ON c.id = e.child_id WHERE e.parent_id = $1
+(SELECT 'child', e.child_id::text, c.kind, c.status FROM ${s}.job_edge e JOIN ${s}.job c ON c.id = e.child_id WHERE e.parent_id = $1 ORDER BY e.child_id LIMIT $2)
 ORDER BY 1 DESC, 2`;

@@ -5,18 +5,19 @@ import { ts } from './time.js';
  * half the time of a local round trip). Inserts, or finds the job that already holds the
  * dedupe key in the same tenant scope and, field by field, whether it holds this request's
  * payload (jsonb equality), retry budget, metadata (jsonb equality) and correlation id (SQL NULL
- * for none, so IS NOT DISTINCT FROM); `$16`..`$19` its parents as the core decided
- * (AppendParents: status, waiting count, parent-failure effect, code), or nulls. Returns no row only when a concurrent transaction
+ * for none, so IS NOT DISTINCT FROM); `$16`..`$22` its parents as the core decided
+ * (AppendParents: status, waiting count, parent-failure effect, code, and the tally: all, dead,
+ * cancelled), or nulls. Returns no row only when a concurrent transaction
  * inserted the key after this statement's snapshot (then JobFindByDedupeMany finds it).
  */
 export const jobInsertOne = (s: string) => `
 WITH ins AS (
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                           due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms, on_parent_failure,
-                          waiting_on, last_error_code, finished_at)
+                          waiting_on, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled)
   VALUES ($1, $2, $3, COALESCE($16::text, 'pending'), $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')},
           ${ts('$10')}, $11, $12::int, $13::text, $14::smallint, $15::int, $18::text, COALESCE($17::int, 0), $19::text,
-          CASE WHEN $16::text = 'cancelled' THEN ${ts('$10')} END)
+          CASE WHEN $16::text = 'cancelled' THEN ${ts('$10')} END, $20::int, $21::int, $22::int)
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
@@ -32,10 +33,10 @@ SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload, max_atte
 const insertItems = (s: string, filter: string) => `
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                           due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms, on_parent_failure,
-                          waiting_on, last_error_code, finished_at)
+                          waiting_on, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled)
   SELECT id, $8, $9, COALESCE(dep_status, 'pending'), payload, tenant_key, dedupe_key, correlation_id,
          NULLIF(metadata, 'null'::jsonb), ${ts('due_ms')}, ${ts('$10')}, ${ts('$10')}, $11, max_attempts, $13::text, priority, boost_ms, on_parent_failure,
-         COALESCE(waiting_on, 0), dep_code, CASE WHEN dep_status = 'cancelled' THEN ${ts('$10')} END
+         COALESCE(waiting_on, 0), dep_code, CASE WHEN dep_status = 'cancelled' THEN ${ts('$10')} END, parents_total, parents_dead, parents_cancelled
     FROM item WHERE ${filter}`;
 
 /**
@@ -45,8 +46,8 @@ const insertItems = (s: string, filter: string) => `
  * (epoch ms); then `$8` kind, `$9` lane, `$10` now, `$11` version timestamp; `$12` the jobs' own
  * retry budgets (null: the kind's); `$13` the list's trace context (null: none); `$14`
  * priorities and `$15` boosts (JSON arrays, or null when no item has a priority: 0 for all);
- * `$16`..`$19` each item's parents as the core decided (AppendParents: status, waiting count,
- * parent-failure effect, code; JSON arrays, or null when no item has parents). (A JSON array
+ * `$16`..`$22` each item's parents as the core decided (AppendParents: status, waiting count,
+ * parent-failure effect, code, all, dead, cancelled; JSON arrays, or null when no item has parents). (A JSON array
  * costs the client one JSON.stringify, where node-postgres' array literals cost far more.)
  *
  * Items without a dedupe key go in with a plain INSERT (cheaper than ON CONFLICT's speculative
@@ -64,14 +65,16 @@ WITH item AS (
   SELECT t.id::uuid AS id, t.payload, t.tenant_key, t.dedupe_key, t.correlation_id, t.metadata, t.due_ms::bigint AS due_ms,
          t.max_attempts::int AS max_attempts, t.ord, COALESCE('t:' || t.tenant_key, 'n') AS tenant_scope,
          COALESCE(t.priority::smallint, 0) AS priority, COALESCE(t.boost_ms::int, 0) AS boost_ms,
-         t.dep_status, t.waiting_on::int AS waiting_on, t.on_parent_failure, t.dep_code
+         t.dep_status, t.waiting_on::int AS waiting_on, t.on_parent_failure, t.dep_code,
+         t.parents_total::int AS parents_total, t.parents_dead::int AS parents_dead, t.parents_cancelled::int AS parents_cancelled
     FROM ROWS FROM (jsonb_array_elements_text($1::jsonb), jsonb_array_elements($2::jsonb), jsonb_array_elements_text($3::jsonb),
                     jsonb_array_elements_text($4::jsonb), jsonb_array_elements_text($5::jsonb), jsonb_array_elements($6::jsonb),
                     jsonb_array_elements_text($7::jsonb), jsonb_array_elements_text($12::jsonb),
                     jsonb_array_elements_text($14::jsonb), jsonb_array_elements_text($15::jsonb), jsonb_array_elements_text($16::jsonb),
-                    jsonb_array_elements_text($17::jsonb), jsonb_array_elements_text($18::jsonb), jsonb_array_elements_text($19::jsonb))
+                    jsonb_array_elements_text($17::jsonb), jsonb_array_elements_text($18::jsonb), jsonb_array_elements_text($19::jsonb),
+                    jsonb_array_elements_text($20::jsonb), jsonb_array_elements_text($21::jsonb), jsonb_array_elements_text($22::jsonb))
          WITH ORDINALITY AS t(id, payload, tenant_key, dedupe_key, correlation_id, metadata, due_ms, max_attempts, priority, boost_ms,
-                              dep_status, waiting_on, on_parent_failure, dep_code, ord)
+                              dep_status, waiting_on, on_parent_failure, dep_code, parents_total, parents_dead, parents_cancelled, ord)
 ), plain AS (${insertItems(s, 'dedupe_key IS NULL')}
 ), keyed AS (${insertItems(s, 'dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING

@@ -12,7 +12,7 @@ import { jobClaimFairDue, jobSettleThenClaimFairDue } from './fair.js';
 import {
   jobClaimLimitedDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
 } from './limits.js';
-import { jobDependencies, jobEdgesInsert, jobParentStates, jobResolveWaiting } from './dependencies.js';
+import { jobDependencies, jobEdgesInsert, jobOpenParentIds, jobParentStates, jobParentTally, jobResolveWaiting } from './dependencies.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
 import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate } from './operate.js';
@@ -70,6 +70,8 @@ export interface OutboxSql {
   readonly addEdges: string;
   readonly resolveWaiting: string;
   readonly dependencies: string;
+  readonly parentTally: string;
+  readonly openParentIds: string;
 }
 
 const cache = new Map<string | null, OutboxSql>();
@@ -142,6 +144,8 @@ export function outboxSql(name?: string | null): OutboxSql {
     addEdges: jobEdgesInsert(s),
     resolveWaiting: jobResolveWaiting(s),
     dependencies: jobDependencies(s),
+    parentTally: jobParentTally(s),
+    openParentIds: jobOpenParentIds(s),
   });
   cache.set(checked, sql);
   return sql;

@@ -42,6 +42,8 @@ UPDATE ${s}.job j
        replayed_at = CASE WHEN o.attempts IS NULL THEN j.replayed_at ELSE ${ts('$1')} END,
        last_error_code = CASE WHEN o.record THEN o.reason ELSE j.last_error_code END,
        lease_expires_at = NULL,
+       -- No action leaves a job waiting: a cancelled one must count no parent, or their settles would wake it.
+       waiting_on = 0,
        finished_at = CASE WHEN o.finished THEN ${ts('$1')} END,
        updated_at = ${ts('$1')}
   FROM o WHERE j.id = o.id
