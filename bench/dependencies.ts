@@ -102,7 +102,7 @@ try {
   });
 
   const report = [
-    '# Job dependencies: fan-out and fan-in, and a batch's fan-in',
+    "# Job dependencies: fan-out and fan-in, and a batch's fan-in",
     '',
     machineLine(),
     `- PostgreSQL (embedded), one outbox, \`createOutbox({ concurrency: 32 })\` draining in one process, handlers of 2 ms`,

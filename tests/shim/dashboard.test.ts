@@ -11,7 +11,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok } from 'postbox';
 import { createDashboard, type DashboardAccess } from 'postbox/dashboard';
-import { listAttempts, type OutboxHealth } from 'postbox/inspect';
+import { getBatch, listAttempts, type OutboxHealth } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
 import { useMigratedDb } from '../support/migrated-db.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
@@ -230,6 +230,23 @@ describe('dependencies', () => {
     assert.match(parentPage, new RegExp(`<table id="children">[\\s\\S]*href="/dash/jobs/${child}"[\\s\\S]*<span class="status-waiting">waiting</span>`));
     assert.doesNotMatch(parentPage, /<table id="parents">/);
     assert.match((await s.get('/dash/jobs')).body, /status=waiting">waiting <b>1<\/b>/);
+  });
+
+  test("a batch's completion page counts its members by status and lists the first 100; getBatch reads the same", async () => {
+    const { id, members } = await outbox().transaction(db.pool, (_tx, _enqueue, _enqueueMany, batch) =>
+      batch({ onComplete: { job: note, payload: { text: 'all done' } } }, (m) => m.enqueueMany(note, Array.from({ length: 150 }, (_, n) => ({ payload: { text: `m${n}` } })))));
+    assert.equal(members, 150);
+    const first = (await db.pool.query(`SELECT parent_id::text AS id FROM outbox.job_edge WHERE child_id = $1 ORDER BY parent_id LIMIT 1`, [id])).rows[0].id as string;
+    await outbox().cancel({ id: first }, 'dropped');
+    assert.deepEqual(await getBatch(db.pool, { id }), {
+      id, completion: { kind: 'dash.note', status: 'waiting' }, members: 150, ended: { dead: 0, cancelled: 1 }, byStatus: { pending: 149, cancelled: 1 }, gone: 0,
+    });
+    assert.equal(await getBatch(db.pool, { id: first }), null, 'a member has no parents');
+    assert.equal(await getBatch(db.pool, { id, tenantKey: 'acme' }), null, "another tenant's scope finds no batch");
+    const page = (await new Session().get(`/dash/jobs/${id}`)).body;
+    assert.match(page, /<p id="parent-tally">150 parent\(s\)[^<]*149 pending, 1 cancelled; 0 ended dead and 1 cancelled as counted\.<\/p>/);
+    assert.match(page, /the first 100 by id/);
+    assert.equal(page.match(/<table id="parents">[\s\S]*?<\/table>/)![0].match(/<tr>/g)!.length, 101, 'a header and 100 members');
   });
 });
 

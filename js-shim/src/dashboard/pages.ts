@@ -193,7 +193,7 @@ const LISTED_DEPENDENCIES = 100;
 /** A job's parents counted (a batch's members): how many, in which status now, and how many ended failing. */
 function parentTally(b: BatchView | null): Html | null {
   if (!b) return null;
-  const now = Object.entries(b.byStatus).map(([status, n]) => `${n} ${status}`);
+  const now = STATUSES.filter((status) => b.byStatus[status]).map((status) => `${b.byStatus[status]} ${status}`);
   if (b.gone > 0) now.push(`${b.gone} deleted by retention`);
   return html`<h2>Parents' ends</h2><p id="parent-tally">${b.members} parent(s) (a batch's members, if this job completes one): ${now.join(', ')}; ${b.ended.dead} ended dead and ${b.ended.cancelled} cancelled as counted.</p>`;
 }
