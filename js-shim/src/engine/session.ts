@@ -1,6 +1,7 @@
 import { beforeDeadline, deadlineError, type Deadline } from './deadline.js';
 import { PostboxError, errorMessage } from '../errors.js';
 import type { Connector, LaneConnection, LaneDb } from '../types.js';
+import type { DependentChange } from '../stores/contract.js';
 
 /**
  * What the engine needs of a store's session for one invocation: the handle to itself, a
@@ -20,6 +21,11 @@ export interface Session<Db> {
   close(): Promise<void>;
   /** Where handlers' `ctx.db` runs apart from the session (PostgreSQL's pool); null: on the session, if the store has `ctx.db` at all. */
   readonly handlers: HandlerSessions | null;
+  /**
+   * Waiting children that settlements written on this session released (now due), until its
+   * drain takes them (settle.ts, takeReleased): whichever writer settled, the drain learns of them.
+   */
+  readonly released: DependentChange[];
 }
 
 /**
@@ -49,6 +55,7 @@ function sqlStateOf(error: unknown): string | null {
  */
 export class DirectSession<Db> implements Session<Db> {
   readonly handlers = null;
+  readonly released: DependentChange[] = [];
   #tail: Promise<unknown> = Promise.resolve();
 
   constructor(readonly db: Db) {}
@@ -95,6 +102,7 @@ export class LaneSession implements Session<LaneDb> {
    * transaction never holds up the drain's claims, settlements and heartbeats.
    */
   readonly handlers: HandlerSessions | null;
+  readonly released: DependentChange[] = [];
 
   /** With `deadline`, every use (connecting included) gives up at it: see deadline.ts. */
   constructor(connect: Connector, deadline?: Deadline, handlers?: HandlerSessions | null) {

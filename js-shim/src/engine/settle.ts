@@ -183,14 +183,9 @@ async function writeSettlements<Db>(rt: EngineRuntime<Db>, session: Session<Db>,
   return new Set(settled);
 }
 
-/** Children released by settlements written on a session, until its drain takes them (one list per session). */
-const releasedOn = new WeakMap<Session<unknown>, DependentChange[]>();
-
+/** Keeps the children a write on `session` released for its drain (Session.released). */
 function noteReleased(session: Session<unknown>, released: readonly DependentChange[] | undefined): void {
-  if (!released || released.length === 0) return;
-  const list = releasedOn.get(session);
-  if (list) list.push(...released);
-  else releasedOn.set(session, [...released]);
+  if (released && released.length > 0) session.released.push(...released);
 }
 
 /**
@@ -198,10 +193,7 @@ function noteReleased(session: Session<unknown>, released: readonly DependentCha
  * last call: its drain claims on for those of its lane, and nudges the rest.
  */
 export function takeReleased(session: Session<unknown>): DependentChange[] {
-  const list = releasedOn.get(session);
-  if (!list) return [];
-  releasedOn.delete(session);
-  return list;
+  return session.released.splice(0);
 }
 
 /** What the core says to do about a settlement whose write failed (docs/ABI.md, `pb_settle` `failure`). */
