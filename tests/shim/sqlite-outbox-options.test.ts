@@ -146,3 +146,21 @@ test('createSqliteOutbox with deploy versions: an older deploy\'s drain and next
   assert.equal((await newer.drain(undefined)).succeeded, 1);
   assert.deepEqual(ran, ['older', 'newer']);
 });
+
+test('a store that keeps no dependencies refuses dependsOn, batches and cancelBatch with unsupported, and writes nothing', async () => {
+  // The store contract makes `dependencies` optional: a store of one's own may leave it out.
+  const store = new MemoryOutboxStore();
+  Object.defineProperty(store, 'dependencies', { value: undefined });
+  const job = defineJob({ kind: 'nodeps.step', payload: z.object({ n: z.number() }), timeoutMs: 1_000, handle: async () => ok() });
+  const outbox = createSqliteOutbox({ store, jobs: [job] });
+  const [parent] = await outbox.enqueueMany(undefined, job, [{ payload: { n: 1 } }]);
+  const parentId = (parent as { id: string }).id;
+  await assert.rejects(outbox.enqueue(undefined, job, { payload: { n: 2 }, dependsOn: [parentId] }), { code: 'unsupported' });
+  await assert.rejects(outbox.enqueueMany(undefined, job, [{ payload: { n: 3 } }, { payload: { n: 4 }, dependsOn: [0] }]), { code: 'unsupported' });
+  await assert.rejects(
+    store.transaction(undefined, (tx) => outbox.batch(tx, { onComplete: { job, payload: { n: 5 } } }, async (m) => { await m.enqueue(job, { payload: { n: 6 } }); })),
+    { code: 'unsupported' },
+  );
+  await assert.rejects(outbox.cancelBatch(undefined, parentId), { code: 'unsupported' });
+  assert.equal((await store.countJobs(undefined, {})).pending, 1, 'only the first job, enqueued alone');
+});

@@ -38,15 +38,8 @@ const INTENDED: Record<string, string> = {
   'column job.started_at: postgresql only': 'PostgreSQL writes an attempt once, at its settle (0006), so the job holds the running attempt\'s start; SQLite opens the attempt row at the claim, in-process, with its start',
   'not null attempt.lease_expires_at: postgresql null, sqlite not null': 'the same: PostgreSQL\'s attempt row is written at settle, when a released attempt has no lease to record',
   'table kind_slot: postgresql only': 'flow limits: PostgreSQL\'s concurrent claims take slot rows (0009); SQLite has one writer, so its claim counts running jobs and recent starts instead',
-  // Job dependencies (0012) are kept by the PostgreSQL and memory stores only; the SQLite stores refuse dependsOn with unsupported.
-  'table job_edge: postgresql only': 'job dependencies are not built for the SQLite stores yet: dependsOn is refused there (unsupported)',
-  'column job.waiting_on: postgresql only': 'the same: a waiting child\'s count of unfinished parents',
-  'column job.on_parent_failure: postgresql only': 'the same: what a failed parent does to a waiting child',
-  'column job.parents_total: postgresql only': 'the same (0013): how many parents a child (a batch\'s completion) has',
-  'column job.parents_dead: postgresql only': 'the same: how many of them ended dead',
-  'column job.parents_cancelled: postgresql only': 'the same: how many of them ended cancelled',
-  'index job_waiting: postgresql only': 'the same: the sweep\'s check on waiting jobs',
-  'index attempt_kind_started: sqlite only': 'the same: SQLite\'s limited claim counts a kind\'s starts in its rate window from the attempt rows opened at claim',
+  'column job_edge.counted: sqlite only': 'a settle here is several statements of one batch, so each parent\'s end is counted into its child once by marking the edge that carried it (stores/sqlite/dependencies.ts); PostgreSQL counts in the one statement that ends the parent',
+  'index attempt_kind_started: sqlite only': 'flow limits: SQLite\'s limited claim counts a kind\'s starts in its rate window from the attempt rows opened at claim',
   'foreign key attempt.job_id: sqlite only': 'deleting a job deletes its attempts: SQLite by the key\'s ON DELETE CASCADE, PostgreSQL by a statement-level trigger (0005), which is cheaper per claimed job than the key\'s row checks',
 };
 

@@ -26,7 +26,7 @@
  * @module
  */
 import { PostboxError } from '../errors.js';
-import type { AppendBatch, AppendInput, AppendRow, ApplyOperateInput, OperateTarget } from '../stores/contract.js';
+import type { AppendBatch, AppendInput, AppendRow, ApplyOperateInput, DependencyEdge, JobStatus, OperateTarget } from '../stores/contract.js';
 import { d1Driver, d1Statement, type D1Like, type D1StatementLike, type SqliteDriver, type SqlRow, type SqlStatement } from '../stores/sqlite/driver.js';
 import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../stores/sqlite/schema.js';
 import { budgetColumns, jsonEqual, SqliteOutboxStore } from '../stores/sqlite/store.js';
@@ -59,6 +59,8 @@ export class D1Transaction {
   readonly db: D1Database;
   /** @internal */ readonly entries: Entry[] = [];
   /** @internal */ readonly holders = new Map<string, PendingHolder>();
+  /** @internal Jobs its appends created, by id: their status as written and tenant scope (a later enqueue of it may name them as parents). */
+  readonly jobs = new Map<string, { status: JobStatus; scope: string }>();
   /** @internal */ state: 'open' | 'done' = 'open';
   /** @internal Store writes begun with it and not yet queued. */ inflight = 0;
   /** The results of the app's own statements, in the order added, once the batch has run. */
@@ -153,6 +155,9 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
       tx.holders.set(slot, { id: item.id, kind: input.kind, payloadJson: item.payloadJson, maxAttempts: item.maxAttempts, metadataJson: item.metadataJson, correlationId: item.correlationId });
       return created;
     });
+    rows.forEach((row, i) => {
+      if (row.created) tx.jobs.set(row.id.toLowerCase(), { status: input.items[i]!.parents?.status ?? 'pending', scope: scopeOf(input.items[i]!.tenantKey) });
+    });
     tx.queue([
       ...(expect.length === 0 ? [] : [{ sql: this.sql.guardHolders, params: [JSON.stringify(expect)] }]),
       ...plan.statements.filter((s) => s.sql === this.sql.appendInsert),
@@ -172,8 +177,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
     const json = JSON.stringify(writes.map((w) => ({ ...budgetColumns(w), fromStatus: seen.get(w.id)!.status, fromSeq: seen.get(w.id)!.seq })));
     tx.queue([
       { sql: this.sql.guardStates, params: [JSON.stringify(writes.map((w) => ({ id: w.id, status: seen.get(w.id)!.status, seq: seen.get(w.id)!.seq })))] },
-      { sql: this.sql.operateAttempts, params: [input.now, json] },
-      { sql: this.sql.operateJobs, params: [input.now, json] },
+      ...this.operateStatements(input.now, json),
     ]);
     const out = writes.map((w) => ({ id: w.id, kind: seen.get(w.id)!.kind, lane: seen.get(w.id)!.lane, status: w.status }));
     for (const w of writes) seen.delete(w.id);
@@ -190,12 +194,32 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
     if (typeof tenantKey !== 'string') throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a string');
     const [rows] = await this.exec(tx, [{ sql: `SELECT count(*) AS n FROM ${this.sql.job} WHERE tenant_key = ?1`, params: [tenantKey] }]);
     const n = Number(rows?.[0]?.n ?? 0);
-    tx.queue([
-      { sql: this.sql.guardTenantCount, params: [tenantKey, n] },
-      { sql: this.sql.eraseTenantAttempts, params: [tenantKey] },
-      { sql: this.sql.eraseTenantJobs, params: [tenantKey] },
-    ]);
+    tx.queue([{ sql: this.sql.guardTenantCount, params: [tenantKey, n] }, ...this.eraseStatements(tenantKey)]);
     return n;
+  }
+
+  /**
+   * Inside a {@link D1Transaction}: a parent this transaction's appends created is found as it
+   * was written; the others are read as committed. Like PostgreSQL's READ COMMITTED, nothing
+   * guards what was read: a parent that ends before the batch commits leaves its child waiting
+   * for the sweep's check, as a settle racing the enqueue does there.
+   */
+  protected override async parentStates(tx: D1Database | D1Transaction, refs: readonly { id: string; tenantKey: string | null }[]): Promise<(JobStatus | null)[]> {
+    if (!(tx instanceof D1Transaction)) return super.parentStates(tx, refs);
+    const pending = refs.map((r) => {
+      const job = tx.jobs.get(r.id.toLowerCase());
+      return job && job.scope === scopeOf(r.tenantKey) ? job.status : undefined;
+    });
+    const rest = refs.filter((_, i) => pending[i] === undefined);
+    const committed = rest.length > 0 ? await super.parentStates(tx, rest) : [];
+    let n = 0;
+    return pending.map((p) => p ?? committed[n++] ?? null);
+  }
+
+  /** Inside a {@link D1Transaction}: the edges join its batch, after the appends that wrote their children. */
+  protected override async addEdges(tx: D1Database | D1Transaction, edges: readonly DependencyEdge[]): Promise<void> {
+    if (!(tx instanceof D1Transaction)) return super.addEdges(tx, edges);
+    if (edges.length > 0) tx.queue(this.edgeStatements(edges));
   }
 
   /**

@@ -7,7 +7,7 @@ import { sendNudges, type PendingNudge } from './nudge.js';
 import type { EngineRuntime } from './runtime.js';
 import type { TxBatch, TxEnqueue, TxEnqueueMany } from './driven.js';
 import { runBatch } from './batch.js';
-import type { AppendInput, AppendRow, DependencyStore, OutboxStore } from '../stores/contract.js';
+import type { AppendInput, AppendRow, DependencyEdge, DependencyStore, OutboxStore } from '../stores/contract.js';
 import type { DependencyRefusalReason, EnqueueOptions, JobStatus, EnqueueRefusal, EnqueueResult, EnqueueTrace, JobDefinition, Queryable, Telemetry } from '../types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
@@ -103,6 +103,8 @@ export interface PlannedEnqueue {
   decisions: EnqueueDecision[];
   /** Each item's parents as given (ids and list indexes), for linking after the append; `null`: none. */
   parents: ((string | number)[] | null)[];
+  /** The stored parents (ids) found already ended: their children counted them at birth. */
+  endedParents: ReadonlySet<string>;
 }
 
 /**
@@ -205,10 +207,12 @@ export async function planEnqueue<P>(
   }
   if (env.strict) throwFirstRefusal(results, api);
   const parents = prepared.map((p) => p.parents);
-  if (writes.length === 0) return { input: null, results, writes, decisions, parents };
+  const endedParents = new Set<string>();
+  for (const p of prepared) for (const [id, status] of p.found ?? []) if (status === 'succeeded' || status === 'dead' || status === 'cancelled') endedParents.add(id);
+  if (writes.length === 0) return { input: null, results, writes, decisions, parents, endedParents };
   const ids = writes.map(() => checkedId(env.generateId(), api));
   const input = appendInput(env, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => decisions[i] as Extract<EnqueueDecision, { ok: true }>));
-  return { input, results, writes, decisions, parents };
+  return { input, results, writes, decisions, parents, endedParents };
 }
 
 /** The core's refusal as a result: parents that cannot be met, or an invalid payload. */
@@ -242,14 +246,20 @@ async function findParents(prepared: readonly Prepared[], api: Api, lookup: Pare
  * core decided from its parents' states; the edges let their settles count it down.
  */
 async function addEdges<Tx>(deps: DependencyStore<unknown, Tx>, q: Tx, planned: PlannedEnqueue, rows: readonly AppendRow[]): Promise<void> {
-  const { writes, decisions, parents } = planned;
+  const { writes, decisions, parents, endedParents } = planned;
   const rowOf = new Map<number, AppendRow>();
   writes.forEach((i, w) => rowOf.set(i, rows[w]!));
-  const edges: { child: string; parent: string }[] = [];
+  // An earlier item of the list ended at birth when it was written cancelled (a held one, not at all: the core counted it open).
+  const bornEnded = (i: number) => rowOf.get(i)!.created && (decisions[i] as Extract<EnqueueDecision, { ok: true }>).parents?.status === 'cancelled';
+  const edges: DependencyEdge[] = [];
   for (const i of writes) {
     const row = rowOf.get(i)!;
     if (!row.created || !(decisions[i] as Extract<EnqueueDecision, { ok: true }>).parents) continue;
-    for (const parent of parents[i] ?? []) edges.push({ child: row.id, parent: typeof parent === 'string' ? parent : rowOf.get(parent)!.id });
+    for (const parent of parents[i] ?? []) {
+      edges.push(typeof parent === 'string'
+        ? { child: row.id, parent, parentEnded: endedParents.has(parent) }
+        : { child: row.id, parent: rowOf.get(parent)!.id, parentEnded: bornEnded(parent) });
+    }
   }
   await deps.addEdges(q, edges);
 }

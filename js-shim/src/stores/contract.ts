@@ -471,6 +471,17 @@ export interface SettledIds extends Array<string> {
   released?: DependentChange[];
 }
 
+/**
+ * One dependency, as the enqueue links it. `parentEnded`: the parent had ended when the child
+ * was written, so the child counted it at birth (a store that marks each counted end, as the
+ * SQLite stores do, marks this one at once, so no later settle of the parent counts it again).
+ */
+export interface DependencyEdge {
+  child: string;
+  parent: string;
+  parentEnded: boolean;
+}
+
 /** A job whose status a dependency changed (released to `pending`, or `cancelled`). */
 export interface DependentChange {
   id: string;
@@ -498,7 +509,7 @@ export interface DependencyStore<Db, Tx> {
   /** Each named parent's status as `tx` sees it, in the scope of the tenant naming it (`null`: no such job there), in input order. */
   parentStates(tx: Tx, refs: readonly { id: string; tenantKey: string | null }[]): Promise<(JobStatus | null)[]>;
   /** Records the edges of jobs just appended with parents (a child's count and status were written by `append`). */
-  addEdges(tx: Tx, edges: readonly { child: string; parent: string }[]): Promise<void>;
+  addEdges(tx: Tx, edges: readonly DependencyEdge[]): Promise<void>;
   /**
    * The sweep's check: of the `limit` waiting jobs updated longest ago, those whose parents have
    * all finished get their parents' effect (a settle cannot see a child enqueued while it ran).

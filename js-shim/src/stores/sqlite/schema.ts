@@ -12,7 +12,7 @@ import type { SqliteDriver } from './driver.js';
 
 /**
  * The table prefix of an outbox: `outbox_` (no name) or `outbox_<name>_`. No two outboxes'
- * tables can meet: a named outbox's tables all end in one of the six table names after its
+ * tables can meet: a named outbox's tables all end in one of its table names after its
  * own `_`, and none of those names is another's suffix. Throws `PostboxError('invalid_config')`
  * for an invalid name.
  */
@@ -146,7 +146,118 @@ function migrations(p: string): SqliteMigration[] {
       name: 'job_fair',
       statements: [`CREATE INDEX IF NOT EXISTS ${p}job_fair ON ${p}job (lane, tenant_scope, due_at - boost_ms, id) WHERE status IN ('pending', 'retrying')`],
     },
+    {
+      // migrations/0012 and 0013: job dependencies and batches. A STRICT table's CHECK cannot be
+      // altered, so the job table is rebuilt with 'waiting' among its statuses and the new
+      // columns, and the attempt table with it: dropping the old job table would otherwise fire
+      // its attempts' ON DELETE CASCADE. The new attempt table references the new job table,
+      // whose rename carries the reference along; every index is made again after the renames.
+      version: 6,
+      name: 'job_dependencies',
+      statements: [
+        jobTable(`${p}job_next`),
+        `INSERT INTO ${p}job_next (${JOB_COLUMNS}) SELECT ${JOB_COLUMNS} FROM ${p}job`,
+        attemptTable(`${p}attempt_next`, `${p}job_next`),
+        `INSERT INTO ${p}attempt_next (${ATTEMPT_COLUMNS}) SELECT ${ATTEMPT_COLUMNS} FROM ${p}attempt`,
+        `DROP TABLE ${p}attempt`,
+        `DROP TABLE ${p}job`,
+        `ALTER TABLE ${p}job_next RENAME TO ${p}job`,
+        `ALTER TABLE ${p}attempt_next RENAME TO ${p}attempt`,
+        `CREATE UNIQUE INDEX ${p}job_dedupe_key ON ${p}job (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL`,
+        `CREATE INDEX ${p}job_claimable ON ${p}job (lane, due_at - boost_ms, id) WHERE status IN ('pending', 'retrying')`,
+        `CREATE INDEX ${p}job_lease ON ${p}job (lease_expires_at) WHERE status = 'running'`,
+        `CREATE INDEX ${p}job_finished ON ${p}job (status, finished_at) WHERE finished_at IS NOT NULL`,
+        `CREATE INDEX ${p}job_correlation ON ${p}job (correlation_id) WHERE correlation_id IS NOT NULL`,
+        `CREATE INDEX ${p}job_tenant ON ${p}job (tenant_key, created_at) WHERE tenant_key IS NOT NULL`,
+        `CREATE INDEX ${p}job_created ON ${p}job (created_at, id)`,
+        `CREATE INDEX ${p}job_fair ON ${p}job (lane, tenant_scope, due_at - boost_ms, id) WHERE status IN ('pending', 'retrying')`,
+        `CREATE INDEX ${p}attempt_finished ON ${p}attempt (finished_at) WHERE finished_at IS NOT NULL`,
+        `CREATE INDEX ${p}attempt_kind_started ON ${p}attempt (kind, started_at)`,
+        // The sweep's check on waiting jobs, oldest first.
+        `CREATE INDEX ${p}job_waiting ON ${p}job (updated_at) WHERE status = 'waiting'`,
+        // One row per dependency; a settle finds a parent's children by the key, the job page a
+        // child's parents by job_edge_child. Deleting jobs deletes their edges in the same batch.
+        `CREATE TABLE ${p}job_edge (
+  parent_id TEXT NOT NULL,
+  child_id  TEXT NOT NULL,
+  -- The parent's end counted into the child: by which settle batch (its token), or 'birth'
+  -- (the parent had ended when the child was written); NULL: not yet (stores/sqlite/dependencies.ts).
+  counted   TEXT,
+  PRIMARY KEY (parent_id, child_id)
+) STRICT, WITHOUT ROWID`,
+        `CREATE INDEX ${p}job_edge_child ON ${p}job_edge (child_id)`,
+      ],
+    },
   ];
+}
+
+/** The job table's columns as version 6 has them, the generated tenant_scope aside: what its rebuild copies. */
+const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, due_at, created_at, updated_at,
+  finished_at, attempts, attempt_seq, crashes, streak_code, streak, lease_expires_at, last_error_code, last_error_message, version_ts,
+  replayed_at, nudge_sent_at, max_attempts, trace_context, priority, boost_ms`;
+
+const ATTEMPT_COLUMNS = 'job_id, seq, kind, started_at, lease_expires_at, finished_at, outcome, error_code, error_message';
+
+/** The job table as version 6 has it (migrations 0001 to 0013 in SQLite types). */
+function jobTable(name: string): string {
+  return `CREATE TABLE ${name} (
+  id                 TEXT    PRIMARY KEY NOT NULL,
+  kind               TEXT    NOT NULL,
+  lane               TEXT    NOT NULL DEFAULT 'default',
+  status             TEXT    NOT NULL DEFAULT 'pending'
+                     CHECK (status IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting')),
+  payload            TEXT    NOT NULL,
+  tenant_key         TEXT,
+  -- A NULL tenant is a scope of its own: 'n' for none, 't:<key>' otherwise.
+  tenant_scope       TEXT    GENERATED ALWAYS AS (COALESCE('t:' || tenant_key, 'n')) STORED,
+  dedupe_key         TEXT,
+  correlation_id     TEXT,
+  metadata           TEXT,
+  due_at             INTEGER NOT NULL,
+  created_at         INTEGER NOT NULL,
+  updated_at         INTEGER NOT NULL,
+  finished_at        INTEGER,
+  attempts           INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+  attempt_seq        INTEGER NOT NULL DEFAULT 0 CHECK (attempt_seq >= 0),
+  crashes            INTEGER NOT NULL DEFAULT 0 CHECK (crashes >= 0),
+  streak_code        TEXT,
+  streak             INTEGER NOT NULL DEFAULT 0 CHECK (streak >= 0),
+  lease_expires_at   INTEGER,
+  last_error_code    TEXT,
+  last_error_message TEXT,
+  version_ts         INTEGER,
+  replayed_at        INTEGER,
+  nudge_sent_at      INTEGER,
+  max_attempts       INTEGER CHECK (max_attempts BETWEEN 1 AND 1000),
+  trace_context      TEXT,
+  priority           INTEGER NOT NULL DEFAULT 0,
+  boost_ms           INTEGER NOT NULL DEFAULT 0,
+  -- Dependencies (0012): unfinished parents, and what a parent's failure does ('cancel' or 'release').
+  waiting_on         INTEGER NOT NULL DEFAULT 0,
+  on_parent_failure  TEXT    CHECK (on_parent_failure IN ('cancel', 'release')),
+  -- How its parents ended (0013): all, dead, cancelled; NULL without parents.
+  parents_total      INTEGER,
+  parents_dead       INTEGER,
+  parents_cancelled  INTEGER,
+  CHECK ((status IN ('succeeded', 'dead', 'cancelled')) = (finished_at IS NOT NULL)),
+  CHECK ((status = 'running') = (lease_expires_at IS NOT NULL))
+) STRICT`;
+}
+
+/** The attempt table, its job_id referencing `jobs`. */
+function attemptTable(name: string, jobs: string): string {
+  return `CREATE TABLE ${name} (
+  job_id           TEXT    NOT NULL REFERENCES ${jobs} (id) ON DELETE CASCADE,
+  seq              INTEGER NOT NULL,
+  kind             TEXT    NOT NULL,
+  started_at       INTEGER NOT NULL,
+  lease_expires_at INTEGER NOT NULL,
+  finished_at      INTEGER,
+  outcome          TEXT,
+  error_code       TEXT,
+  error_message    TEXT,
+  PRIMARY KEY (job_id, seq)
+) STRICT, WITHOUT ROWID`;
 }
 
 /**

@@ -7,6 +7,8 @@
  * @module
  */
 
+import { sqliteDependencySql, type SqliteDependencySql } from './dependencies.js';
+
 /** Columns a claimed or recovered job carries back (the contract's `ClaimedJob`), plus its due time and boost for ordering. */
 const claimedColumns = (t: string) =>
   `${t}id AS id, ${t}kind AS kind, ${t}lane AS lane, ${t}payload AS payload, ${t}tenant_key AS tenant_key,
@@ -14,7 +16,7 @@ const claimedColumns = (t: string) =>
   ${t}crashes AS crashes, ${t}streak_code AS streak_code, ${t}streak AS streak, ${t}max_attempts AS max_attempts,
   ${t}last_error_code AS last_error_code, ${t}last_error_message AS last_error_message,
   ${t}lease_expires_at AS lease_expires_ms, ${t}trace_context AS trace_context, ${t}created_at AS created_ms, ${t}due_at AS due_ms,
-  ${t}boost_ms AS boost_ms`;
+  ${t}boost_ms AS boost_ms, ${t}parents_total AS parents_total, ${t}parents_dead AS parents_dead, ${t}parents_cancelled AS parents_cancelled`;
 
 /** Columns of an inspected job (the contract's `JobView`, before conversion). */
 export const JOB_VIEW_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
@@ -28,7 +30,14 @@ export interface SqliteSql {
   readonly prefix: string;
   readonly job: string;
   readonly attempt: string;
-  /** `?1` items (JSON array: id, payload, tenantKey, dedupeKey, correlationId, metadata, dueAt, maxAttempts), `?2` kind, `?3` lane, `?4` now, `?5` version ts, `?6` trace context. */
+  readonly edge: string;
+  /** Job dependencies (dependencies.ts). */
+  readonly deps: SqliteDependencySql;
+  /**
+   * `?1` items (JSON array: id, payload, tenantKey, dedupeKey, correlationId, metadata, dueAt,
+   * maxAttempts, and for a job with parents its status, waitingOn, onParentFailure, code, total,
+   * dead, cancelled as the core decided), `?2` kind, `?3` lane, `?4` now, `?5` version ts, `?6` trace context.
+   */
   readonly appendInsert: string;
   /** `?1` the same items: the job holding each keyed item's dedupe key (`ord` from 0) and the fields a repeat is compared on. */
   readonly appendHolders: string;
@@ -75,9 +84,11 @@ export interface SqliteSql {
   readonly operateJobs: string;
   /** `?1` tenant key. */
   readonly eraseTenantAttempts: string;
+  readonly eraseTenantEdges: string;
   readonly eraseTenantJobs: string;
   /** `?1` succeeded before, `?2` dead/cancelled before, `?3` limit. */
   readonly deleteFinishedAttempts: string;
+  readonly deleteFinishedEdges: string;
   readonly deleteFinishedJobs: string;
   /** `?1` now, `?2` lane, `?3` kinds, `?4` limit, `?5` nudged before. */
   readonly listDueForHandoff: string;
@@ -131,6 +142,7 @@ export function sqliteSql(p: string): SqliteSql {
   if (hit) return hit;
   const job = `${p}job`;
   const attempt = `${p}attempt`;
+  const edge = `${p}job_edge`;
 
   // The claim picks rows oldest due first and leases them in one UPDATE … FROM; the batch's next
   // statement (openAttempts) opens their attempt records. A job settled earlier in the same
@@ -233,12 +245,17 @@ ON CONFLICT (id) DO UPDATE SET ok = excluded.ok`;
     prefix: p,
     job,
     attempt,
+    edge,
+    deps: sqliteDependencySql(job, edge),
     appendInsert: `
 INSERT INTO ${job} (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
-                    due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms)
-SELECT value ->> 'id', ?2, ?3, 'pending', value ->> 'payload', value ->> 'tenantKey', value ->> 'dedupeKey',
+                    due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms,
+                    waiting_on, on_parent_failure, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled)
+SELECT value ->> 'id', ?2, ?3, COALESCE(value ->> 'depStatus', 'pending'), value ->> 'payload', value ->> 'tenantKey', value ->> 'dedupeKey',
        value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts', ?6,
-       COALESCE(value ->> 'priority', 0), COALESCE(value ->> 'boostMs', 0)
+       COALESCE(value ->> 'priority', 0), COALESCE(value ->> 'boostMs', 0),
+       COALESCE(value ->> 'waitingOn', 0), value ->> 'onParentFailure', value ->> 'depCode',
+       CASE WHEN value ->> 'depStatus' = 'cancelled' THEN ?4 END, value ->> 'parentsTotal', value ->> 'parentsDead', value ->> 'parentsCancelled'
   FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
     appendHolders: `
@@ -326,16 +343,20 @@ UPDATE ${job}
        replayed_at = CASE WHEN o.budget_attempts IS NULL THEN ${job}.replayed_at ELSE ?1 END,
        last_error_code = CASE WHEN o.record_reason THEN o.reason ELSE ${job}.last_error_code END,
        lease_expires_at = NULL,
+       -- No action leaves a job waiting: a cancelled one must count no parent, or their settles would wake it.
+       waiting_on = 0,
        finished_at = CASE WHEN o.finished THEN ?1 END,
        updated_at = ?1
   FROM o
  WHERE ${operateFence(job)}
 RETURNING ${job}.id AS id, ${job}.kind AS kind, ${job}.lane AS lane, ${job}.status AS status`,
     eraseTenantAttempts: `DELETE FROM ${attempt} WHERE job_id IN (SELECT id FROM ${job} WHERE tenant_key = ?1)`,
+    eraseTenantEdges: `DELETE FROM ${edge} WHERE parent_id IN (SELECT id FROM ${job} WHERE tenant_key = ?1) OR child_id IN (SELECT id FROM ${job} WHERE tenant_key = ?1)`,
     eraseTenantJobs: `DELETE FROM ${job} WHERE tenant_key = ?1 RETURNING id`,
-    // The same ordered pick twice in one batch: the attempts' delete changes no job row, so both
-    // statements pick the same jobs.
+    // The same ordered pick three times in one batch: the attempts' and edges' deletes change no
+    // job row, so every statement picks the same jobs.
     deleteFinishedAttempts: `DELETE FROM ${attempt} WHERE job_id IN (${doomed})`,
+    deleteFinishedEdges: `DELETE FROM ${edge} WHERE parent_id IN (${doomed}) OR child_id IN (${doomed})`,
     deleteFinishedJobs: `DELETE FROM ${job} WHERE id IN (${doomed}) RETURNING id`,
     listDueForHandoff: `
 SELECT j.id AS id, j.kind AS kind, j.lane AS lane FROM ${job} j

@@ -8,7 +8,8 @@
 import { PostboxError } from '../../errors.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, tenantScope } from '../shared.js';
 import type {
-  AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery,
+  AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, DependencyEdge, DependencyStore,
+  DependencyView, DependentChange, ExpiredLeaseQuery, HandoffQuery, SettledIds,
   HeartbeatInput, JobFilter, JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput,
   OperateTarget, OperateWrite, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
@@ -174,12 +175,35 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     return jobs;
   }
 
+  /** A settle's statements: the attempts, the jobs, then what the jobs' ends do to their waiting children. */
   #settleStatements(input: SettleInput): SqlStatement[] {
     const items = JSON.stringify(input.items.map((s) => ({ ...s, finished: s.finished ? 1 : 0 })));
     return [
       { sql: this.sql.settleAttempts, params: [input.now, items] },
       { sql: this.sql.settleJobs, params: [input.now, items] },
+      ...this.#endedStatements(input.now, items),
     ];
+  }
+
+  /**
+   * What jobs that may have just ended (`rows`, a JSON array with their ids) do to their waiting
+   * children: their ends counted in (edges marked with this batch's token), then applied. The
+   * second statement's rows are the children written.
+   */
+  #endedStatements(now: number, rows: string): SqlStatement[] {
+    const token = crypto.randomUUID();
+    return [
+      { sql: this.sql.deps.markEnded, params: [now, rows, token] },
+      { sql: this.sql.deps.applyEnded, params: [now, rows, token] },
+    ];
+  }
+
+  /** The settled ids of a settle's results (from its first statement on), with the children it released. */
+  #settled(results: readonly (SqlRow[] | undefined)[]): SettledIds {
+    const out: SettledIds = (results[1] ?? []).map((r) => String(r.id));
+    const released = changes(results[3]).filter((c) => c.status === 'pending');
+    if (released.length > 0) out.released = released;
+    return out;
   }
 
   async claim(db: Db, input: ClaimInput): Promise<ClaimedJobs> {
@@ -187,20 +211,20 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     return this.#claimed(await this.exec(db, this.#claimStatements(input, [])), input);
   }
 
-  async settle(db: Db, input: SettleInput): Promise<string[]> {
+  async settle(db: Db, input: SettleInput): Promise<SettledIds> {
     if (input.items.length === 0) return [];
-    const results = await this.exec(db, this.#settleStatements(input));
-    return (results[1] ?? []).map((r) => String(r.id));
+    return this.#settled(await this.exec(db, this.#settleStatements(input)));
   }
 
-  async settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: string[]; claimed: ClaimedJobs }> {
+  async settleThenClaim(db: Db, settle: SettleInput, claim: ClaimInput): Promise<{ settled: SettledIds; claimed: ClaimedJobs }> {
     const claiming = claim.limit > 0 && claim.kinds.length > 0 && claim.targets?.length !== 0;
     if (!claiming) return { settled: await this.settle(db, settle), claimed: [] };
     if (settle.items.length === 0) return { settled: [], claimed: await this.claim(db, claim) };
     // The claim never takes a job this settle touches (the contract; one statement on PostgreSQL).
     const exclude = settle.items.map((s) => s.id);
-    const results = await this.exec(db, [...this.#settleStatements(settle), ...this.#claimStatements(claim, exclude)]);
-    return { settled: (results[1] ?? []).map((r) => String(r.id)), claimed: this.#claimed(results.slice(2), claim) };
+    const settling = this.#settleStatements(settle);
+    const results = await this.exec(db, [...settling, ...this.#claimStatements(claim, exclude)]);
+    return { settled: this.#settled(results), claimed: this.#claimed(results.slice(settling.length), claim) };
   }
 
   async heartbeat(db: Db, input: HeartbeatInput): Promise<string[]> {
@@ -245,12 +269,23 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       return { ...budgetColumns(w), finished: w.finished ? 1 : 0, recordReason: w.recordReason ? 1 : 0, fromStatus: from?.status ?? null, fromSeq: from?.seq ?? null };
     });
     const json = JSON.stringify(writes);
-    const results = await this.exec(tx, [
-      { sql: this.sql.operateAttempts, params: [input.now, json] },
-      { sql: this.sql.operateJobs, params: [input.now, json] },
-    ]);
+    const results = await this.exec(tx, this.operateStatements(input.now, json));
     for (const w of input.writes) seen.delete(w.id);
     return (results[1] ?? []).map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane), status: r.status as JobStatus }));
+  }
+
+  /**
+   * An operator write's statements (`writes` as the SQLite statements read them): the attempts,
+   * the jobs, what a cancel does to waiting children, and the children a replay brings back.
+   */
+  protected operateStatements(now: number, writes: string): SqlStatement[] {
+    return [
+      { sql: this.sql.operateAttempts, params: [now, writes] },
+      { sql: this.sql.operateJobs, params: [now, writes] },
+      ...this.#endedStatements(now, writes),
+      { sql: this.sql.deps.reviveMarks, params: [now, writes] },
+      { sql: this.sql.deps.revive, params: [now, writes] },
+    ];
   }
 
   /** What `lockForOperate` read with `handle`, by job id. */
@@ -263,11 +298,17 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
 
   async eraseTenant(tx: Tx, tenantKey: string): Promise<number> {
     if (typeof tenantKey !== 'string') throw new PostboxError('invalid_input', 'eraseTenant: tenantKey must be a string');
-    const results = await this.exec(tx, [
+    const results = await this.exec(tx, this.eraseStatements(tenantKey));
+    return results[2]?.length ?? 0;
+  }
+
+  /** The statements erasing a tenant's jobs, with their attempts and edges; the last returns the jobs. */
+  protected eraseStatements(tenantKey: string): SqlStatement[] {
+    return [
       { sql: this.sql.eraseTenantAttempts, params: [tenantKey] },
+      { sql: this.sql.eraseTenantEdges, params: [tenantKey] },
       { sql: this.sql.eraseTenantJobs, params: [tenantKey] },
-    ]);
-    return results[1]?.length ?? 0;
+    ];
   }
 
   async deleteFinished(db: Db, input: RetentionInput): Promise<number> {
@@ -275,9 +316,10 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     const params = [input.succeededBefore, input.deadBefore, input.limit];
     const results = await this.exec(db, [
       { sql: this.sql.deleteFinishedAttempts, params },
+      { sql: this.sql.deleteFinishedEdges, params },
       { sql: this.sql.deleteFinishedJobs, params },
     ]);
-    return results[1]?.length ?? 0;
+    return results[2]?.length ?? 0;
   }
 
   async listDueForHandoff(db: Db, query: HandoffQuery): Promise<JobLaneRef[]> {
@@ -342,6 +384,51 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
     );
   }
 
+  // ---- dependencies ------------------------------------------------------------------------
+
+  /** Job dependencies in the job_edge table (dependencies.ts); D1 reads and queues inside its transactions (d1/index.ts). */
+  readonly dependencies: DependencyStore<Db, Tx> = {
+    parentStates: (tx, refs) => this.parentStates(tx, refs),
+    addEdges: (tx, edges) => this.addEdges(tx, edges),
+    resolveWaiting: async (db, input) => changes(await this.#one(db, this.sql.deps.resolveWaiting, [input.now, input.limit])),
+    dependencies: async (db, id, limit) => {
+      const rows = await this.#one(db, this.sql.deps.dependencies, [id, limit]);
+      const side = (name: string): DependencyView[] =>
+        rows.filter((r) => r.side === name).map((r) => ({ id: String(r.id), kind: str(r.kind), status: str(r.status) as JobStatus | null }));
+      return { parents: side('parent'), children: side('child') };
+    },
+    parentTally: async (db, id) => {
+      const [row] = await this.#one(db, this.sql.deps.parentTally, [id]);
+      if (!row || row.total === null) return null;
+      return { total: Number(row.total), dead: Number(row.dead), cancelled: Number(row.cancelled), byStatus: row.by_status === null ? {} : JSON.parse(String(row.by_status)) };
+    },
+    openParents: async (db, id) => (await this.#one(db, this.sql.deps.openParents, [id])).map((r) => String(r.id)),
+  };
+
+  /** Each named parent's status in its naming item's tenant scope, as committed (`null`: not found there). */
+  protected async parentStates(tx: Db | Tx, refs: readonly { id: string; tenantKey: string | null }[]): Promise<(JobStatus | null)[]> {
+    const found = new Map<number, JobStatus>();
+    for (let i = 0; i < refs.length; i += EDGE_CHUNK) {
+      const chunk = refs.slice(i, i + EDGE_CHUNK);
+      for (const r of await this.#one(tx, this.sql.deps.parentStates, [JSON.stringify(chunk)])) found.set(i + Number(r.ord), r.status as JobStatus);
+    }
+    return refs.map((_, i) => found.get(i) ?? null);
+  }
+
+  /** The statements linking `edges`, in chunks that keep each parameter under the databases' cap. */
+  protected edgeStatements(edges: readonly DependencyEdge[]): SqlStatement[] {
+    const statements: SqlStatement[] = [];
+    for (let i = 0; i < edges.length; i += EDGE_CHUNK) {
+      const chunk = edges.slice(i, i + EDGE_CHUNK).map((e) => ({ parent: e.parent, child: e.child, ended: e.parentEnded ? 1 : 0 }));
+      statements.push({ sql: this.sql.deps.addEdges, params: [JSON.stringify(chunk)] });
+    }
+    return statements;
+  }
+
+  protected async addEdges(tx: Db | Tx, edges: readonly DependencyEdge[]): Promise<void> {
+    if (edges.length > 0) await this.exec(tx, this.edgeStatements(edges));
+  }
+
   // ---- schedules ---------------------------------------------------------------------------
 
   /** Each named schedule's latest handled occurrence (epoch ms). */
@@ -403,6 +490,10 @@ function chunkItems(input: AppendInput): { items: AppendInput['items']; json: st
       json: JSON.stringify(current.map((i) => ({
         id: i.id, payload: i.payloadJson, tenantKey: i.tenantKey, dedupeKey: i.dedupeKey, correlationId: i.correlationId,
         metadata: i.metadataJson, dueAt: i.dueAt, maxAttempts: i.maxAttempts, ...(i.priority ? { priority: i.priority, boostMs: i.boostMs ?? 0 } : {}),
+        ...(i.parents ? {
+          depStatus: i.parents.status, waitingOn: i.parents.waitingOn, onParentFailure: i.parents.onParentFailure, depCode: i.parents.code,
+          parentsTotal: i.parents.total, parentsDead: i.parents.dead, parentsCancelled: i.parents.cancelled,
+        } : {}),
       }))),
     });
     current = [];
@@ -441,6 +532,14 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 }
 
 const parseJson = (v: SqlValue) => (v === null ? null : JSON.parse(String(v)));
+const numberOrNull = (v: SqlValue | undefined) => (v === null || v === undefined ? null : Number(v));
+
+/** Jobs a dependency statement wrote, as the contract's changes. */
+const changes = (rows: readonly SqlRow[] | undefined): DependentChange[] =>
+  (rows ?? []).map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane), status: r.status as JobStatus }));
+
+/** Parent references or edges per statement: about 100 bytes each, far under the 2 MB a parameter may hold. */
+const EDGE_CHUNK = 10_000;
 const str = (v: SqlValue | undefined) => (v === null || v === undefined ? null : String(v));
 
 /** Claimed rows as the contract's `ClaimedJob`; a due claim's oldest first (RETURNING has no order). */
@@ -465,6 +564,9 @@ function toClaimed(rows: SqlRow[], byDue: boolean): ClaimedJob[] {
     lease_expires_ms: Number(r.lease_expires_ms),
     trace_context: str(r.trace_context),
     created_ms: Number(r.created_ms),
+    parents_total: numberOrNull(r.parents_total),
+    parents_dead: numberOrNull(r.parents_dead),
+    parents_cancelled: numberOrNull(r.parents_cancelled),
   }));
 }
 
