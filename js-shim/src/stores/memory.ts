@@ -285,10 +285,13 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     const own = this.#tx(tx);
     const { now } = input;
     const out: OperateTarget[] = [];
+    // What each replayed job was before: its waiting children had counted that end.
+    const replayed = new Map<string, JobStatus>();
     for (const w of input.writes) {
       const row = this.#visible(w.id, own);
       if (!row) continue;
       own?.touch(this.#t, row);
+      if (w.budget !== null) replayed.set(row.id, row.status);
       if (w.closeAttempt !== null) {
         const attempt = row.log.find((a) => a.seq === row.attemptSeq && a.finishedAt === null);
         if (attempt) Object.assign(attempt, { finishedAt: now, outcome: w.closeAttempt, errorCode: w.reason });
@@ -303,7 +306,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
     }
     this.#childEffects(out, now, own);
-    this.#revive(input.writes.filter((w) => w.budget !== null).map((w) => w.id), now, own);
+    this.#revive(replayed, now, own);
     return out;
   }
 
@@ -547,10 +550,16 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     return released;
   }
 
-  /** Replayed jobs bring back the children their failure cancelled (as revivedChildrenCtes). */
-  #revive(replayed: readonly string[], now: number, own: MemoryTx | null): void {
-    if (replayed.length === 0) return;
+  /**
+   * Replayed jobs (with the status each had) bring back the children their failure cancelled,
+   * and a waiting 'release' child that had counted a replayed or revived job's end counts it
+   * unfinished again (as revivedChildrenCtes).
+   */
+  #revive(replayedWas: ReadonlyMap<string, JobStatus>, now: number, own: MemoryTx | null): void {
+    if (replayedWas.size === 0) return;
+    const replayed = [...replayedWas.keys()];
     const replay = new Set(replayed);
+    const reopened = new Map(replayedWas);
     const failedForItself = (p: Row | undefined) => p !== undefined && !replay.has(p.id) && (p.status === 'dead' || (p.status === 'cancelled' && p.lastErrorCode !== PARENT_FAILED));
     const queue = [...replayed];
     for (let next = queue.shift(); next; next = queue.shift()) {
@@ -563,7 +572,18 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
           return p !== undefined && (p.status !== 'succeeded' || replay.has(id));
         }).length;
         Object.assign(child, { status: 'waiting', finishedAt: null, lastErrorCode: null, updatedAt: now, waitingOn });
+        reopened.set(child.id, 'cancelled');
         queue.push(child.id);
+      }
+    }
+    for (const [id, was] of reopened) {
+      if (was !== 'dead' && was !== 'cancelled') continue;
+      for (const child of this.#childrenOf(id, own)) {
+        if (child.status !== 'waiting' || child.onParentFailure !== 'release' || reopened.has(child.id)) continue;
+        own?.touch(this.#t, child);
+        child.waitingOn++;
+        if (child.tally) child.tally = { ...child.tally, dead: child.tally.dead - (was === 'dead' ? 1 : 0), cancelled: child.tally.cancelled - (was === 'cancelled' ? 1 : 0) };
+        child.updatedAt = now;
       }
     }
   }

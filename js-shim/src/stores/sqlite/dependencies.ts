@@ -31,7 +31,16 @@ export interface SqliteDependencySql {
    * UPDATE, as childEffectsCtes); returns each child written (id, kind, lane, status).
    */
   readonly applyEnded: string;
-  /** After an operator's replay, `?2` its writes (`budgetAttempts` set on a replayed one): unmarks the edges the revived children count again. */
+  /**
+   * After an operator's replay, `?1` now, `?2` its writes (`budgetAttempts` set on a replayed
+   * one, `fromStatus` its status before): a waiting child kept `release` that had counted the
+   * end of a replayed job, or of a child the replay revives, counts it unfinished again (as
+   * revivedChildrenCtes' `uncounted`)...
+   */
+  readonly uncount: string;
+  /** ...and those edges are unmarked (run next, same parameters). */
+  readonly uncountMarks: string;
+  /** Then, `?2` the same: unmarks the edges the revived children count again. */
   readonly reviveMarks: string;
   /** Then, `?1` now and the same `?2`: the children the replayed jobs' failures cancelled wait again (as revivedChildrenCtes). */
   readonly revive: string;
@@ -74,6 +83,12 @@ export function sqliteDependencySql(job: string, edge: string): SqliteDependency
 )`;
   // A revived child counts again each parent not succeeded (the replayed ones and the revived).
   const countsAgain = `p.status <> 'succeeded'`;
+  // Jobs the replay makes unfinished again, with the end their waiting children had counted.
+  const reopened = `${revived}, reopened(id, was) AS (
+  SELECT value ->> 'id', value ->> 'fromStatus' FROM json_each(?2) WHERE value ->> 'budgetAttempts' IS NOT NULL
+  UNION SELECT id, 'cancelled' FROM revived
+)`;
+  const recountable = `c.status = 'waiting' AND c.on_parent_failure = 'release' AND e.counted IS NOT NULL`;
   return {
     parentStates: `
 SELECT r.key AS ord, j.status AS status FROM json_each(?1) r
@@ -108,6 +123,22 @@ UPDATE ${job}
   FROM effect f
  WHERE ${job}.id = f.id AND ${job}.waiting_on > 0
 RETURNING ${job}.id AS id, ${job}.kind AS kind, ${job}.lane AS lane, ${job}.status AS status`,
+    uncount: `
+WITH RECURSIVE ${reopened}, u(id, n, dead, cancelled) AS (
+  SELECT e.child_id, count(*), sum(r.was = 'dead'), sum(r.was = 'cancelled')
+    FROM reopened r JOIN ${edge} e ON e.parent_id = r.id JOIN ${job} c ON c.id = e.child_id
+   WHERE r.was IN ('dead', 'cancelled') AND ${recountable}
+   GROUP BY e.child_id
+)
+UPDATE ${job}
+   SET waiting_on = ${job}.waiting_on + u.n, parents_dead = ${job}.parents_dead - u.dead,
+       parents_cancelled = ${job}.parents_cancelled - u.cancelled, updated_at = ?1
+  FROM u WHERE ${job}.id = u.id`,
+    uncountMarks: `
+WITH RECURSIVE ${reopened}
+UPDATE ${edge} SET counted = NULL
+ WHERE counted IS NOT NULL AND parent_id IN (SELECT id FROM reopened WHERE was IN ('dead', 'cancelled'))
+   AND child_id IN (SELECT c.id FROM ${job} c WHERE c.status = 'waiting' AND c.on_parent_failure = 'release')`,
     reviveMarks: `
 WITH RECURSIVE ${revived}
 UPDATE ${edge} SET counted = NULL

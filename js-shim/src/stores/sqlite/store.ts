@@ -283,6 +283,8 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       { sql: this.sql.operateAttempts, params: [now, writes] },
       { sql: this.sql.operateJobs, params: [now, writes] },
       ...this.#endedStatements(now, writes),
+      { sql: this.sql.deps.uncount, params: [now, writes] },
+      { sql: this.sql.deps.uncountMarks, params: [now, writes] },
       { sql: this.sql.deps.reviveMarks, params: [now, writes] },
       { sql: this.sql.deps.revive, params: [now, writes] },
     ];

@@ -112,7 +112,9 @@ RETURNING c.id::text AS id, c.kind, c.lane, c.status`;
  * (and theirs, recursively) wait again, counting their unfinished parents (a replayed job and
  * every revived one among them), unless another parent of theirs is dead or was cancelled for
  * a reason of its own, which would only cancel them again (nor are their children revived).
- * `replayed` names a CTE of ids.
+ * And a child still waiting that had counted a replayed or revived job's end (one kept
+ * `release`) counts it unfinished again, its end taken back out of the child's counts: the
+ * job's next end is counted once more, not on top of the last. `replayed` names a CTE of ids.
  */
 export const revivedChildrenCtes = (s: string, replayed: string, now: string): string => {
   const revivable = `c.status = 'cancelled' AND c.last_error_code = '${PARENT_FAILED}'
@@ -131,6 +133,16 @@ export const revivedChildrenCtes = (s: string, replayed: string, now: string): s
     FROM revived v
    WHERE c.id = v.id AND c.status = 'cancelled'
   RETURNING c.id
+), uncounted AS (
+  UPDATE ${s}.job c
+     SET waiting_on = c.waiting_on + u.n, parents_dead = c.parents_dead - u.dead, parents_cancelled = c.parents_cancelled - u.cancelled, updated_at = ${ts(now)}
+    FROM (SELECT e.child_id AS id, count(*)::int AS n,
+                 count(*) FILTER (WHERE p.status = 'dead')::int AS dead, count(*) FILTER (WHERE p.status = 'cancelled')::int AS cancelled
+            FROM (SELECT id FROM ${replayed} UNION SELECT id FROM revived) r
+            JOIN ${s}.job p ON p.id = r.id AND p.status IN ('dead', 'cancelled')
+            JOIN ${s}.job_edge e ON e.parent_id = r.id
+           GROUP BY e.child_id) u
+   WHERE c.id = u.id AND c.waiting_on > 0 AND c.on_parent_failure = 'release'
 )`;
 };
 
