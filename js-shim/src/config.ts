@@ -45,9 +45,12 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
    * (jobs without a `tenantKey` count as one tenant), round by round, before it fills the rest
    * in due order, so one tenant's backlog never holds up another tenant's next job. Off by
    * default (claims take due jobs oldest first). Lanes with a flow-limited kind claim in due
-   * order. See README "Fair share across tenants".
+   * order. `{ weights: { acme: 3 } }` turns it on with weights: a tenant of weight 3 takes three
+   * jobs a round where the others take one, and three times their share of each claim (integers
+   * 1..100, at most 1000 tenants; tenants not named, and jobs without a tenant, weigh 1). See
+   * README "Fair share across tenants".
    */
-  fairShare?: boolean;
+  fairShare?: FairShareOption;
   /** Connections one invocation may hold for the drain's own statements. Default 1; at most 5 (Workers allow 6 per invocation). */
   lanes?: number;
   /**
@@ -97,3 +100,6 @@ export interface OutboxOptions<Jobs extends readonly JobDefinition[] = readonly 
   /** For tests: see `createTestClock` in `./testing`. */
   clock?: Clock;
 }
+
+/** An outbox's `fairShare`: on or off, or on with tenants' weights (by tenant key). */
+export type FairShareOption = boolean | { readonly weights?: Readonly<Record<string, number>> };

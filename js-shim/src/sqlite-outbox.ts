@@ -20,6 +20,7 @@
  */
 import { getCore } from './core/core.js';
 import { outboxConfig } from './engine/outbox-config.js';
+import type { FairShareOption } from './config.js';
 import { uuidv7 } from './ids.js';
 import { PostboxError } from './errors.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
@@ -46,8 +47,8 @@ export interface SqliteOutboxOptions<Db, Tx, S extends OutboxStore<Db, Tx> = Out
   jobs: readonly JobDefinition<any, any, PlainOutcome>[];
   /** Handlers run at once per drain batch (default 8). */
   concurrency?: number;
-  /** Claims interleave tenants, as `createOutbox`'s `fairShare`. */
-  fairShare?: boolean;
+  /** Claims interleave tenants, as `createOutbox`'s `fairShare` (weights too). */
+  fairShare?: FairShareOption;
   /** Epoch ms (default `Date.now`): a test clock governs every stored time. */
   now?: () => number;
   /** Passed to handlers as `ctx.deps`. */
@@ -188,7 +189,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
   // Bounds and defaults are the core's, as for createOutbox (pb_claim outbox); only this
   // outbox's own default concurrency (8: a Durable Object's drain is its only consumer) is set here.
   const { concurrency, maxPayloadBytes, maxQueueDelayMs, maxKeyChars } = outboxConfig(
-    core, { concurrency: options.concurrency ?? 8, maxPayloadBytes: options.maxPayloadBytes }, 'createSqliteOutbox',
+    core, { concurrency: options.concurrency ?? 8, maxPayloadBytes: options.maxPayloadBytes, fairShare: options.fairShare }, 'createSqliteOutbox',
   );
   const generateId = options.generateId ?? uuidv7;
   const versionTs = versionTimestamp(options.version);

@@ -605,6 +605,13 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
     exactText('{"concurrency":100,"lanes":5,"operationTimeoutMs":2147483647,"maxPayloadBytes":1048576,"handlerSessions":0,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
   c('outbox nulls take defaults', { op: 'outbox', concurrency: null, lanes: null, operationTimeoutMs: null, maxPayloadBytes: null }, fields({ concurrency: 1, lanes: 1, operationTimeoutMs: 60000, maxPayloadBytes: 262144 }));
   c('outbox concurrency 101', { op: 'outbox', concurrency: 101 }, isError('invalid_input', 'concurrency'));
+  c('outbox fair weights', { op: 'outbox', fairWeights: { acme: 1, globex: 100 } }, fields({ concurrency: 1, lanes: 1 }));
+  c('outbox fair weights null', { op: 'outbox', fairWeights: null }, fields({ concurrency: 1 }));
+  c('outbox fair weight 0', { op: 'outbox', fairWeights: { acme: 0 } }, isError('invalid_input', 'fairWeights.acme'));
+  c('outbox fair weight 101', { op: 'outbox', fairWeights: { acme: 101 } }, isError('invalid_input', 'fairWeights.acme'));
+  c('outbox fair weight not an integer', { op: 'outbox', fairWeights: { acme: 2.5 } }, isError('invalid_input', 'fairWeights.acme'));
+  c('outbox fair weights not an object', { op: 'outbox', fairWeights: [1] }, isError('invalid_input', 'fairWeights'));
+  c('outbox fair weights 1001 tenants', { op: 'outbox', fairWeights: Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`t${i}`, 1])) }, isError('invalid_input', 'fairWeights'));
   c('outbox concurrency 0', { op: 'outbox', concurrency: 0 }, isError('invalid_input', 'concurrency'));
   c('outbox lanes 6', { op: 'outbox', lanes: 6 }, isError('invalid_input', 'lanes'));
   c('outbox operationTimeoutMs over int4', { op: 'outbox', operationTimeoutMs: 2147483648 }, isError('invalid_input', 'operationTimeoutMs'));

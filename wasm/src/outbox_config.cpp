@@ -14,10 +14,12 @@
 //   maxQueueDelayMs      86400000: the longest delay Queues accept on a message (24 h); a job due
 //                        later is not nudged, the sweep finds it
 //   maxKeyChars          1024: the longest dedupeKey, tenantKey or correlationId an enqueue takes
+//   fairWeights          {tenantKey: 1..100}, at most 1000 tenants (fair_share.h): checked only
 // A missing or null field takes its default; anything else out of range is an error naming it.
 #include <algorithm>
 #include <optional>
 
+#include "postbox/fair_share.h"
 #include "postbox/families.h"
 
 namespace postbox {
@@ -47,6 +49,24 @@ constexpr int64_t kMaxHandlerSessions = kConnectionBudget - 1;
 constexpr int64_t kMaxQueueDelayMs = 86400000;
 constexpr int64_t kMaxKeyChars = 1024;
 
+// `fairShare.weights`: an object of tenant keys, each an integer weight in 1..kMaxFairWeight, at
+// most kMaxFairWeights of them (null: none).
+Status check_fair_weights(od::value& field, const Where& where) {
+  bool is_null = false;
+  if (field.is_null().get(is_null) == simdjson::SUCCESS && is_null) return ok_status();
+  od::object weights;
+  if (field.get_object().get(weights) != simdjson::SUCCESS) return input::field_error(where, "fairWeights", "must be an object of tenant keys and weights");
+  int64_t count = 0;
+  const Where inner = where.nested("fairWeights");
+  return input::for_each_field(weights, inner, [&](std::string_view tenant, od::value& weight) -> Status {
+    if (++count > kMaxFairWeights) return input::field_error(where, "fairWeights", "must weigh at most " + decimal_string(kMaxFairWeights) + " tenants");
+    if (tenant.empty()) return input::field_error(where, "fairWeights", "must name tenants by non-empty keys");
+    Result<int64_t> w = input::read_int(weight, inner, tenant, 1, kMaxFairWeight);
+    if (!w) return w.take_error();
+    return ok_status();
+  });
+}
+
 }  // namespace
 
 Status claim_outbox(od::object& root, const Where& claim, JsonWriter& out) {
@@ -57,6 +77,7 @@ Status claim_outbox(od::object& root, const Where& claim, JsonWriter& out) {
   for (size_t i = 0; i < kBoundCount; ++i) values[i] = kBounds[i].fallback;
   std::optional<int64_t> handler_sessions;
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "fairWeights") return check_fair_weights(field, where);
     if (key == "handlerSessions") {
       Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 0, kMaxHandlerSessions);
       if (!n) return n.take_error();

@@ -6,6 +6,7 @@
 // job may still start). Settlements with hooks run in their own transactions, queued on the
 // same session, while the other slots go on.
 import { addReport, emptyReport, type ClaimedRow, type Finished, type RunReport } from './attempt.js';
+import { fairWeightsByScope } from './outbox-config.js';
 import { runHandler } from './handler.js';
 import type { PumpAnswer } from '../core/core.js';
 import type { Admitted } from './lease.js';
@@ -101,6 +102,13 @@ class LanePump<Db> {
   #lastClaimFull = false;
   /** With fair share: the tenant scope this drain's next claim starts after (the last one's answer). */
   #fairAfter: string | null = null;
+  /** With weighted fair share: the weights by tenant scope (made on the first fair claim; null: none). */
+  #fairWeights: Record<string, number> | null | undefined;
+
+  #weights(): Record<string, number> | null {
+    if (this.#fairWeights === undefined) this.#fairWeights = fairWeightsByScope(this.rt.options.fairShare);
+    return this.#fairWeights;
+  }
   /**
    * When (performance.now(): the wait runs in real time, as handler timers do, so a test clock
    * that stands still cannot hold it forever) claims paused by a flow limit may resume; null: not paused.
@@ -222,7 +230,7 @@ class LanePump<Db> {
     const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
     if (this.rt.options.telemetry?.needsJobContext) claim.traced = true;
     if (claimPlan.limits) claim.limits = claimPlan.limits;
-    if (claimPlan.fairTenants !== undefined) claim.fair = { tenants: claimPlan.fairTenants, after: this.#fairAfter };
+    if (claimPlan.fairTenants !== undefined) claim.fair = { tenants: claimPlan.fairTenants, after: this.#fairAfter, weights: this.#weights() };
     if (chunk) claim.targets = chunk;
     let rows: ClaimedJobs;
     const startedAt = performance.now();
@@ -397,6 +405,6 @@ function plan(
     policies,
     version: rt.versionTs === null ? null : { timestamp: rt.versionTs },
     target,
-    fairShare: rt.options.fairShare === true,
+    fairShare: rt.options.fairShare !== undefined && rt.options.fairShare !== false,
   });
 }

@@ -193,12 +193,18 @@ export interface ClaimInput {
  * A fair claim (wasm/include/postbox/fair_share.h): it visits up to `tenants` tenant scopes with
  * due jobs (`'n'` for jobs without a tenant, `'t:<key>'` otherwise) in scope order, starting
  * just after `after` (null: from the first) and wrapping round; each visited scope offers its
- * first ⌈limit / visited⌉ jobs in claim order, taken round by round, and the lane's claim order
+ * first ⌈limit / visited⌉ jobs in claim order (weighted: see `weights`), taken round by round, and the lane's claim order
  * fills the rest. The answer lists jobs in that order and says where the next claim starts.
  */
 export interface ClaimFairShare {
   tenants: number;
   after: string | null;
+  /**
+   * Weights by scope (fair_share.h): a visited scope of weight w offers its share in proportion
+   * to w among the visited scopes' (⌈limit × w / Σw⌉, at least one) and w jobs a round; a scope
+   * not named weighs 1. Absent or null: all weigh 1.
+   */
+  weights?: Readonly<Record<string, number>> | null;
 }
 
 /**

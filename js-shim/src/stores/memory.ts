@@ -449,7 +449,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     if (input.fair && !targets && !room) {
       const rank = (r: Row) => r.dueAt - r.boostMs;
       const fair = fairPick(picked, (r) => tenantScope(r.tenantKey), Math.max(0, input.limit), input.fair);
-      picked = fairOrder(fair.picked, fair.visited, (r) => tenantScope(r.tenantKey), rank, (r) => r.id);
+      picked = fairOrder(fair.picked, fair.visited, (r) => tenantScope(r.tenantKey), rank, (r) => r.id, input.fair.weights);
       fairAfter = fair.fairAfter;
     }
     picked = picked.slice(0, Math.max(0, input.limit));

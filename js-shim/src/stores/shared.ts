@@ -45,7 +45,10 @@ export const tenantScope = (tenantKey: string | null): string => (tenantKey === 
  * round over the visited scopes (each scope's first job by `rank`, then each one's second, …),
  * then the jobs that filled the rest, each group by rank and id. `visited` is in visiting order.
  */
-export function fairOrder<T>(jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string): T[] {
+export function fairOrder<T>(
+  jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string,
+  weights?: Readonly<Record<string, number>> | null,
+): T[] {
   const seen = new Set(visited);
   const byRank = [...jobs].sort((a, b) => rankOf(a) - rankOf(b) || (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
   const taken = new Map<string, number>();
@@ -54,7 +57,8 @@ export function fairOrder<T>(jobs: readonly T[], visited: readonly string[], sco
     const scope = scopeOf(job);
     if (!seen.has(scope)) continue;
     taken.set(scope, (taken.get(scope) ?? 0) + 1);
-    round.set(job, taken.get(scope)!);
+    // A scope of weight w offers w jobs a round (fair_share.h, fair_round).
+    round.set(job, Math.ceil(taken.get(scope)! / weightOf(weights, scope)));
   }
   return byRank
     .map((job, i) => ({ job, i, round: round.get(job) ?? Number.MAX_SAFE_INTEGER }))
@@ -67,14 +71,15 @@ export function fairOrder<T>(jobs: readonly T[], visited: readonly string[], sco
  * visits (after `after`, wrapping round, at most min(tenants, limit)), each one's share of the
  * limit, the rest filled in claim order; and where the next claim starts.
  */
-export function fairPick<T>(due: readonly T[], scopeOf: (job: T) => string, limit: number, fair: { tenants: number; after: string | null }):
+export function fairPick<T>(due: readonly T[], scopeOf: (job: T) => string, limit: number, fair: { tenants: number; after: string | null; weights?: Readonly<Record<string, number>> | null }):
   { picked: T[]; visited: string[]; fairAfter: string | null } {
   const most = Math.max(0, Math.min(fair.tenants, limit));
   const scopes = [...new Set(due.map(scopeOf))].sort();
   const after = fair.after;
   const visited = (after === null ? scopes : [...scopes.filter((s) => s > after), ...scopes.filter((s) => s <= after)]).slice(0, most);
-  const quota = visited.length === 0 ? limit : Math.max(1, Math.ceil(limit / visited.length));
-  const share = new Map(visited.map((s) => [s, quota]));
+  // Each visited scope's share, in proportion to its weight (fair_share.h, fair_share_of).
+  const total = visited.reduce((n, s) => n + weightOf(fair.weights, s), 0);
+  const share = new Map(visited.map((s) => [s, Math.max(1, Math.ceil((limit * weightOf(fair.weights, s)) / total))]));
   const offered = new Set<T>();
   for (const job of due) {
     const left = share.get(scopeOf(job));
@@ -85,3 +90,6 @@ export function fairPick<T>(due: readonly T[], scopeOf: (job: T) => string, limi
   const rest = due.filter((job) => !offered.has(job)).slice(0, Math.max(0, limit - offered.size));
   return { picked: [...offered, ...rest], visited, fairAfter: visited.length > 0 && visited.length >= most ? visited[visited.length - 1]! : null };
 }
+
+/** A tenant scope's fair-share weight: as named, else 1. */
+const weightOf = (weights: Readonly<Record<string, number>> | null | undefined, scope: string): number => weights?.[scope] ?? 1;

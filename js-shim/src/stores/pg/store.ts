@@ -354,7 +354,7 @@ function claimArgs(c: ClaimInput): unknown[] {
   const args: unknown[] = [c.lane, c.kinds, c.leaseMs, c.limit, c.versionCutoff];
   if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
   if (c.limits) args.push(c.limits.kinds, c.limits.concurrency, c.limits.rateSlots, c.limits.rateHoldMs);
-  else if (isFair(c)) args.push(c.fair!.tenants, c.fair!.after);
+  else if (isFair(c)) args.push(c.fair!.tenants, c.fair!.after, c.fair!.weights ? JSON.stringify(c.fair!.weights) : null);
   return args;
 }
 

@@ -50,7 +50,7 @@ export interface SqliteSql {
    * null (every due job), `?8` limits {kind: [concurrency, rate slots, rate hold ms]} (0: none).
    */
   readonly claimLimited: string;
-  /** As claimDue, plus `?7` tenants to visit, `?8` the scope to start after (null: the first): a fair claim (`ClaimFairShare`). */
+  /** As claimDue, plus `?7` tenants to visit, `?8` the scope to start after (null: the first), `?9` weights by scope (null: none): a fair claim (`ClaimFairShare`). */
   readonly claimFair: string;
   /** claimFair's parameters: the scopes it visits, in order (run just before it, in its batch). */
   readonly fairVisited: string;
@@ -181,18 +181,26 @@ RETURNING ${claimedColumns(`${job}.`)}`;
 ), visited AS (
   SELECT scope, n FROM fair_on WHERE scope IS NOT NULL UNION ALL SELECT scope, n FROM fair_round WHERE scope IS NOT NULL
 )`;
-  const fair = `WITH ${visited}, quota AS (
-  SELECT max(1, (CAST(?4 AS INTEGER) + count(*) - 1) / max(count(*), 1)) AS q FROM visited
+  // `?9` the scopes' weights ({scope: weight}; null: all weigh 1): a scope's share of the claim
+  // is in proportion to its weight among the visited scopes', and it offers w jobs a round.
+  const fair = `WITH ${visited}, weighed AS (
+  SELECT scope, n, COALESCE((SELECT w.value FROM json_each(?9) w WHERE w.key = visited.scope), 1) AS w FROM visited
+), shares AS (
+  SELECT scope, n, w, max(1, (CAST(?4 AS INTEGER) * w + (SELECT sum(w) FROM weighed) - 1) / (SELECT sum(w) FROM weighed)) AS share FROM weighed
 ), offered AS (
-  SELECT x.id, x.due_at - x.boost_ms AS rank, v.n FROM visited v JOIN ${job} x ON x.id IN (
-    SELECT j.id FROM ${job} j WHERE ${dueWhere} AND j.tenant_scope = v.scope ORDER BY j.due_at - j.boost_ms, j.id LIMIT (SELECT q FROM quota))
+  SELECT id, rank, n, w FROM (
+    SELECT x.id, x.due_at - x.boost_ms AS rank, v.n, v.w, v.share,
+           row_number() OVER (PARTITION BY v.n ORDER BY x.due_at - x.boost_ms, x.id) AS k
+      FROM shares v JOIN ${job} x ON x.id IN (
+        SELECT j.id FROM ${job} j WHERE ${dueWhere} AND j.tenant_scope = v.scope ORDER BY j.due_at - j.boost_ms, j.id LIMIT ?4))
+   WHERE k <= share
 ), rest AS (
   SELECT j.id, j.due_at - j.boost_ms AS rank FROM ${job} j
    WHERE ${dueWhere} AND j.id NOT IN (SELECT id FROM offered)
    ORDER BY j.due_at - j.boost_ms, j.id LIMIT max(0, ?4 - (SELECT count(*) FROM offered))
 )
 SELECT id FROM (
-  SELECT id, rank, row_number() OVER (PARTITION BY n ORDER BY rank, id) AS round FROM offered
+  SELECT id, rank, (row_number() OVER (PARTITION BY n ORDER BY rank, id) + w - 1) / w AS round FROM offered
   UNION ALL SELECT id, rank, 9223372036854775807 FROM rest)
  ORDER BY round, rank, id LIMIT ?4`;
   // CROSS JOIN keeps the targets the outer loop (SQLite never reorders it): a nudge looks up its

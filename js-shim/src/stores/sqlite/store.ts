@@ -150,8 +150,8 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       ];
     }
     if (input.fair && targets === null) {
-      const fair = [...params, input.fair.tenants, input.fair.after];
-      return [{ sql: this.sql.fairVisited, params: fair }, { sql: this.sql.claimFair, params: fair }, { sql: this.sql.openAttempts, params: [input.now] }];
+      const fair = [...params, input.fair.tenants, input.fair.after, input.fair.weights ? JSON.stringify(input.fair.weights) : null];
+      return [{ sql: this.sql.fairVisited, params: fair.slice(0, 8) }, { sql: this.sql.claimFair, params: fair }, { sql: this.sql.openAttempts, params: [input.now] }];
     }
     if (targets !== null) params.push(targets);
     return [{ sql: targets === null ? this.sql.claimDue : this.sql.claimTargets, params }, { sql: this.sql.openAttempts, params: [input.now] }];
@@ -165,7 +165,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   #claimed(results: readonly (SqlRow[] | undefined)[], input: ClaimInput): ClaimedJobs {
     if (input.fair && !input.limits && !input.targets) {
       const visited = (results[0] ?? []).map((r) => String(r.scope));
-      const rows = fairOrder(results[1] ?? [], visited, (r) => tenantScope(str(r.tenant_key)), (r) => Number(r.due_ms) - Number(r.boost_ms), (r) => String(r.id));
+      const rows = fairOrder(results[1] ?? [], visited, (r) => tenantScope(str(r.tenant_key)), (r) => Number(r.due_ms) - Number(r.boost_ms), (r) => String(r.id), input.fair.weights);
       const jobs: ClaimedJobs = toClaimed(rows, false);
       jobs.fairAfter = visited.length > 0 && visited.length >= Math.min(input.fair.tenants, input.limit) ? visited[visited.length - 1]! : null;
       return jobs;

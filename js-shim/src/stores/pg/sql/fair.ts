@@ -11,12 +11,14 @@ const CLAIM_PARAMS = 5;
 
 /**
  * A fair claim of due jobs. Parameters as claimCtes's (due pick), then: how many tenant scopes
- * to visit at most (no more than the limit), and the scope the drain's previous claim visited last (NULL: from the first).
+ * to visit at most (no more than the limit), the scope the drain's previous claim visited last
+ * (NULL: from the first), and the scopes' weights (jsonb {scope: weight}; NULL: all weigh 1).
  *
  * The scopes with a claimable job are found by skipping through the job_fair index, one probe
  * each, from just after the previous claim's last scope and round to it again. Each visited
- * scope offers its first ⌈limit / visited⌉ jobs in claim order (fair_quota); the claim takes
- * them round by round (every scope's first job, then every scope's second, …) and fills what
+ * scope offers its first ⌈limit × w / Σw⌉ jobs in claim order (fair_share_of: w its weight, Σw
+ * the visited scopes'); the claim takes them round by round, w of a scope's a round (every
+ * scope's first job, then every scope's second, …, fair_round) and fills what
  * room is left in the lane's claim order, so one tenant's backlog never keeps another's first
  * job out of the claim and still fills every claim itself. `picked` carries each job's place
  * (`ord`), which is the order the answer hands jobs to the drain.
@@ -28,6 +30,7 @@ export function fairClaimCtes(s: string, first: number): string {
   const limit = v(`${p(3)}::bigint`);
   const tenants = v(`LEAST(${p(CLAIM_PARAMS)}::int, ${p(3)}::bigint)`);
   const after = v(`${p(CLAIM_PARAMS + 1)}::text`);
+  const weights = v(`${p(CLAIM_PARAMS + 2)}::jsonb`);
   const nextScope = (bound: string) =>
     `(SELECT j.tenant_scope FROM ${s}.job j WHERE ${claimable} AND ${bound} ORDER BY j.tenant_scope LIMIT 1)`;
   return `${leaseCte(first)}, fair_on(scope, n) AS (
@@ -43,20 +46,21 @@ export function fairClaimCtes(s: string, first: number): string {
 ), visited AS (
   SELECT scope, n FROM fair_on WHERE scope IS NOT NULL
   UNION ALL SELECT scope, n FROM fair_round WHERE scope IS NOT NULL
-), quota AS (
-  SELECT GREATEST(1, (${limit} + count(*) - 1) / GREATEST(count(*), 1))::bigint AS q FROM visited
+), weighed AS (
+  SELECT v.scope, v.n, COALESCE((${weights} ->> v.scope)::int, 1) AS w FROM visited v
 ), offered AS (
-  SELECT x.id, x.rank, v.n FROM visited v CROSS JOIN LATERAL (
+  SELECT x.id, x.rank, v.n, v.w FROM weighed v CROSS JOIN LATERAL (
     SELECT j.id, ${claimRank('j')} AS rank FROM ${s}.job j
      WHERE ${claimable} AND j.tenant_scope = v.scope
-     ORDER BY ${claimRank('j')}, j.id LIMIT (SELECT q FROM quota) FOR UPDATE SKIP LOCKED) x
+     ORDER BY ${claimRank('j')}, j.id
+     LIMIT GREATEST(1, (${limit} * v.w + (SELECT sum(w) FROM weighed) - 1) / (SELECT sum(w) FROM weighed))::bigint FOR UPDATE SKIP LOCKED) x
 ), rest AS (
   SELECT j.id, ${claimRank('j')} AS rank FROM ${s}.job j
    WHERE ${claimable} AND j.id <> ALL(ARRAY(SELECT id FROM offered))
    ORDER BY ${claimRank('j')}, j.id LIMIT GREATEST(0, ${limit} - (SELECT count(*) FROM offered)) FOR UPDATE SKIP LOCKED
 ), picked AS (
   SELECT id, row_number() OVER (ORDER BY round, rank, id) AS ord FROM (
-    SELECT id, rank, row_number() OVER (PARTITION BY n ORDER BY rank, id) AS round FROM offered
+    SELECT id, rank, (row_number() OVER (PARTITION BY n ORDER BY rank, id) + w - 1) / w AS round FROM offered
     UNION ALL SELECT id, rank, 9223372036854775807 FROM rest) u
    ORDER BY round, rank, id LIMIT ${limit}
 ), ${claimedCte(s)}`;
