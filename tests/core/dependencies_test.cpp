@@ -30,7 +30,7 @@ TEST_CASE("dependencies: a job with unfinished parents is written waiting for th
   const std::string out = batch(R"({"payloadBytes":2},{"payloadBytes":2,"parents":[0,"running","succeeded"]},{"payloadBytes":2,"parents":[1],"onParentFailure":"run"})");
   CHECK(out == R"({"results":[)"
                R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0},)"
-               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"waiting","waitingOn":2,"onParentFailure":"cancel","total":3,"dead":0,"cancelled":0}},)"
+               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"waiting","waitingOn":2,"onParentFailure":"cancel","total":3,"dead":0,"cancelled":0,"counted":[2]}},)"
                R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":1,"dead":0,"cancelled":0}}]})");
   // An empty list is no dependency at all.
   CHECK(batch(R"({"payloadBytes":2,"parents":[]})") == R"({"results":[{"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0}]})");
@@ -42,11 +42,11 @@ TEST_CASE("dependencies: parents all finished: due at once (and nudged), or canc
                                 R"({"payloadBytes":2,"parents":["cancelled","retrying"]},)"
                                 R"({"payloadBytes":2,"parents":[2]},{"payloadBytes":2,"parents":[2,"running"],"onParentFailure":"run"},{"payloadBytes":2,"parents":[0]})");
   CHECK(out == R"({"results":[)"
-               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"cancel","total":2,"dead":0,"cancelled":0}},)"
-               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":3,"dead":1,"cancelled":1}},)"
-               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"cancelled","waitingOn":0,"onParentFailure":"cancel","total":2,"dead":0,"cancelled":1,"code":"parent_failed"}},)"
-               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"cancelled","waitingOn":0,"onParentFailure":"cancel","total":1,"dead":0,"cancelled":1,"code":"parent_failed"}},)"
-               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":2,"dead":0,"cancelled":1}},)"
+               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"cancel","total":2,"dead":0,"cancelled":0,"counted":[0,1]}},)"
+               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":3,"dead":1,"cancelled":1,"counted":[0,1,2]}},)"
+               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"cancelled","waitingOn":0,"onParentFailure":"cancel","total":2,"dead":0,"cancelled":1,"counted":[0],"code":"parent_failed"}},)"
+               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"cancelled","waitingOn":0,"onParentFailure":"cancel","total":1,"dead":0,"cancelled":1,"counted":[0],"code":"parent_failed"}},)"
+               R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":2,"dead":0,"cancelled":1,"counted":[0]}},)"
                R"({"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,"parents":{"status":"waiting","waitingOn":1,"onParentFailure":"cancel","total":1,"dead":0,"cancelled":0}}]})");
   CHECK(postbox::birth_status(0, true, postbox::ParentFailure::release) == postbox::BirthStatus::pending);
   CHECK(postbox::birth_status(3, true, postbox::ParentFailure::cancel) == postbox::BirthStatus::cancelled);
@@ -134,13 +134,13 @@ TEST_CASE("dependencies: a batch's completion waits on every member (up to 10000
   // Members are open, one already dead, one cancelled: it waits on the open ones and releases on failure.
   const std::string out = batch(R"({"payloadBytes":2,"completesBatch":true,"parents":["pending","dead","cancelled","succeeded"]})");
   CHECK(out == R"({"results":[{"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,)"
-               R"("parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":4,"dead":1,"cancelled":1}}]})");
+               R"("parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":4,"dead":1,"cancelled":1,"counted":[1,2,3]}}]})");
   // A batch that ended before its completion was written (or has no member) is due at once, and nudged.
   CHECK(batch(R"({"payloadBytes":2,"completesBatch":true,"parents":[]})") ==
         R"({"results":[{"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":0,"dead":0,"cancelled":0}}]})");
   // It runs even after a member cancelled at birth: a batch never cancels its completion by itself.
   CHECK(has(batch(R"({"payloadBytes":2,"parents":["dead"]},{"payloadBytes":2,"completesBatch":true,"parents":[0,"succeeded"],"onParentFailure":"cancel"})"),
-            R"("parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":2,"dead":0,"cancelled":1}}]})"));
+            R"("parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":2,"dead":0,"cancelled":1,"counted":[0,1]}}]})"));
   std::string members;
   for (int i = 0; i < 1000; ++i) members += (i ? "," : "") + std::string(R"("waiting")");
   CHECK(has(batch(R"({"payloadBytes":2,"completesBatch":true,"parents":[)" + members + "]}"), R"("waitingOn":1000)"));

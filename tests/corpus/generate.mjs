@@ -1008,27 +1008,27 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('batch over 16 MiB of payloads', batch([...full, { payloadBytes: 1 }]), isError('too_large', '16777216'));
 
   // Dependencies (dependencies.h): parents are earlier indexes, or stored jobs by status as the shim found them (false: not found).
-  const born = (status, waitingOn, effect, [total, dead, cancelled]) => ({ ok: true, payloadBytes: 1, dueAt: NOW, nudge: status === 'pending', delaySeconds: status === 'pending' ? 0 : null,
-    parents: { status, waitingOn, onParentFailure: effect, total, dead, cancelled, ...(status === 'cancelled' ? { code: 'parent_failed' } : {}) } });
+  const born = (status, waitingOn, effect, [total, dead, cancelled], counted) => ({ ok: true, payloadBytes: 1, dueAt: NOW, nudge: status === 'pending', delaySeconds: status === 'pending' ? 0 : null,
+    parents: { status, waitingOn, onParentFailure: effect, total, dead, cancelled, ...(counted ? { counted } : {}), ...(status === 'cancelled' ? { code: 'parent_failed' } : {}) } });
   const refused = (code) => (o) => want(o.ok === false && o.issues[0].code === code, code);
   const each = (...checks) => (o) => checks.forEach((check, i) => check(o.results[i]));
   const plain = (o) => want(o.ok === true && o.parents === undefined && o.nudge === true, 'due now, nudged');
-  // `tally`: [all parents, dead, cancelled] at birth.
-  const is = (status, waitingOn, effect, tally) => (o) => want(JSON.stringify(o) === JSON.stringify(born(status, waitingOn, effect, tally)), `${status} on ${waitingOn} of ${tally}, ${effect} on a failed parent`);
-  e('batch parents: an earlier item and an open job: waits on 2, cancel by default', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0, 'running', 'succeeded'] }]), each(plain, is('waiting', 2, 'cancel', [3, 0, 0])));
+  // `tally`: [all parents, dead, cancelled] at birth; `counted`: the places of the parents that had ended (counted at birth).
+  const is = (status, waitingOn, effect, tally, counted) => (o) => want(JSON.stringify(o) === JSON.stringify(born(status, waitingOn, effect, tally, counted)), `${status} on ${waitingOn} of ${tally}, ${effect} on a failed parent, counted ${counted}`);
+  e('batch parents: an earlier item and an open job: waits on 2, cancel by default', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0, 'running', 'succeeded'] }]), each(plain, is('waiting', 2, 'cancel', [3, 0, 0], [2])));
   e('batch parents: run keeps release', batch([{ payloadBytes: 1 }, { payloadBytes: 1, parents: [0], onParentFailure: 'run' }]), each(plain, is('waiting', 1, 'release', [1, 0, 0])));
   e('batch parents: explicit cancel', batch([{ payloadBytes: 1, parents: ['pending'], onParentFailure: 'cancel' }]), each(is('waiting', 1, 'cancel', [1, 0, 0])));
   e('batch parents: every unfinished status is open', batch([{ payloadBytes: 1, parents: ['pending', 'running', 'retrying', 'waiting'] }]), each(is('waiting', 4, 'cancel', [4, 0, 0])));
-  e('batch parents: all succeeded is due now', batch([{ payloadBytes: 1, parents: ['succeeded', 'succeeded'] }]), each(is('pending', 0, 'cancel', [2, 0, 0])));
-  e('batch parents: a dead one cancels at birth', batch([{ payloadBytes: 1, parents: ['dead', 'pending'] }]), each(is('cancelled', 0, 'cancel', [2, 1, 0])));
-  e('batch parents: a cancelled one cancels at birth', batch([{ payloadBytes: 1, parents: ['cancelled'] }]), each(is('cancelled', 0, 'cancel', [1, 0, 1])));
-  e('batch parents: a failed one under run counts as done', batch([{ payloadBytes: 1, parents: ['dead', 'pending'], onParentFailure: 'run' }]), each(is('waiting', 1, 'release', [2, 1, 0])));
+  e('batch parents: all succeeded is due now', batch([{ payloadBytes: 1, parents: ['succeeded', 'succeeded'] }]), each(is('pending', 0, 'cancel', [2, 0, 0], [0, 1])));
+  e('batch parents: a dead one cancels at birth', batch([{ payloadBytes: 1, parents: ['dead', 'pending'] }]), each(is('cancelled', 0, 'cancel', [2, 1, 0], [0])));
+  e('batch parents: a cancelled one cancels at birth', batch([{ payloadBytes: 1, parents: ['cancelled'] }]), each(is('cancelled', 0, 'cancel', [1, 0, 1], [0])));
+  e('batch parents: a failed one under run counts as done', batch([{ payloadBytes: 1, parents: ['dead', 'pending'], onParentFailure: 'run' }]), each(is('waiting', 1, 'release', [2, 1, 0], [0])));
   e('batch parents: born cancelled cancels its children', batch([{ payloadBytes: 1, parents: ['dead'] }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1], onParentFailure: 'run' }]),
-    each(is('cancelled', 0, 'cancel', [1, 1, 0]), is('cancelled', 0, 'cancel', [1, 0, 1]), is('pending', 0, 'release', [1, 0, 1])));
+    each(is('cancelled', 0, 'cancel', [1, 1, 0], [0]), is('cancelled', 0, 'cancel', [1, 0, 1], [0]), is('pending', 0, 'release', [1, 0, 1], [0])));
   e('batch parents: empty list is none', batch([{ payloadBytes: 1, parents: [] }]), each(plain));
-  e('batch completion: waits on its members and releases on failure', batch([{ payloadBytes: 1, completesBatch: true, parents: ['running', 'dead', 'succeeded'] }]), each(is('waiting', 1, 'release', [3, 1, 0])));
+  e('batch completion: waits on its members and releases on failure', batch([{ payloadBytes: 1, completesBatch: true, parents: ['running', 'dead', 'succeeded'] }]), each(is('waiting', 1, 'release', [3, 1, 0], [1, 2])));
   e('batch completion: no member is due now', batch([{ payloadBytes: 1, completesBatch: true, parents: [] }]), each(is('pending', 0, 'release', [0, 0, 0])));
-  e('batch completion: run whatever onParentFailure says', batch([{ payloadBytes: 1, completesBatch: true, onParentFailure: 'cancel', parents: ['cancelled'] }]), each(is('pending', 0, 'release', [1, 0, 1])));
+  e('batch completion: run whatever onParentFailure says', batch([{ payloadBytes: 1, completesBatch: true, onParentFailure: 'cancel', parents: ['cancelled'] }]), each(is('pending', 0, 'release', [1, 0, 1], [0])));
   e('batch completion: 100000 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100000).fill('pending') }]), each(is('waiting', 100000, 'release', [100000, 0, 0])));
   e('batch completion: 100001 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100001).fill('pending') }]), isError('too_large', 'parents'));
   e('batch completion: not a bool', batch([{ payloadBytes: 1, completesBatch: 1 }]), isError('invalid_input', 'items[0].completesBatch'));

@@ -187,13 +187,17 @@ std::string refusal_message(DependencyRefusal r, const Job& job) {
 
 // A job's parents counted at its birth (an earlier item is unfinished, or cancelled when it was
 // cancelled at birth; `fates` says what each earlier item became).
+// What parent `p` is at the child's birth: a stored job as found; an earlier item unfinished, or
+// cancelled when it was cancelled at birth.
+ParentRef::Kind kind_at_birth(const ParentRef& p, const std::vector<ItemFate>& fates) {
+  if (p.kind != ParentRef::Kind::earlier) return p.kind;
+  return fates[static_cast<std::size_t>(p.index)] == ItemFate::cancelled ? ParentRef::Kind::cancelled : ParentRef::Kind::open;
+}
+
 ParentTally count_parents(const Job& job, const std::vector<ItemFate>& fates) {
   ParentTally c;
   for (const ParentRef& p : job.parents) {
-    ParentRef::Kind kind = p.kind;
-    if (kind == ParentRef::Kind::earlier) {
-      kind = fates[static_cast<std::size_t>(p.index)] == ItemFate::cancelled ? ParentRef::Kind::cancelled : ParentRef::Kind::open;
-    }
+    const ParentRef::Kind kind = kind_at_birth(p, fates);
     c.total += 1;
     c.open += kind == ParentRef::Kind::open ? 1 : 0;
     c.dead += kind == ParentRef::Kind::dead ? 1 : 0;
@@ -208,7 +212,7 @@ ParentTally count_parents(const Job& job, const std::vector<ItemFate>& fates) {
 // it waits for, what a parent's failure does to it and how its parents stand (all, dead,
 // cancelled); only one written due is nudged. A batch's completion has parents even when empty.
 void write_decision(JsonWriter& out, const Settings& s, const Job& job, DependencyRefusal deps = DependencyRefusal::none,
-                    const ParentTally* parents = nullptr) {
+                    const ParentTally* parents = nullptr, const std::vector<ItemFate>* fates = nullptr) {
   out.begin_object();
   if (job.payload_bytes > s.max_payload) {
     write_refusal(out, "payload_too_large", "payload is " + decimal_string(job.payload_bytes) + " bytes; the limit is " + decimal_string(s.max_payload));
@@ -238,6 +242,16 @@ void write_decision(JsonWriter& out, const Settings& s, const Job& job, Dependen
     out.field("total", parents->total);
     out.field("dead", parents->dead);
     out.field("cancelled", parents->cancelled);
+    // Which parents (by their place in the list) had ended, so the child counted them at birth:
+    // a store that marks each end it counts marks these at once (absent: none had).
+    if (fates != nullptr && parents->open < parents->total) {
+      out.key("counted");
+      out.begin_array();
+      for (std::size_t i = 0; i < job.parents.size(); ++i) {
+        if (kind_at_birth(job.parents[i], *fates) != ParentRef::Kind::open) out.integer(static_cast<int64_t>(i));
+      }
+      out.end_array();
+    }
     if (birth == BirthStatus::cancelled) out.field("code", kParentFailedCode);
     out.end_object();
   }
@@ -317,7 +331,7 @@ Status enqueue_batch(od::object& root, const Where& where, JsonWriter& out) {
       const bool born_cancelled = !job.parents.empty() && birth_status(parents.open, parents.failed(), job.parent_failure()) == BirthStatus::cancelled;
       fates.push_back(born_cancelled ? ItemFate::cancelled : ItemFate::open);
     }
-    write_decision(out, s, job, deps, &parents);
+    write_decision(out, s, job, deps, &parents, &fates);
     return ok_status();
   });
   if (!status) return status;

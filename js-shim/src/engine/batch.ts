@@ -95,7 +95,7 @@ const CANCEL_CHUNK = 1000;
 export async function cancelBatch(
   openMembers: ((id: string) => Promise<string[]>) | undefined, cancel: (ids: readonly string[]) => Promise<OperateResult[]>, id: string,
 ): Promise<BatchCancelled> {
-  if (!openMembers) throw new PostboxError('unsupported', 'cancelBatch: batches need a store that keeps dependencies (PostgreSQL or memory)');
+  if (!openMembers) throw new PostboxError('unsupported', 'cancelBatch: batches need a store that keeps dependencies (every built-in store does)');
   if (typeof id !== 'string' || id.length === 0) throw new PostboxError('invalid_input', 'cancelBatch: id must be the batch id (its completion job id)');
   const [completion] = await cancel([id]);
   if (!completion || completion.status === 'not_found') return { completion: completion ?? { id, status: 'not_found' }, members: [] };

@@ -7,7 +7,7 @@ import { sendNudges, type PendingNudge } from './nudge.js';
 import type { EngineRuntime } from './runtime.js';
 import type { TxBatch, TxEnqueue, TxEnqueueMany } from './driven.js';
 import { runBatch } from './batch.js';
-import type { AppendInput, AppendRow, DependencyEdge, DependencyStore, OutboxStore } from '../stores/contract.js';
+import type { AppendInput, AppendParents, AppendRow, DependencyEdge, DependencyStore, OutboxStore } from '../stores/contract.js';
 import type { DependencyRefusalReason, EnqueueOptions, JobStatus, EnqueueRefusal, EnqueueResult, EnqueueTrace, JobDefinition, Queryable, Telemetry } from '../types.js';
 
 /** What the core said about one job: refused, or when it is due and how to nudge it. */
@@ -26,6 +26,8 @@ interface DecidedParents {
   total: number;
   dead: number;
   cancelled: number;
+  /** The places (in the item's parent list) of the parents that had ended, which the child counted at birth; absent: none. */
+  counted?: number[];
   code?: string;
 }
 
@@ -103,8 +105,6 @@ export interface PlannedEnqueue {
   decisions: EnqueueDecision[];
   /** Each item's parents as given (ids and list indexes), for linking after the append; `null`: none. */
   parents: ((string | number)[] | null)[];
-  /** The stored parents (ids) found already ended: their children counted them at birth. */
-  endedParents: ReadonlySet<string>;
 }
 
 /**
@@ -207,12 +207,10 @@ export async function planEnqueue<P>(
   }
   if (env.strict) throwFirstRefusal(results, api);
   const parents = prepared.map((p) => p.parents);
-  const endedParents = new Set<string>();
-  for (const p of prepared) for (const [id, status] of p.found ?? []) if (status === 'succeeded' || status === 'dead' || status === 'cancelled') endedParents.add(id);
-  if (writes.length === 0) return { input: null, results, writes, decisions, parents, endedParents };
+  if (writes.length === 0) return { input: null, results, writes, decisions, parents };
   const ids = writes.map(() => checkedId(env.generateId(), api));
   const input = appendInput(env, job, writes.map((i) => prepared[i]!), ids, writes.map((i) => decisions[i] as Extract<EnqueueDecision, { ok: true }>));
-  return { input, results, writes, decisions, parents, endedParents };
+  return { input, results, writes, decisions, parents };
 }
 
 /** The core's refusal as a result: parents that cannot be met, or an invalid payload. */
@@ -227,7 +225,7 @@ async function findParents(prepared: readonly Prepared[], api: Api, lookup: Pare
   const refs: { id: string; tenantKey: string | null }[] = [];
   for (const p of prepared) {
     if ((!p.parents && !p.completesBatch) || p.refused) continue;
-    if (!lookup) throw new PostboxError('unsupported', `${api}: dependsOn needs a store that keeps dependencies (PostgreSQL or memory); this outbox's does not`);
+    if (!lookup) throw new PostboxError('unsupported', `${api}: dependsOn needs a store that keeps dependencies (every built-in store does); this outbox's does not`);
     for (const parent of p.parents ?? []) if (typeof parent === 'string' && UUID.test(parent)) refs.push({ id: parent, tenantKey: p.tenantKey });
   }
   const found: (JobStatus | null)[] = refs.length > 0 && lookup ? await lookup(refs) : [];
@@ -246,20 +244,19 @@ async function findParents(prepared: readonly Prepared[], api: Api, lookup: Pare
  * core decided from its parents' states; the edges let their settles count it down.
  */
 async function addEdges<Tx>(deps: DependencyStore<unknown, Tx>, q: Tx, planned: PlannedEnqueue, rows: readonly AppendRow[]): Promise<void> {
-  const { writes, decisions, parents, endedParents } = planned;
+  const { writes, decisions, parents } = planned;
   const rowOf = new Map<number, AppendRow>();
   writes.forEach((i, w) => rowOf.set(i, rows[w]!));
-  // An earlier item of the list ended at birth when it was written cancelled (a held one, not at all: the core counted it open).
-  const bornEnded = (i: number) => rowOf.get(i)!.created && (decisions[i] as Extract<EnqueueDecision, { ok: true }>).parents?.status === 'cancelled';
   const edges: DependencyEdge[] = [];
   for (const i of writes) {
     const row = rowOf.get(i)!;
-    if (!row.created || !(decisions[i] as Extract<EnqueueDecision, { ok: true }>).parents) continue;
-    for (const parent of parents[i] ?? []) {
-      edges.push(typeof parent === 'string'
-        ? { child: row.id, parent, parentEnded: endedParents.has(parent) }
-        : { child: row.id, parent: rowOf.get(parent)!.id, parentEnded: bornEnded(parent) });
-    }
+    const decided = (decisions[i] as Extract<EnqueueDecision, { ok: true }>).parents;
+    if (!row.created || !decided) continue;
+    // The parents the core counted at birth, by their place in the list the core was given.
+    const counted = new Set(decided.counted ?? []);
+    (parents[i] ?? []).forEach((parent, k) => {
+      edges.push({ child: row.id, parent: typeof parent === 'string' ? parent : rowOf.get(parent)!.id, parentEnded: counted.has(k) });
+    });
   }
   await deps.addEdges(q, edges);
 }
@@ -467,9 +464,14 @@ function appendInput<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>, writes:
       id: ids[i]!, payloadJson: w.payloadJson, tenantKey: w.tenantKey, dedupeKey: w.dedupeKey, correlationId: w.correlationId,
       metadataJson: w.metadataJson, dueAt: decided[i]!.dueAt, maxAttempts: w.maxAttempts,
       ...(w.priority === 0 ? {} : { priority: w.priority, boostMs: decided[i]!.boostMs ?? 0 }),
-      ...(decided[i]!.parents ? { parents: { ...decided[i]!.parents!, code: decided[i]!.parents!.code ?? null } } : {}),
+      ...(decided[i]!.parents ? { parents: appendParents(decided[i]!.parents!) } : {}),
     })),
   };
+}
+
+/** A child's parents as the append writes them (what it counted at birth goes to its edges, not its row). */
+function appendParents({ counted: _counted, code, ...rest }: DecidedParents): AppendParents {
+  return { ...rest, code: code ?? null };
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
