@@ -32,6 +32,12 @@ export interface JobSpec<Schema extends StandardSchemaV1, Deps, Out extends Hand
    * out. Jobs beyond it wait, uncharged, and are claimed as attempts end.
    */
   concurrency?: number;
+  /**
+   * At most this many attempts of the kind run at once for any one tenant (jobs without a
+   * `tenantKey` count as one tenant), across every consumer (1-10000, at most `concurrency`).
+   * Other tenants' jobs are claimed past a tenant at its limit; its own wait, uncharged.
+   */
+  tenantConcurrency?: number;
   /** The priority (0-10, higher first) its jobs get when enqueued without one; default 0. See `EnqueueOptions.priority`. */
   priority?: number;
   /**
@@ -98,6 +104,7 @@ function buildJob<Schema extends StandardSchemaV1, Deps, Out extends HandlerOutc
     warnAtStreak: spec.warnAtStreak ?? null,
     ...(spec.heartbeat === undefined ? {} : { heartbeat: heartbeatOption(spec.kind, spec.heartbeat) }),
     ...(spec.concurrency === undefined ? {} : { concurrency: spec.concurrency }),
+    ...(spec.tenantConcurrency === undefined ? {} : { tenantConcurrency: spec.tenantConcurrency }),
     ...(spec.priority === undefined ? {} : { priority: spec.priority }),
     ...(spec.rateLimit === undefined ? {} : { rateLimit: spec.rateLimit }),
   });

@@ -149,6 +149,9 @@ export interface JobDefinition<Payload = any, Deps = any, Out extends HandlerOut
   readonly __deps?: (deps: Deps) => void;
 }
 
+/** Why a drain left a kind's due jobs waiting (`throttled` events): the limit in the way. */
+export type ThrottleReason = 'concurrency_limit' | 'rate_limit' | 'tenant_concurrency_limit';
+
 /** A normalised policy from the core (docs/ABI.md, `pb_policy`). */
 export interface CorePolicy {
   kind: string;
@@ -168,6 +171,8 @@ export interface CorePolicy {
   priority?: number;
   /** Present only when the kind has a concurrency limit (`defineJob`'s `concurrency`). */
   concurrency?: number;
+  /** Present only when the kind has a per-tenant concurrency limit (`defineJob`'s `tenantConcurrency`). */
+  tenantConcurrency?: number;
   /** Present only when the kind has a rate limit: at most `rateSlots` starts in any `rateHoldMs` window. */
   rateSlots?: number;
   rateHoldMs?: number;
@@ -314,10 +319,11 @@ export type OutboxEvent =
   | { type: 'handoff'; lane: string; jobs: number }
   /**
    * A drain left due jobs of `kind` waiting for its flow limit: all its `concurrency` slots held
-   * by running attempts, or its `rateLimit`'s starts used up for now. Once per kind and drain;
-   * the jobs are not charged and are claimed as room frees.
+   * by running attempts, its `rateLimit`'s starts used up for now, or every tenant with due jobs
+   * of it running its `tenantConcurrency`. Once per kind and drain; the jobs are not charged and
+   * are claimed as room frees.
    */
-  | { type: 'throttled'; lane: string; kind: string; reason: 'concurrency_limit' | 'rate_limit' }
+  | { type: 'throttled'; lane: string; kind: string; reason: ThrottleReason }
   /**
    * `count` pending jobs of `kind`, due for over 5 minutes, that this deploy does not register:
    * nothing here will run them (a kind removed or renamed, or a deploy that never shipped it).

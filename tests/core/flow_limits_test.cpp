@@ -50,7 +50,7 @@ TEST_CASE("flow limits: the claim plan lists limited kinds only when there are a
       R"([{"kind":"a","timeoutMs":1000},{"kind":"b","timeoutMs":1000,"concurrency":2},{"kind":"c","timeoutMs":1000,"rateLimit":{"starts":4,"perMs":1000}}])";
   auto r = call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":)" + policies + "}");
   REQUIRE(r.rc == 0);
-  CHECK(r.out.find(R"("limits":{"kinds":["b","c"],"concurrency":[2,0],"rateSlots":[0,4],"rateHoldMs":[0,1000]})") != std::string::npos);
+  CHECK(r.out.find(R"("limits":{"kinds":["b","c"],"concurrency":[2,0],"rateSlots":[0,4],"rateHoldMs":[0,1000],"tenantConcurrency":[0,0]})") != std::string::npos);
   auto plain = call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":[{"kind":"a","timeoutMs":1000}]})");
   CHECK(plain.out.find("limits") == std::string::npos);
 }
@@ -95,4 +95,51 @@ TEST_CASE("flow limits: inspection counts the due jobs a kind's limits hold back
                             R"({"due":7,"running":1,"concurrency":0,"rateSlots":0,"rateHeld":0}]})");  // no limits
   CHECK(r.out == R"({"throttled":[8,10,1,0,0]})");
   CHECK(error_code_of(call(pb_backlog, R"({"op":"throttled"})").out) == "invalid_input");
+}
+
+TEST_CASE("flow limits: a tenant's concurrency is normalised, planned, and bounded by the kind's") {
+  auto r = call(pb_policy, R"({"kind":"sync","timeoutMs":1000,"concurrency":10,"tenantConcurrency":2})");
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find(R"("concurrency":10,"tenantConcurrency":2,)") != std::string::npos);
+  CHECK(call(pb_policy, r.out).out == r.out);
+  // A tenant limit alone makes the kind limited; a plan then says how many tenants a claim visits.
+  auto plan = call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":[)"
+                             R"({"kind":"a","timeoutMs":1000},{"kind":"t","timeoutMs":1000,"tenantConcurrency":3}]})");
+  REQUIRE(plan.rc == 0);
+  CHECK(plan.out.find(R"("limits":{"kinds":["t"],"concurrency":[0],"rateSlots":[0],"rateHoldMs":[0],"tenantConcurrency":[3],"tenantVisits":64})") !=
+        std::string::npos);
+  // Limited kinds without one plan 0, and no visits.
+  auto kindOnly = call(pb_claim, R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":[{"kind":"b","timeoutMs":1000,"concurrency":2}]})");
+  CHECK(kindOnly.out.find(R"("tenantConcurrency":[0]})") != std::string::npos);
+  // More per tenant than the whole kind may run is a mistake, refused with both numbers.
+  auto over = call(pb_policy, R"({"kind":"sync","timeoutMs":1000,"concurrency":2,"tenantConcurrency":3})");
+  CHECK(error_code_of(over.out) == "invalid_policy");
+  CHECK(over.out.find("tenantConcurrency (3) must not exceed concurrency (2)") != std::string::npos);
+  for (const char* bad : {R"("tenantConcurrency":0)", R"("tenantConcurrency":10001)", R"("tenantConcurrency":"2")"}) {
+    CHECK_MESSAGE(error_code_of(call(pb_policy, std::string(R"({"kind":"s","timeoutMs":1000,)") + bad + "}").out) == "invalid_policy", bad);
+  }
+}
+
+TEST_CASE("flow limits: a kind held back by its tenants' limits says so, and polls like concurrency") {
+  CHECK(call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":100000,"throttled":[{"kind":"t","retryAt":null,"timeoutMs":1000,"tenant":true}]})").out ==
+        R"({"retryAt":1100,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]})");
+  // Slots just made for a tenant: claim again at once.
+  CHECK(call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":100000,"throttled":[{"kind":"t","retryAt":1000,"timeoutMs":1000,"tenant":true}]})").out ==
+        R"({"retryAt":1000,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]})");
+  CHECK(error_code_of(call(pb_claim, R"({"op":"throttle","now":1,"deadlineAt":2,"throttled":[{"kind":"t","timeoutMs":1,"tenant":1}]})").out) == "invalid_input");
+}
+
+TEST_CASE("flow limits: inspection holds back what does not fit in the tenants' room") {
+  auto throttled = [](const std::string& row) { return call(pb_backlog, R"({"op":"throttled","rows":[)" + row + "]}").out; };
+  // 10 due, room for 5 in the kind; tenants with limit 2: one with 6 due and 1 running fits 1,
+  // one with 3 due fits 2, one with 1 due and 2 running (a limit lowered) fits none: 3 fit.
+  CHECK(throttled(R"({"due":10,"running":3,"concurrency":8,"rateSlots":0,"rateHeld":0,"tenantConcurrency":2,"tenants":[[6,1],[3,0],[1,2]]})") ==
+        R"({"throttled":[7]})");
+  // The kind's own limit is the tighter one.
+  CHECK(throttled(R"({"due":10,"running":4,"concurrency":5,"rateSlots":0,"rateHeld":0,"tenantConcurrency":2,"tenants":[[5,0],[5,0]]})") ==
+        R"({"throttled":[9]})");
+  // Without tenants listed, the tenant limit is not applied.
+  CHECK(throttled(R"({"due":4,"running":0,"concurrency":0,"rateSlots":0,"rateHeld":0,"tenantConcurrency":1})") == R"({"throttled":[0]})");
+  CHECK(error_code_of(throttled(R"({"due":4,"tenantConcurrency":1,"tenants":[[1]]})")) == "invalid_input");
+  CHECK(error_code_of(throttled(R"({"due":4,"tenants":[[1,0]],"tenantConcurrency":1})")) == "invalid_input");
 }

@@ -117,6 +117,7 @@ function normPolicy(raw) {
   // Flow limits (docs/ABI.md): a rate limit becomes its slots and how long each start holds one.
   if (raw.priority != null) head.priority = raw.priority;
   if (raw.concurrency != null) head.concurrency = raw.concurrency;
+  if (raw.tenantConcurrency != null) head.tenantConcurrency = raw.tenantConcurrency;
   if (raw.rateLimit != null) {
     const { starts, perMs, burst = starts } = raw.rateLimit;
     head.rateSlots = burst;
@@ -238,6 +239,13 @@ const basePolicy = P({ kind: 'email.welcome', timeoutMs: 30000 });
   err('rateLimit missing perMs', flow({ rateLimit: { starts: 1 } }), 'perMs');
   err('rateLimit unknown field', flow({ rateLimit: { starts: 1, perMs: 1000, window: 1 } }), 'window');
   err('rateLimit not an object', flow({ rateLimit: 20 }), 'rateLimit');
+  // A tenant's concurrency: at most the kind's own, when it has one.
+  ok('tenantConcurrency with concurrency', flow({ concurrency: 10, tenantConcurrency: 2 }));
+  add('policy', 'tenantConcurrency alone', flow({ tenantConcurrency: 3 }), fields({ tenantConcurrency: 3 }));
+  add('policy', 'tenantConcurrency equal to concurrency', flow({ concurrency: 4, tenantConcurrency: 4 }), fields({ concurrency: 4, tenantConcurrency: 4 }));
+  err('tenantConcurrency above concurrency', flow({ concurrency: 2, tenantConcurrency: 3 }), 'must not exceed concurrency');
+  err('tenantConcurrency 0', flow({ tenantConcurrency: 0 }), 'tenantConcurrency');
+  err('tenantConcurrency 10001', flow({ tenantConcurrency: 10001 }), 'tenantConcurrency');
   err('perCode not an object', { kind: 'k', timeoutMs: 1000, retry: { perCode: [] } }, 'perCode');
   err('perCode streak 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: 0 } } }, 'perCode.x');
   err('perCode streak object 0', { kind: 'k', timeoutMs: 1000, retry: { perCode: { x: { streak: 0 } } } }, 'streak');
@@ -578,7 +586,10 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('plan lastClaimFull not a bool', plan({ lastClaimFull: 1 }), isError('invalid_input', 'lastClaimFull'));
   // flow limits: a plan lists the limits of its kinds only when one has any.
   const limited = [P({ kind: 'a', timeoutMs: 1000, concurrency: 5 }), P({ kind: 'b', timeoutMs: 1000, rateLimit: { starts: 20, perMs: 1000, burst: 5 } }), P({ kind: 'c', timeoutMs: 1000 })];
-  c('plan limits parallel to kinds', plan({ policies: limited }), fields({ limits: { kinds: ['a', 'b'], concurrency: [5, 0], rateSlots: [0, 5], rateHoldMs: [0, 250] } }));
+  c('plan limits parallel to kinds', plan({ policies: limited }), fields({ limits: { kinds: ['a', 'b'], concurrency: [5, 0], rateSlots: [0, 5], rateHoldMs: [0, 250], tenantConcurrency: [0, 0] } }));
+  const perTenant = [P({ kind: 't', timeoutMs: 1000, tenantConcurrency: 2 }), P({ kind: 'c', timeoutMs: 1000 })];
+  c('plan tenant limit visits tenants', plan({ policies: perTenant }),
+    fields({ limits: { kinds: ['t'], concurrency: [0], rateSlots: [0], rateHoldMs: [0], tenantConcurrency: [2], tenantVisits: 64 } }));
   c('plan no limits without a limited kind', plan({ policies: two }), (o) => want(o.limits === undefined, 'no limits field'));
   // fair share: the plan says how many tenants a claim visits, only for due claims.
   c('plan fair share', plan({ policies: two, fairShare: true }), fields({ fairTenants: 64 }));
@@ -598,6 +609,11 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('throttle gives up past the deadline', thr({ deadlineAt: NOW + 1050, throttled: [{ kind: 'b', retryAt: NOW + 250, timeoutMs: 1000 }] }), fields({ retryAt: null }));
   c('throttle nothing held', thr({}), fields({ retryAt: null, kinds: [] }));
   c('throttle missing kind', thr({ throttled: [{ retryAt: null, timeoutMs: 1000 }] }), isError('invalid_input', 'kind'));
+  c('throttle by tenants polls', thr({ throttled: [{ kind: 't', retryAt: null, timeoutMs: 1000, tenant: true }] }),
+    exactText(`{"retryAt":${NOW + 100},"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]}`));
+  c('throttle by tenants with new slots asks now', thr({ throttled: [{ kind: 't', retryAt: NOW, timeoutMs: 1000, tenant: true }] }),
+    exactText(`{"retryAt":${NOW},"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]}`));
+  c('throttle tenant not a bool', thr({ throttled: [{ kind: 't', retryAt: null, timeoutMs: 1000, tenant: 'yes' }] }), isError('invalid_input', 'tenant'));
   c('throttle timeoutMs 0', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 0 }] }), isError('invalid_input', 'timeoutMs'));
   // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
   c('outbox defaults', { op: 'outbox' }, exactText('{"concurrency":1,"lanes":1,"operationTimeoutMs":60000,"maxPayloadBytes":262144,"handlerSessions":1,"maxQueueDelayMs":86400000,"maxKeyChars":1024}'));
@@ -1476,6 +1492,10 @@ function bruteDue(expr, at, lastAt) {
   b('throttled by the tighter limit', { op: 'throttled', rows: [row({ running: 1, concurrency: 5, rateSlots: 4, rateHeld: 2 })] }, exactText('{"throttled":[8]}'));
   b('throttled none without limits', { op: 'throttled', rows: [row({})] }, exactText('{"throttled":[0]}'));
   b('throttled all when over the limit', { op: 'throttled', rows: [row({ running: 7, concurrency: 5 })] }, exactText('{"throttled":[10]}'));
+  // With a tenant limit: no more than fit in their tenants' room, min(due, limit - running) each.
+  b('throttled by tenants', { op: 'throttled', rows: [row({ tenantConcurrency: 2, tenants: [[6, 1], [3, 0], [1, 2]] })] }, exactText('{"throttled":[7]}'));
+  b('throttled by the kind before tenants', { op: 'throttled', rows: [row({ concurrency: 2, tenantConcurrency: 2, tenants: [[5, 0], [5, 0]] })] }, exactText('{"throttled":[8]}'));
+  b('throttled tenants not pairs', { op: 'throttled', rows: [row({ tenantConcurrency: 2, tenants: [[6]] })] }, isError('invalid_input', 'tenants'));
   b('throttled none when room exceeds due', { op: 'throttled', rows: [row({ due: 2, concurrency: 50 }), row({ due: 0, concurrency: 1 })] }, exactText('{"throttled":[0,0]}'));
   // window: due <= now, aged <= now - agedMs (default 5 min), stuck < now, dead letters over 1 h.
   const win = (now, agedMs) => ({ dueBefore: now, agedBefore: now - (agedMs ?? 300000), stuckBefore: now, deadLettersSince: now - 3600000, deadLetterWindowMs: 3600000 });

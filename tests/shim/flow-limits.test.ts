@@ -18,7 +18,7 @@ const post = async (path: string, body: object = {}) => {
   assert.equal(res.status, 200, JSON.stringify(res.body));
   return res.body;
 };
-const enqueue = (kind: string, opts: { n?: number; key?: string; ms?: number } = {}) => post('/enqueue', { kind, ...opts }) as Promise<string[]>;
+const enqueue = (kind: string, opts: { n?: number; key?: string; ms?: number; tenantKey?: string | null } = {}) => post('/enqueue', { kind, ...opts }) as Promise<string[]>;
 const drains = (n: number) => post('/drains', { n }) as Promise<Report[]>;
 const stats = async () => (await (await env.worker.fetch('/stats')).json()) as Stats;
 const statusCounts = async (kind: string) =>
@@ -99,5 +99,75 @@ describe('flow limits', () => {
     assert.equal((await env.sql(`SELECT status FROM outbox.job WHERE id = $1`, [waiting]))[0].status, 'succeeded');
     await post('/gate', { name: 'gate:a' });
     await post('/background');
+  });
+
+  test('a tenant limit holds per tenant across four consumers, and a quiet tenant runs beside a busy one', async () => {
+    await post('/reset');
+    await env.sql('DELETE FROM outbox.kind_slot');
+    // Tenant a's backlog first, then b's few and some without a tenant.
+    await enqueue('flow.tenanted', { n: 16, ms: 40, key: 'a', tenantKey: 'a' });
+    await enqueue('flow.tenanted', { n: 4, ms: 40, key: 'b', tenantKey: 'b' });
+    await enqueue('flow.tenanted', { n: 3, ms: 40, key: 'n', tenantKey: null });
+    const reports = await drains(4);
+    assert.deepEqual(await statusCounts('flow.tenanted'), { succeeded: 23 });
+    const { most, starts } = await stats();
+    assert.equal(most['flow.tenanted:a'], 2, 'never more than 2 of tenant a at once, and 2 at some point');
+    assert.equal(most['flow.tenanted:b'], 2);
+    assert.ok(most['flow.tenanted:-']! <= 2);
+    assert.ok(most['flow.tenanted']! <= 5, `the kind's own limit: ${most['flow.tenanted']}`);
+    // b did not wait for a's backlog: its last job started before a's tenth.
+    const startsOf = (prefix: string) => starts.filter((s) => s.kind === 'flow.tenanted' && s.key.startsWith(prefix)).map((s) => s.at);
+    assert.ok(Math.max(...startsOf('b')) <= startsOf('a').sort((x, y) => x - y)[9]!, JSON.stringify(starts));
+    assert.ok(sum(reports, 'throttled') > 0);
+    assert.ok((await throttledEvents()).some((e) => (e as { reason?: string }).reason === 'tenant_concurrency_limit'));
+    // The attempt ledger agrees: no instant saw three attempts of one tenant running.
+    const ledger = await env.sql(
+      `SELECT COALESCE(j.tenant_key, '-') AS tenant, extract(epoch FROM a.started_at) * 1000 AS s, extract(epoch FROM a.finished_at) * 1000 AS f
+         FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = 'flow.tenanted'`,
+    );
+    for (const tenant of ['a', 'b', '-']) {
+      const mine = ledger.filter((r) => r.tenant === tenant);
+      const most = Math.max(...mine.map((r) => mine.filter((o) => Number(o.s) <= Number(r.s) && Number(o.f) > Number(r.s)).length));
+      assert.ok(most <= 2, `tenant ${tenant}: ${most} attempts at once in the ledger`);
+    }
+    // Each tenant has its two slots; erasing a tenant takes its slots with its jobs.
+    const slots = async () =>
+      Object.fromEntries((await env.sql(`SELECT scope, count(*)::int AS n FROM outbox.kind_slot WHERE kind = 'flow.tenanted' AND pool = 't' GROUP BY scope`)).map((r) => [r.scope, r.n]));
+    assert.deepEqual(await slots(), { 't:a': 2, 't:b': 2, n: 2 });
+    assert.deepEqual(await post('/erase', { tenantKey: 'a' }), { erased: 16 });
+    assert.deepEqual(await slots(), { 't:b': 2, n: 2 });
+  });
+
+  test('a tenant at its limit holds back only its own jobs; its next job runs once its attempts end', async () => {
+    await post('/reset');
+    await env.sql('DELETE FROM outbox.kind_slot');
+    await enqueue('flow.tenanted', { key: 'gate:a1', tenantKey: 'a' });
+    await enqueue('flow.tenanted', { key: 'gate:a2', tenantKey: 'a' });
+    await post('/drain-background');
+    await until(async () => (await stats()).running['flow.tenanted:a'] === 2);
+    const [waiting] = await enqueue('flow.tenanted', { key: 'a3', tenantKey: 'a' });
+    await enqueue('flow.tenanted', { n: 3, key: 'c', tenantKey: 'c' });
+    // A second consumer runs c's three and leaves a's third pending, uncharged, after 5 s held back.
+    const [held] = await drains(1);
+    assert.equal(held!.claimed, 3);
+    assert.ok(held!.throttled > 0);
+    assert.deepEqual(await env.sql(`SELECT status, attempts, attempt_seq FROM outbox.job WHERE id = $1`, [waiting]), [{ status: 'pending', attempts: 0, attempt_seq: 0 }]);
+    // Inspection sees it held back by its tenant's limit.
+    const client = new pg.Client({ connectionString: env.dbUrl });
+    await client.connect();
+    try {
+      const backlog = await countBacklog(client, { limits: [{ kind: 'flow.tenanted', policy: { concurrency: 5, tenantConcurrency: 2 } }] });
+      assert.deepEqual(backlog.map((b) => [b.kind, b.due, b.processing, b.throttled]), [['flow.tenanted', 1, 2, 1]]);
+    } finally {
+      await client.end();
+    }
+    // a's attempts end and settle: the next drain takes a's third.
+    await post('/gate', { name: 'gate:a1' });
+    await post('/gate', { name: 'gate:a2' });
+    const bg = (await post('/background')) as Report[];
+    assert.equal(bg[0]!.succeeded, 2, JSON.stringify(bg));
+    const [after] = await drains(1);
+    assert.equal(after!.claimed, 1);
+    assert.equal((await env.sql(`SELECT status FROM outbox.job WHERE id = $1`, [waiting]))[0].status, 'succeeded');
   });
 });

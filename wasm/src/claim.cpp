@@ -104,6 +104,11 @@ void write_limits(JsonWriter& out, const std::vector<const Policy*>& fit) {
   list("concurrency", [&](const Policy& p) { out.integer(p.concurrency.value_or(0)); });
   list("rateSlots", [&](const Policy& p) { out.integer(p.rate_slots.value_or(0)); });
   list("rateHoldMs", [&](const Policy& p) { out.integer(p.rate_hold_ms); });
+  list("tenantConcurrency", [&](const Policy& p) { out.integer(p.tenant_concurrency.value_or(0)); });
+  // A kind limited per tenant is claimed tenant by tenant, as a fair claim visits them.
+  if (std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->tenant_concurrency.has_value(); })) {
+    out.field("tenantVisits", kFairTenantsPerClaim);
+  }
   out.end_object();
 }
 

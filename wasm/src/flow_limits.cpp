@@ -52,10 +52,10 @@ Status read_rate_limit(od::value& v, const Where& where, Policy& policy) {
 }  // namespace
 
 bool read_flow_field(std::string_view key, od::value& field, const Where& where, Policy& policy, Status& status) {
-  if (key == "concurrency") {
+  if (key == "concurrency" || key == "tenantConcurrency") {
     Result<std::optional<int64_t>> n = input::read_nullable_int(field, where, key, 1, kMaxFlowSlots);
     status = n ? ok_status() : Status(n.take_error());
-    if (n) policy.concurrency = n.value();
+    if (n) (key == "concurrency" ? policy.concurrency : policy.tenant_concurrency) = n.value();
     return true;
   }
   if (key == "rateLimit") {
@@ -73,6 +73,12 @@ bool read_flow_field(std::string_view key, od::value& field, const Where& where,
   return false;
 }
 
+std::string_view throttle_reason(const ThrottledKind& kind) {
+  // A tenant's limit first: a retry time then only says its slots were just made (claim again).
+  if (kind.tenant) return "tenant_concurrency_limit";
+  return kind.retry_at ? "rate_limit" : "concurrency_limit";
+}
+
 std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64_t throttled_since, const ThrottledKind* kinds,
                                          size_t count) {
   const int64_t give_up_at = std::min(throttled_since, now) + kMaxThrottleWaitMs;
@@ -86,9 +92,9 @@ std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64
   return soonest;
 }
 
-// claim op "throttle": {now, deadlineAt, throttledSince?, throttled: [{kind, retryAt, timeoutMs}]}
+// claim op "throttle": {now, deadlineAt, throttledSince?, throttled: [{kind, retryAt, timeoutMs, tenant?}]}
 // → {retryAt, kinds: [{kind, reason}]}: when the drain claims again (null: it stops claiming),
-// and why each kind waits (`rate_limit` or `concurrency_limit`).
+// and why each kind waits (`rate_limit`, `concurrency_limit` or `tenant_concurrency_limit`).
 Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   int64_t now = 0, deadline_at = 0;
   std::optional<int64_t> since;
@@ -128,6 +134,10 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
           Result<std::optional<int64_t>> n = input::read_nullable_int(ifield, iw, ikey);
           if (!n) return n.take_error();
           k.retry_at = n.value();
+        } else if (ikey == "tenant") {
+          Result<bool> b = input::read_bool(ifield, iw, ikey);
+          if (!b) return b.take_error();
+          k.tenant = b.value();
         } else if (ikey == "timeoutMs") {
           Result<int64_t> n = input::read_int(ifield, iw, ikey, 1, kMaxTimeoutMs);
           if (!n) return n.take_error();
@@ -155,7 +165,7 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   for (const ThrottledKind& k : kinds) {
     out.begin_object();
     out.field("kind", k.kind);
-    out.field("reason", k.retry_at ? "rate_limit" : "concurrency_limit");
+    out.field("reason", throttle_reason(k));
     out.end_object();
   }
   out.end_array();
@@ -163,10 +173,12 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
-// backlog op "throttled": {rows: [{due, running, concurrency, rateSlots, rateHeld}]} →
-// {throttled: [n, …]}: of each kind's due jobs, how many its limits hold back now. The room is
-// its concurrency less its attempts on a live lease, and its rate slots less those held; the
-// smaller (a limit of 0 is none). Inspection's view of what a claim would find.
+// backlog op "throttled": {rows: [{due, running, concurrency, rateSlots, rateHeld, tenantConcurrency?,
+// tenants?: [[due, running], …]}]} → {throttled: [n, …]}: of each kind's due jobs, how many its
+// limits hold back now. The room is its concurrency less its attempts on a live lease, and its
+// rate slots less those held; the smaller (a limit of 0 is none); with a tenant limit, no more
+// than fit in their tenants' room (per tenant, its due jobs up to its limit less its running
+// ones; `tenantConcurrency` before `tenants`). Inspection's view of what a claim would find.
 Status backlog_throttled(od::object& root, const Where& where, JsonWriter& out) {
   std::vector<int64_t> held_back;
   bool has_rows = false;
@@ -179,11 +191,38 @@ Status backlog_throttled(od::object& root, const Where& where, JsonWriter& out) 
       const Where iw = where.indexed("rows", index);
       Result<od::object> obj = input::read_object(item, iw, "rows");
       if (!obj) return obj.take_error();
-      int64_t due = 0, running = 0, concurrency = 0, rate_slots = 0, rate_held = 0;
+      int64_t due = 0, running = 0, concurrency = 0, rate_slots = 0, rate_held = 0, tenant_concurrency = 0;
+      // With a tenant limit: the due jobs that fit in their tenants' room, summed over `tenants`.
+      int64_t tenant_fit = 0;
+      bool has_tenants = false;
       Status inner = input::for_each_field(obj.value(), iw, [&](std::string_view ikey, od::value& ifield) -> Status {
+        if (ikey == "tenants") {
+          has_tenants = true;
+          Result<od::array> pairs = input::read_array(ifield, iw, ikey);
+          if (!pairs) return pairs.take_error();
+          return input::for_each_element(pairs.value(), iw, ikey, kMaxBacklogTenants, [&](od::value& pair, uint32_t) -> Status {
+            Result<od::array> two = input::read_array(pair, iw, ikey);
+            if (!two) return two.take_error();
+            int64_t counts[2] = {0, 0};
+            uint32_t n = 0;
+            Status read = input::for_each_element(two.value(), iw, ikey, 2, [&](od::value& count, uint32_t i) -> Status {
+              Result<int64_t> c = input::read_int(count, iw, ikey, 0);
+              if (!c) return c.take_error();
+              counts[i] = c.value();
+              n = i + 1;
+              return ok_status();
+            });
+            if (!read) return read;
+            if (n != 2) return field_error(iw, ikey, "must list [due, running] pairs");
+            tenant_fit += std::min(counts[0], std::max<int64_t>(0, tenant_concurrency - counts[1]));
+            return ok_status();
+          });
+        }
         int64_t* target = ikey == "due" ? &due : ikey == "running" ? &running : ikey == "concurrency" ? &concurrency
-                        : ikey == "rateSlots" ? &rate_slots : ikey == "rateHeld" ? &rate_held : nullptr;
+                        : ikey == "rateSlots" ? &rate_slots : ikey == "rateHeld" ? &rate_held
+                        : ikey == "tenantConcurrency" ? &tenant_concurrency : nullptr;
         if (target == nullptr) return ok_status();
+        if (has_tenants && target == &tenant_concurrency) return field_error(iw, ikey, "must come before tenants");
         Result<int64_t> n = input::read_int(ifield, iw, ikey);
         if (!n) return n.take_error();
         *target = n.value();
@@ -193,6 +232,7 @@ Status backlog_throttled(od::object& root, const Where& where, JsonWriter& out) 
       int64_t room = due;
       if (concurrency > 0) room = std::min(room, std::max<int64_t>(0, concurrency - running));
       if (rate_slots > 0) room = std::min(room, std::max<int64_t>(0, rate_slots - rate_held));
+      if (tenant_concurrency > 0 && has_tenants) room = std::min(room, tenant_fit);
       held_back.push_back(due - room);
       return ok_status();
     });

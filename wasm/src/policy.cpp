@@ -249,6 +249,10 @@ Result<Policy> read_policy(od::object& obj, const Where& where) {
     return input::family_error(where, where.code, "baseMs (" + decimal_string(policy.base_ms) +
                                                      ") must not exceed maxMs (" + decimal_string(policy.max_ms) + ")");
   }
+  if (policy.tenant_concurrency && policy.concurrency && *policy.tenant_concurrency > *policy.concurrency) {
+    return input::family_error(where, where.code, "tenantConcurrency (" + decimal_string(*policy.tenant_concurrency) +
+                                                     ") must not exceed concurrency (" + decimal_string(*policy.concurrency) + ")");
+  }
   if (heartbeat_default) {
     policy.heartbeat_ms = std::clamp<int64_t>(policy.timeout_ms / 10, kMinHeartbeatMs, kDefaultHeartbeatMaxMs);
   }
@@ -305,6 +309,7 @@ void write_policy(JsonWriter& out, const Policy& policy) {
   if (policy.heartbeat_ms) out.field("heartbeatMs", *policy.heartbeat_ms);
   if (policy.priority) out.field("priority", *policy.priority);
   if (policy.concurrency) out.field("concurrency", *policy.concurrency);
+  if (policy.tenant_concurrency) out.field("tenantConcurrency", *policy.tenant_concurrency);
   if (policy.rate_slots) {
     out.field("rateSlots", *policy.rate_slots);
     out.field("rateHoldMs", policy.rate_hold_ms);

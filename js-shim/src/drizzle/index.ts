@@ -142,10 +142,12 @@ function buildTables<S extends string>(schemaName: S) {
       jobId: uuid('job_id'),
       attemptSeq: integer('attempt_seq'),
       heldUntil: tstz('held_until'),
+      // The tenant scope of a per-tenant slot (pool 't', migration 0014); '' for the kind's own.
+      scope: text('scope').notNull().default(''),
     },
     (t) => [
-      primaryKey({ name: 'kind_slot_pkey', columns: [t.kind, t.pool, t.slot] }),
-      check('kind_slot_pool_check', sql`${t.pool} IN ('c', 'r')`),
+      primaryKey({ name: 'kind_slot_pkey', columns: [t.kind, t.pool, t.scope, t.slot] }),
+      check('kind_slot_pool_check', sql`${t.pool} IN ('c', 'r', 't')`),
       check('kind_slot_slot_check', sql`${t.slot} >= 1`),
     ],
   );
@@ -175,7 +177,7 @@ export const outboxScheduleRun = defaults.scheduleRun;
 export const outboxIndexBaseline = defaults.indexBaseline;
 /** `outbox.webhook_endpoint`: each webhook endpoint's breaker state (`postbox/webhooks`). */
 export const outboxWebhookEndpoint = defaults.webhookEndpoint;
-/** `outbox.kind_slot`: the slots a claim takes for kinds with a `concurrency` or `rateLimit` (migration 0009). */
+/** `outbox.kind_slot`: the slots a claim takes for kinds with a `concurrency`, `rateLimit` or `tenantConcurrency` (migrations 0009, 0014). */
 export const outboxKindSlot = defaults.kindSlot;
 /** `outbox.job_edge`: one row per job dependency, parent to child (migration 0012). */
 export const outboxJobEdge = defaults.jobEdge;

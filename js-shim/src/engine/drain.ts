@@ -15,6 +15,7 @@ import type { Session } from './session.js';
 import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, takeReleased, writeSettled, type Settlement } from './settle.js';
 import type { ClaimedJobs, ClaimInput, ClaimLimits, DependentChange, ThrottledKind } from '../stores/contract.js';
 import { sendNudges } from './nudge.js';
+import type { ThrottleReason } from '../types.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
 
@@ -102,6 +103,8 @@ class LanePump<Db> {
   #lastClaimFull = false;
   /** With fair share: the tenant scope this drain's next claim starts after (the last one's answer). */
   #fairAfter: string | null = null;
+  /** With a kind limited per tenant: the tenant scope this drain's next limited claim starts after. */
+  #tenantAfter: string | null = null;
   /** With weighted fair share: the weights by tenant scope (made on the first fair claim; null: none). */
   #fairWeights: Record<string, number> | null | undefined;
 
@@ -230,6 +233,7 @@ class LanePump<Db> {
     const claim: ClaimInput = { now, lane: this.opts.lane, kinds: claimPlan.kinds, leaseMs: claimPlan.leaseMs, limit: n, versionCutoff: claimPlan.versionCutoff };
     if (this.rt.options.telemetry?.needsJobContext) claim.traced = true;
     if (claimPlan.limits) claim.limits = claimPlan.limits;
+    if (claimPlan.limits?.tenantVisits !== undefined) claim.tenantAfter = this.#tenantAfter;
     if (claimPlan.fairTenants !== undefined) claim.fair = { tenants: claimPlan.fairTenants, after: this.#fairAfter, weights: this.#weights() };
     if (chunk) claim.targets = chunk;
     let rows: ClaimedJobs;
@@ -272,6 +276,7 @@ class LanePump<Db> {
     this.report.claimed += rows.length;
     this.#lastClaimFull = rows.length === n;
     if (rows.fairAfter !== undefined) this.#fairAfter = rows.fairAfter;
+    if (rows.tenantAfter !== undefined) this.#tenantAfter = rows.tenantAfter;
     const throttled = rows.throttled ?? [];
     if (rows.length > 0) this.#throttledSince = null;
     if (throttled.length > 0 && rows.length < n) {
@@ -304,9 +309,9 @@ class LanePump<Db> {
     const timeouts = new Map(this.policies.map((p) => [p.kind, p.timeoutMs]));
     const now = this.rt.clock.now();
     this.#throttledSince ??= now;
-    const { retryAt, kinds } = this.rt.core.call<{ retryAt: number | null; kinds: { kind: string; reason: 'concurrency_limit' | 'rate_limit' }[] }>('claim', {
+    const { retryAt, kinds } = this.rt.core.call<{ retryAt: number | null; kinds: { kind: string; reason: ThrottleReason }[] }>('claim', {
       op: 'throttle', now, deadlineAt: this.opts.deadlineAt, throttledSince: this.#throttledSince,
-      throttled: throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt, timeoutMs: timeouts.get(t.kind) ?? 1 })),
+      throttled: throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt, timeoutMs: timeouts.get(t.kind) ?? 1, ...(t.tenant ? { tenant: true } : {}) })),
     });
     this.report.throttled++;
     // Once per kind and drain: a held-back kind is news, each poll of it is not.

@@ -115,8 +115,9 @@ export interface BacklogRow {
    */
   unregistered: number;
   /**
-   * With `limits`, for a kind that has one: of its due jobs, how many its `concurrency` or
-   * `rateLimit` holds back right now (its running attempts, its rate slots held).
+   * With `limits`, for a kind that has one: of its due jobs, how many its `concurrency`,
+   * `rateLimit` or `tenantConcurrency` holds back right now (its running attempts, its rate
+   * slots held, its tenants' running attempts).
    */
   throttled?: number;
 }
@@ -132,7 +133,7 @@ export async function countBacklog(
   db: TransactionalDb,
   opts: {
     now?: number; agedMs?: number; tenantKey?: string | null; registeredKinds?: readonly string[];
-    limits?: readonly { kind: string; policy: Pick<CorePolicy, 'concurrency' | 'rateSlots'> }[];
+    limits?: readonly { kind: string; policy: Pick<CorePolicy, 'concurrency' | 'rateSlots' | 'tenantConcurrency'> }[];
   } & ReadOptions = {},
 ): Promise<BacklogRow[]> {
   const now = opts.now ?? Date.now();
@@ -158,7 +159,7 @@ export async function countBacklog(
       ...r,
       unregistered: registered && !registered.has(r.kind) ? r.pending + r.retrying : 0,
     }));
-    const limited = (opts.limits ?? []).filter((j) => j.policy.concurrency || j.policy.rateSlots);
+    const limited = (opts.limits ?? []).filter((j) => j.policy.concurrency || j.policy.rateSlots || j.policy.tenantConcurrency);
     const shown = out.filter((r) => limited.some((j) => j.kind === r.kind));
     if (shown.length === 0) return out;
     // Rate slots held now (migration 0009); running attempts come from the counts above.
@@ -167,10 +168,30 @@ export async function countBacklog(
         .map((r: { kind: string; n: number }) => [r.kind, r.n]),
     );
     const policy = (kind: string) => limited.find((j) => j.kind === kind)!.policy;
+    // Kinds limited per tenant: each tenant scope's due and live running jobs, for the core to fit.
+    const perTenant = limited.filter((j) => j.policy.tenantConcurrency).map((j) => j.kind);
+    const tenants = new Map<string, [number, number][]>();
+    if (perTenant.length > 0) {
+      const tp: unknown[] = [cut.dueBefore, cut.stuckBefore, perTenant];
+      const { rows: scoped } = await q.query(
+        `SELECT kind, lane,
+                count(*) FILTER (WHERE status IN ('pending', 'retrying') AND due_at <= to_timestamp($1::bigint / 1000.0))::int AS due,
+                count(*) FILTER (WHERE status = 'running' AND lease_expires_at >= to_timestamp($2::bigint / 1000.0))::int AS running
+           FROM ${s}.job WHERE status IN ('pending', 'retrying', 'running') AND kind = ANY($3::text[]) AND ${tenantFilter(opts.tenantKey, tp)}
+          GROUP BY kind, lane, tenant_scope`,
+        tp,
+      );
+      for (const r of scoped as { kind: string; lane: string; due: number; running: number }[]) {
+        const key = `${r.kind}\0${r.lane}`;
+        if (!tenants.has(key)) tenants.set(key, []);
+        tenants.get(key)!.push([r.due, r.running]);
+      }
+    }
     const { throttled } = getCore().call<{ throttled: number[] }>('backlog', {
       op: 'throttled',
       rows: shown.map((r) => ({
         due: r.due, running: r.processing - r.stuck, concurrency: policy(r.kind).concurrency ?? 0, rateSlots: policy(r.kind).rateSlots ?? 0, rateHeld: held.get(r.kind) ?? 0,
+        ...(policy(r.kind).tenantConcurrency ? { tenantConcurrency: policy(r.kind).tenantConcurrency, tenants: tenants.get(`${r.kind}\0${r.lane}`) ?? [] } : {}),
       })),
     });
     shown.forEach((r, i) => (r.throttled = throttled[i]!));

@@ -187,6 +187,11 @@ export interface ClaimInput {
   limits?: ClaimLimits;
   /** Fair share across tenants (a due claim without limits only); absent when the outbox has none. */
   fair?: ClaimFairShare;
+  /**
+   * With a kind limited per tenant (`limits.tenantVisits`): the tenant scope the claim's visit of
+   * that kind's tenants starts after (null: from the first), the last answer's `tenantAfter`.
+   */
+  tenantAfter?: string | null;
 }
 
 /**
@@ -218,12 +223,26 @@ export interface ClaimLimits {
   concurrency: readonly number[];
   rateSlots: readonly number[];
   rateHoldMs: readonly number[];
+  /**
+   * At most this many attempts of `kinds[i]` per tenant scope hold a lease (0: no such limit).
+   * A kind with one is claimed tenant by tenant: the claim visits up to `tenantVisits` scopes
+   * with due jobs of it, in scope order after `ClaimInput.tenantAfter` and round, takes from
+   * each no more than its free room, the scopes' first jobs first.
+   */
+  tenantConcurrency: readonly number[];
+  /** How many tenant scopes a claim visits per kind limited per tenant; absent when none is. */
+  tenantVisits?: number;
 }
 
-/** A limited kind whose due jobs a claim left for want of room; `retryAt` is when a rate slot frees (null: not known). */
+/**
+ * A limited kind whose due jobs a claim left for want of room; `retryAt` is when a rate slot
+ * frees (null: not known). `tenant`: the kind had room, but its tenants with due jobs had none
+ * (with a `retryAt`: their slots were just made, claim again then).
+ */
 export interface ThrottledKind {
   kind: string;
   retryAt: number | null;
+  tenant?: boolean;
 }
 
 /** What a claim returns: the claimed jobs, and with limits the kinds it held back. */
@@ -231,6 +250,8 @@ export interface ClaimedJobs extends Array<ClaimedJob> {
   throttled?: ThrottledKind[];
   /** A fair claim's last visited scope when it visited all it might, else null: the next claim's `fair.after`. */
   fairAfter?: string | null;
+  /** A claim with a kind limited per tenant: as `fairAfter`, for the next claim's `tenantAfter`. */
+  tenantAfter?: string | null;
 }
 
 /**

@@ -11,7 +11,7 @@ import { checkOutboxName } from '../name.js';
 import type {
   DependencyStore, DependencyView, DependentChange, ParentTally, SettledIds,
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
-  JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
+  JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput, ThrottledKind,
 } from './contract.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, tenantScope } from './shared.js';
 
@@ -444,7 +444,27 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     if (!targets) picked.sort((a, b) => a.dueAt - a.boostMs - (b.dueAt - b.boostMs) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const room = this.#room(input);
     const due = picked;
-    if (room) picked = picked.filter((r) => !room.has(r.kind) || room.get(r.kind)! > 0 && (room.set(r.kind, room.get(r.kind)! - 1), true));
+    if (room) {
+      // A kind limited per tenant takes its tenants' first jobs first, each within its tenant's room.
+      const tenantRoom = this.#tenantRoom(input);
+      const round = new Map<Row, number>();
+      const seen = new Map<string, number>();
+      for (const r of picked) if (tenantRoom.limited.has(r.kind)) round.set(r, seen.set(slotKey(r), (seen.get(slotKey(r)) ?? 0) + 1).get(slotKey(r))!);
+      const rank = (r: Row) => r.dueAt - r.boostMs;
+      const order = [...picked].sort((a, b) => (round.get(a) ?? 0) - (round.get(b) ?? 0) || rank(a) - rank(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const take = (r: Row) => {
+        if (!room.has(r.kind)) return true;
+        if (room.get(r.kind)! <= 0) return false;
+        if (tenantRoom.limited.has(r.kind)) {
+          if ((tenantRoom.room.get(slotKey(r)) ?? 0) <= 0) return false;
+          tenantRoom.room.set(slotKey(r), tenantRoom.room.get(slotKey(r))! - 1);
+        }
+        room.set(r.kind, room.get(r.kind)! - 1);
+        return true;
+      };
+      const taken = new Set(order.filter(take));
+      picked = picked.filter((r) => taken.has(r));
+    }
     let fairAfter: string | null | undefined;
     if (input.fair && !targets && !room) {
       const rank = (r: Row) => r.dueAt - r.boostMs;
@@ -465,12 +485,21 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     if (input.limits) {
       // Kinds with due jobs left and no room after this claim; a rate's next free start.
       const after = this.#room(input)!;
-      jobs.throttled = [...new Set(due.filter((r) => r.status !== 'running' && after.get(r.kind)! <= 0).map((r) => r.kind))].map((kind) => {
+      const tenantAfter = this.#tenantRoom(input);
+      const left = due.filter((r) => r.status !== 'running' && after.has(r.kind));
+      const throttled: ThrottledKind[] = [...new Set(left.filter((r) => after.get(r.kind)! <= 0).map((r) => r.kind))].map((kind) => {
         const i = input.limits!.kinds.indexOf(kind);
         const [slots, hold] = [input.limits!.rateSlots[i]!, input.limits!.rateHoldMs[i]!];
         const starts = this.#startsSince(kind, now - hold);
         return { kind, retryAt: slots > 0 && starts.length >= slots ? Math.min(...starts) + hold : null };
       });
+      // A kind with room whose due jobs' tenants have none.
+      for (const r of left) {
+        if (after.get(r.kind)! > 0 && tenantAfter.limited.has(r.kind) && (tenantAfter.room.get(slotKey(r)) ?? 0) <= 0 && !throttled.some((t) => t.kind === r.kind)) {
+          throttled.push({ kind: r.kind, retryAt: null, tenant: true });
+        }
+      }
+      jobs.throttled = throttled;
     }
     return jobs;
   }
@@ -485,6 +514,19 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       room.set(kind, Math.min(c > 0 ? c - running : Infinity, r > 0 ? r - this.#startsSince(kind, input.now - hold).length : Infinity));
     });
     return room;
+  }
+
+  /** Kinds limited per tenant, and each (kind, tenant scope)'s room: the limit less its jobs on a live lease. */
+  #tenantRoom(input: ClaimInput): { limited: Set<string>; room: Map<string, number> } {
+    const limited = new Map<string, number>();
+    input.limits?.kinds.forEach((kind, i) => input.limits!.tenantConcurrency[i]! > 0 && limited.set(kind, input.limits!.tenantConcurrency[i]!));
+    const room = new Map<string, number>();
+    for (const row of this.#rows()) {
+      if (!limited.has(row.kind) || !waiting(row) && !(row.status === 'running' && row.leaseExpiresAt! > input.now)) continue;
+      if (!room.has(slotKey(row))) room.set(slotKey(row), limited.get(row.kind)!);
+      if (row.status === 'running') room.set(slotKey(row), room.get(slotKey(row))! - 1);
+    }
+    return { limited: new Set(limited.keys()), room };
   }
 
   /** When the kind's attempts started, of those after `since`. */
@@ -742,3 +784,5 @@ function jsonEqual(a: unknown, b: unknown): boolean {
   const bo = b as Record<string, unknown>;
   return ak.length === Object.keys(bo).length && ak.every((k) => Object.hasOwn(bo, k) && jsonEqual((a as Record<string, unknown>)[k], bo[k]));
 }
+/** A job's per-tenant slot pool: its kind and tenant scope. */
+const slotKey = (r: Row) => `${r.kind}\0${tenantScope(r.tenantKey)}`;

@@ -16,6 +16,8 @@ struct Policy;
 
 constexpr int64_t kMaxFlowSlots = 10000;
 constexpr int64_t kMaxRatePeriodMs = 86400000;  // one day
+// The most tenants inspection's backlog op is told of per kind.
+constexpr uint32_t kMaxBacklogTenants = 100000;
 
 // How long a drain waits for a throttled kind before asking again when no slot says when it
 // frees (a concurrency slot frees when another consumer settles), and the longest wait a drain
@@ -43,11 +45,16 @@ RateSlots rate_slots(int64_t starts, int64_t per_ms, int64_t burst);
 // at once). It stops (nullopt) once its claims have been held back for kMaxThrottleWaitMs
 // without taking a job (`throttled_since`: the first such claim), when the next try would
 // come later than that, or when the kind's attempt would no longer fit before the deadline.
+// `tenant`: the kind had room, but each tenant with due jobs of it ran its `tenantConcurrency`.
 struct ThrottledKind {
   std::string_view kind;
   std::optional<int64_t> retry_at;
   int64_t timeout_ms = 0;
+  bool tenant = false;
 };
+
+// Why a throttled kind waits, as the claim op answers it.
+std::string_view throttle_reason(const ThrottledKind& kind);
 std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64_t throttled_since, const ThrottledKind* kinds,
                                          size_t count);
 

@@ -74,11 +74,13 @@ struct Policy {
   std::vector<int64_t> schedule_ms;
   std::vector<CodeRule> per_code;  // sorted by code, byte order
   // Flow limits (flow_limits.h): at most `concurrency` attempts at once across every consumer;
-  // at most `rate_slots` starts in any window of `rate_hold_ms`.
+  // at most `rate_slots` starts in any window of `rate_hold_ms`; at most `tenant_concurrency`
+  // attempts of one tenant at once.
   std::optional<int64_t> concurrency;
   std::optional<int64_t> rate_slots;
   int64_t rate_hold_ms = 0;
-  bool limited() const { return concurrency.has_value() || rate_slots.has_value(); }
+  std::optional<int64_t> tenant_concurrency;
+  bool limited() const { return concurrency.has_value() || rate_slots.has_value() || tenant_concurrency.has_value(); }
   // The priority its jobs get when enqueued without one (priority.h); 0 when unset.
   std::optional<int64_t> priority;
 

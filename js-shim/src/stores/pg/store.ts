@@ -201,9 +201,10 @@ RETURNING j.id`;
   }
 
   /** A limited claim's answer (sql/limits.ts): the claimed jobs, carrying the throttled kinds. */
-  #limitedAnswer(row: { claimed: unknown[][]; throttled: { kind: string; retryAt: number | string | null }[] }): ClaimedJobs {
+  #limitedAnswer(row: { claimed: unknown[][]; throttled: { kind: string; retryAt: number | string | null; tenant: boolean }[]; tenant_after: string | null }): ClaimedJobs {
     const jobs: ClaimedJobs = row.claimed.map(claimedFromArray);
-    jobs.throttled = row.throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt === null ? null : Number(t.retryAt) }));
+    jobs.throttled = row.throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt === null ? null : Number(t.retryAt), ...(t.tenant ? { tenant: true } : {}) }));
+    jobs.tenantAfter = row.tenant_after;
     for (const t of jobs.throttled) for (const key of [...this.#slotsReady]) if (key.endsWith(`:${t.kind}`)) this.#slotsReady.delete(key);
     return jobs;
   }
@@ -353,7 +354,10 @@ export function postgresOutboxStore(name?: string | null): PostgresOutboxStore {
 function claimArgs(c: ClaimInput): unknown[] {
   const args: unknown[] = [c.lane, c.kinds, c.leaseMs, c.limit, c.versionCutoff];
   if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
-  if (c.limits) args.push(c.limits.kinds, c.limits.concurrency, c.limits.rateSlots, c.limits.rateHoldMs);
+  if (c.limits) {
+    const l = c.limits;
+    args.push(l.kinds, l.concurrency, l.rateSlots, l.rateHoldMs, l.tenantConcurrency, l.tenantVisits ?? 0, c.tenantAfter ?? null);
+  }
   else if (isFair(c)) args.push(c.fair!.tenants, c.fair!.after, c.fair!.weights ? JSON.stringify(c.fair!.weights) : null);
   return args;
 }

@@ -47,7 +47,7 @@ export interface SqliteSql {
   readonly claimTargets: string;
   /**
    * The claim of a lane with flow-limited kinds: as claimDue, plus `?7` targets {id: kind} or
-   * null (every due job), `?8` limits {kind: [concurrency, rate slots, rate hold ms]} (0: none).
+   * null (every due job), `?8` limits {kind: [concurrency, rate slots, rate hold ms, tenant concurrency]} (0: none).
    */
   readonly claimLimited: string;
   /** As claimDue, plus `?7` tenants to visit, `?8` the scope to start after (null: the first), `?9` weights by scope (null: none): a fair claim (`ClaimFairShare`). */
@@ -57,7 +57,7 @@ export interface SqliteSql {
   /**
    * After claimLimited, `?1` now, `?2` lane, `?3` limits (as claimLimited's `?8`), `?4` version
    * cutoff, `?5` targets or null: the limited kinds with due jobs and no room left, and when a
-   * rate slot frees (null: not known).
+   * rate slot frees (null: not known); `tenant` 1 for a kind with room whose due jobs' tenants have none.
    */
   readonly throttledKinds: string;
   /** `?1` now: the attempt records of the jobs a claim just took. */
@@ -218,18 +218,30 @@ SELECT id FROM (
         WHERE r.kind = ${lim}.key AND r.status = 'running' AND r.lease_expires_at > ${now}) ELSE 9007199254740991 END,
       CASE WHEN ${lim}.value ->> 1 > 0 THEN ${lim}.value ->> 1 - (SELECT count(*) FROM ${attempt} a
         WHERE a.kind = ${lim}.key AND a.started_at > ${now} - (${lim}.value ->> 2)) ELSE 9007199254740991 END)`;
+  // A tenant scope's jobs of `kind` running on a live lease (a kind's `tenantConcurrency`).
+  const tenantRunning = (kind: string, scope: string, now: string) => `(SELECT count(*) FROM ${job} r
+        WHERE r.kind = ${kind} AND r.tenant_scope = ${scope} AND r.status = 'running' AND r.lease_expires_at > ${now})`;
+  // `?8`'s 4th entry is the kind's tenant limit (0: none): such a kind takes no more of a scope's
+  // jobs than the scope's room, and its scopes' first jobs before their second (`round`), so a
+  // tenant at its limit or with a backlog keeps no other tenant's job out of the kind's room.
   const limited = `SELECT x.id FROM (
-    SELECT j.id, j.kind, j.due_at - j.boost_ms AS rank, row_number() OVER (PARTITION BY j.kind ORDER BY j.due_at - j.boost_ms, j.id) AS rn
-      FROM ${job} j
-     WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
-       AND j.kind IN (SELECT key FROM json_each(?3))
-       AND j.id NOT IN (SELECT value FROM json_each(?6))
-       AND (?7 IS NULL OR EXISTS (SELECT 1 FROM json_each(?7) t WHERE t.key = j.id AND t.value = j.kind))
+    SELECT y.id, y.kind, y.rank, row_number() OVER (PARTITION BY y.kind ORDER BY y.round, y.rank, y.id) AS rn FROM (
+      SELECT j.id, j.kind, j.tenant_scope AS scope, j.due_at - j.boost_ms AS rank, COALESCE(tl.value ->> 3, 0) AS tn,
+             CASE WHEN tl.value ->> 3 > 0 THEN row_number() OVER (PARTITION BY j.kind, j.tenant_scope ORDER BY j.due_at - j.boost_ms, j.id) ELSE 0 END AS round
+        FROM ${job} j LEFT JOIN json_each(?8) tl ON tl.key = j.kind
+       WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
+         AND j.kind IN (SELECT key FROM json_each(?3))
+         AND j.id NOT IN (SELECT value FROM json_each(?6))
+         AND (?7 IS NULL OR EXISTS (SELECT 1 FROM json_each(?7) t WHERE t.key = j.id AND t.value = j.kind))
+    ) y WHERE y.tn = 0 OR y.round <= y.tn AND y.round <= y.tn - ${tenantRunning('y.kind', 'y.scope', '?1')}
   ) x LEFT JOIN json_each(?8) lim ON lim.key = x.kind
    WHERE lim.key IS NULL OR x.rn <= ${room('lim', '?1')}
    ORDER BY x.rank, x.id
    LIMIT ?4`;
 
+  // A due job of the limited kind `lim` (throttledKinds' parameters).
+  const throttledDue = `${claimable('?2', '?4')} AND j.due_at <= ?1 AND j.kind = lim.key
+                 AND (?5 IS NULL OR EXISTS (SELECT 1 FROM json_each(?5) t WHERE t.key = j.id AND t.value = j.kind))`;
   // A settle applies only while the job runs under the settling attempt; a crash (a recovery)
   // only once the lease has run out, so a heartbeat since the listing wins.
   const settleFence = (j: string) => `${j}.id = s.id AND ${j}.attempt_seq = s.seq AND ${j}.status = 'running'
@@ -280,11 +292,17 @@ SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload, j.max_att
     throttledKinds: `
 SELECT lim.key AS kind,
        CASE WHEN lim.value ->> 1 > 0 AND lim.value ->> 1 - (SELECT count(*) FROM ${attempt} a WHERE a.kind = lim.key AND a.started_at > ?1 - (lim.value ->> 2)) <= 0
-            THEN (SELECT min(a.started_at) FROM ${attempt} a WHERE a.kind = lim.key AND a.started_at > ?1 - (lim.value ->> 2)) + (lim.value ->> 2) END AS retry_at
+            THEN (SELECT min(a.started_at) FROM ${attempt} a WHERE a.kind = lim.key AND a.started_at > ?1 - (lim.value ->> 2)) + (lim.value ->> 2) END AS retry_at,
+       0 AS tenant
   FROM json_each(?3) lim
- WHERE ${room('lim', '?1')} <= 0
-   AND EXISTS (SELECT 1 FROM ${job} j WHERE ${claimable('?2', '?4')} AND j.due_at <= ?1 AND j.kind = lim.key
-                 AND (?5 IS NULL OR EXISTS (SELECT 1 FROM json_each(?5) t WHERE t.key = j.id AND t.value = j.kind)))`,
+ WHERE ${room('lim', '?1')} <= 0 AND EXISTS (SELECT 1 FROM ${job} j WHERE ${throttledDue})
+UNION ALL
+-- A kind with room whose due jobs' tenants have none (of its first due jobs: a bounded look).
+SELECT lim.key, NULL, 1
+  FROM json_each(?3) lim
+ WHERE lim.value ->> 3 > 0 AND ${room('lim', '?1')} > 0
+   AND EXISTS (SELECT 1 FROM (SELECT j.kind, j.tenant_scope FROM ${job} j WHERE ${throttledDue} ORDER BY j.due_at - j.boost_ms, j.id LIMIT 256) d
+                WHERE ${tenantRunning('d.kind', 'd.tenant_scope', '?1')} >= lim.value ->> 3)`,
     openAttempts: `
 INSERT OR IGNORE INTO ${attempt} (job_id, seq, kind, started_at, lease_expires_at)
 SELECT id, attempt_seq, kind, ?1, lease_expires_at FROM ${job}

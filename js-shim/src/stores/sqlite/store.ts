@@ -140,8 +140,9 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       targets = JSON.stringify(byId);
     }
     if (input.limits) {
-      const limits: Record<string, [number, number, number]> = {};
-      input.limits.kinds.forEach((kind, i) => (limits[kind] = [input.limits!.concurrency[i]!, input.limits!.rateSlots[i]!, input.limits!.rateHoldMs[i]!]));
+      const l = input.limits;
+      const limits: Record<string, [number, number, number, number]> = {};
+      l.kinds.forEach((kind, i) => (limits[kind] = [l.concurrency[i]!, l.rateSlots[i]!, l.rateHoldMs[i]!, l.tenantConcurrency[i]!]));
       const json = JSON.stringify(limits);
       return [
         { sql: this.sql.claimLimited, params: [...params, targets, json] },
@@ -171,7 +172,9 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       return jobs;
     }
     const jobs: ClaimedJobs = toClaimed(results[0] ?? [], input.targets === undefined);
-    if (input.limits) jobs.throttled = (results[2] ?? []).map((r) => ({ kind: String(r.kind), retryAt: r.retry_at === null ? null : Number(r.retry_at) }));
+    if (input.limits) {
+      jobs.throttled = (results[2] ?? []).map((r) => ({ kind: String(r.kind), retryAt: r.retry_at === null ? null : Number(r.retry_at), ...(Number(r.tenant) === 1 ? { tenant: true } : {}) }));
+    }
     return jobs;
   }
 

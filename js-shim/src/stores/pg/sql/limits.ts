@@ -7,12 +7,14 @@ import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import type { Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
-/** How many parameters the claim itself has before the limits' four (claimCtes). */
+/** How many parameters the claim itself has before the limits' seven (claimCtes). */
 const claimParams = (pick: Pick) => (pick === 'due' ? 5 : 7);
 
 /**
  * The claim of a lane with limited kinds. Parameters as claimCtes's, then: limited kinds[],
- * concurrency slots[] (0: none), rate slots[] (0: none), rate hold ms[] (parallel).
+ * concurrency slots[] (0: none), rate slots[] (0: none), rate hold ms[], tenant concurrency[]
+ * (0: none; parallel), how many tenant scopes to visit per kind limited per tenant, and the scope
+ * the visit starts after (NULL: from the first).
  *
  * A job of a limited kind is claimed only with a free slot of each of its pools, taken in the
  * same statement, so the limits hold across every consumer. A rate slot is free once its hold
@@ -26,12 +28,21 @@ const claimParams = (pick: Pick) => (pick === 'due' ? 5 : 7);
  * job more than a kind has room for is looked at, to tell a kind held back by its limit
  * (`throttled`) from one with nothing more due. `settling`: the statement settles attempts
  * first (settleCtes), and theirs are free for its claim.
+ *
+ * A kind limited per tenant has a pool of slots per tenant scope (pool 't', `scope`; migration
+ * 0014), freed like concurrency slots. Its claim visits the scopes with due jobs of it as a fair
+ * claim does (skipping through job_fair, after the previous claim's last scope and round), takes
+ * up to a scope's free slots of its first jobs, the scopes' first jobs first, within the kind's
+ * room. A visited scope without slots has them made (and is tried again by the next claim: rows
+ * this statement inserts are not in its snapshot); one with due jobs beyond its free slots holds
+ * the kind back (`tenant`) when nothing else does.
  */
 export function limitedClaimCtes(s: string, first: number, pick: Pick, settling = false): string {
   const p = (i: number) => `$${first + i}`;
   const l = (i: number) => p(claimParams(pick) + i);
   const now = ts('$1');
   const targeted = pick === 'targets' ? ` AND j.id = ANY(${p(5)}::uuid[])` : '';
+  const claimable = claimablePredicate(first, pick);
   const freeConcurrency = `k.job_id IS NULL
           OR EXISTS (SELECT 1 FROM ${s}.job h WHERE h.id = k.job_id AND (h.attempt_seq > k.attempt_seq
                      OR h.attempt_seq = k.attempt_seq AND (h.lease_expires_at IS NULL OR h.lease_expires_at <= ${now})))
@@ -42,20 +53,70 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
   const freeSlots = (pool: 'c' | 'r') => `SELECT k.kind, k.slot, row_number() OVER (PARTITION BY k.kind ORDER BY k.slot) AS rn
     FROM lim CROSS JOIN LATERAL (
       SELECT k.kind, k.slot FROM ${s}.kind_slot k
-       WHERE k.kind = lim.kind AND k.pool = '${pool}' AND k.slot <= lim.${pool === 'c' ? 'cn' : 'rn'}
+       WHERE k.kind = lim.kind AND k.pool = '${pool}' AND k.scope = '' AND k.slot <= lim.${pool === 'c' ? 'cn' : 'rn'}
          AND (${pool === 'c' ? freeConcurrency : `k.held_until IS NULL OR k.held_until <= ${now}`})
        ORDER BY k.slot LIMIT ${p(3)} FOR UPDATE SKIP LOCKED) k
    WHERE lim.${pool === 'c' ? 'cn' : 'rn'} > 0`;
+  // The next scope after `bound` with a claimable job of `kind`, one probe of job_fair.
+  const nextScope = (kind: string, bound: string) =>
+    `(SELECT j.tenant_scope FROM ${s}.job j WHERE ${claimable} AND j.kind = ${kind} AND ${bound} ORDER BY j.tenant_scope LIMIT 1)`;
+  const after = `${l(6)}::text`;
+  const visits = `${l(5)}::int`;
+  const visitedScopes =
+    pick === 'due'
+      ? `t_on(kind, scope, n) AS (
+  SELECT t.kind, ${nextScope('t.kind', `j.tenant_scope > COALESCE(${after}, '')`)}, 1 FROM tlim t
+  UNION ALL
+  SELECT o.kind, ${nextScope('o.kind', 'j.tenant_scope > o.scope')}, o.n + 1 FROM t_on o WHERE o.scope IS NOT NULL AND o.n < ${visits}
+), t_round(kind, scope, n) AS (
+  SELECT t.kind, ${nextScope('t.kind', `j.tenant_scope <= ${after}`)}, (SELECT count(o.scope) FROM t_on o WHERE o.kind = t.kind) + 1
+    FROM tlim t WHERE ${after} IS NOT NULL AND (SELECT count(o.scope) FROM t_on o WHERE o.kind = t.kind) < ${visits}
+  UNION ALL
+  SELECT r.kind, ${nextScope('r.kind', `j.tenant_scope > r.scope AND j.tenant_scope <= ${after}`)}, r.n + 1
+    FROM t_round r WHERE r.scope IS NOT NULL AND r.n < ${visits}
+), tvisited AS (
+  SELECT kind, scope, n FROM t_on WHERE scope IS NOT NULL
+  UNION ALL SELECT kind, scope, n FROM t_round WHERE scope IS NOT NULL
+)`
+      : `tvisited AS (
+  SELECT d.kind, d.scope, row_number() OVER (PARTITION BY d.kind ORDER BY d.scope) AS n FROM (
+    SELECT DISTINCT j.kind, j.tenant_scope AS scope FROM ${s}.job j
+     WHERE ${claimable}${targeted} AND j.kind IN (SELECT kind FROM tlim)) d
+)`;
   return `lease AS (
   SELECT kind, lease_ms FROM unnest(${p(1)}::text[], ${p(2)}::bigint[]) AS l(kind, lease_ms)
 ), lim AS (
-  SELECT * FROM unnest(${l(0)}::text[], ${l(1)}::int[], ${l(2)}::int[], ${l(3)}::bigint[]) AS l(kind, cn, rn, hold_ms)
+  SELECT * FROM unnest(${l(0)}::text[], ${l(1)}::int[], ${l(2)}::int[], ${l(3)}::bigint[], ${l(4)}::int[]) AS l(kind, cn, rn, hold_ms, tn)
+), tlim AS (
+  SELECT kind, tn FROM lim WHERE tn > 0
+), ${visitedScopes}, tnew AS (
+  -- Visited scopes without their slots yet (a new tenant, or a limit raised by a deploy).
+  SELECT v.kind, v.scope, t.tn FROM tvisited v JOIN tlim t ON t.kind = v.kind
+   WHERE NOT EXISTS (SELECT 1 FROM ${s}.kind_slot k WHERE k.kind = v.kind AND k.pool = 't' AND k.scope = v.scope AND k.slot = t.tn)
+), tmade AS (
+  INSERT INTO ${s}.kind_slot (kind, pool, scope, slot)
+  SELECT n.kind, 't', n.scope, g FROM tnew n CROSS JOIN LATERAL generate_series(1, n.tn) AS g
+  ON CONFLICT DO NOTHING
+), tfree AS (
+  SELECT v.kind, v.scope, k.slot, row_number() OVER (PARTITION BY v.kind, v.scope ORDER BY k.slot) AS rn
+    FROM tvisited v JOIN tlim t ON t.kind = v.kind CROSS JOIN LATERAL (
+      SELECT k.slot FROM ${s}.kind_slot k
+       WHERE k.kind = v.kind AND k.pool = 't' AND k.scope = v.scope AND k.slot <= t.tn AND (${freeConcurrency})
+       ORDER BY k.slot LIMIT t.tn FOR UPDATE SKIP LOCKED) k
+), tscope AS (
+  SELECT v.kind, v.scope, (SELECT count(*) FROM tfree f WHERE f.kind = v.kind AND f.scope = v.scope) AS free FROM tvisited v
+), toffer AS (
+  SELECT x.id, x.kind, x.rank, v.free, row_number() OVER (PARTITION BY v.kind, v.scope ORDER BY x.rank, x.id) AS trn
+    FROM tscope v CROSS JOIN LATERAL (
+      SELECT j.id, j.kind, ${claimRank('j')} AS rank FROM ${s}.job j
+       WHERE ${claimable} AND j.kind = v.kind AND j.tenant_scope = v.scope${targeted}
+       ORDER BY ${claimRank('j')}, j.id LIMIT v.free + 1 FOR UPDATE SKIP LOCKED) x
 ), cs AS (
   ${freeSlots('c')}
 ), rs AS (
   ${freeSlots('r')}
 ), room AS (
-  SELECT lim.kind, lim.rn AS rate_slots, lim.hold_ms,
+  SELECT lim.kind, lim.rn AS rate_slots, lim.hold_ms, lim.tn,
          LEAST(CASE WHEN lim.cn > 0 THEN (SELECT count(*) FROM cs WHERE cs.kind = lim.kind) ELSE ${p(3)}::bigint END,
                CASE WHEN lim.rn > 0 THEN (SELECT count(*) FROM rs WHERE rs.kind = lim.kind) ELSE ${p(3)}::bigint END) AS n,
          lim.rn > 0 AND (SELECT count(*) FROM rs WHERE rs.kind = lim.kind)
@@ -65,11 +126,16 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
   SELECT x.id, x.kind, x.rank, row_number() OVER (PARTITION BY x.kind ORDER BY x.rank, x.id) AS rn, room.n AS room
     FROM room CROSS JOIN LATERAL (
       SELECT j.id, j.kind, ${claimRank('j')} AS rank FROM ${s}.job j
-       WHERE ${claimablePredicate(first, pick)} AND j.kind = room.kind${targeted}
+       WHERE ${claimable} AND j.kind = room.kind${targeted}
        ORDER BY ${claimRank('j')}, j.id LIMIT room.n + 1 FOR UPDATE SKIP LOCKED) x
+   WHERE room.tn = 0
+  UNION ALL
+  -- A kind limited per tenant: its scopes' first jobs first (round by round), within the kind's room.
+  SELECT o.id, o.kind, o.rank, row_number() OVER (PARTITION BY o.kind ORDER BY o.trn, o.rank, o.id), room.n
+    FROM toffer o JOIN room ON room.kind = o.kind WHERE o.trn <= o.free
 ), upick AS (
   SELECT j.id, ${claimRank('j')} AS rank FROM ${s}.job j
-   WHERE ${claimablePredicate(first, pick)} AND j.kind <> ALL(${l(0)}::text[])${targeted}
+   WHERE ${claimable} AND j.kind <> ALL(${l(0)}::text[])${targeted}
    ORDER BY ${claimRank('j')}, j.id LIMIT ${p(3)}::bigint FOR UPDATE SKIP LOCKED
 ), picked AS (
   SELECT u.id FROM (SELECT id, rank FROM upick UNION ALL SELECT id, rank FROM lpick WHERE rn <= room) u
@@ -82,34 +148,54 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
    WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND l.kind = j.kind
   RETURNING j.*
 ), took AS (
-  SELECT c.id, c.kind, c.attempt_seq, c.lease_expires_at, row_number() OVER (PARTITION BY c.kind ORDER BY c.due_at, c.id) AS rn
+  SELECT c.id, c.kind, c.tenant_scope, c.attempt_seq, c.lease_expires_at,
+         row_number() OVER (PARTITION BY c.kind ORDER BY c.due_at, c.id) AS rn,
+         row_number() OVER (PARTITION BY c.kind, c.tenant_scope ORDER BY c.id) AS trn
     FROM claimed c WHERE c.kind = ANY(${l(0)}::text[])
 ), take_c AS (
   UPDATE ${s}.kind_slot k SET job_id = t.id, attempt_seq = t.attempt_seq, held_until = t.lease_expires_at
     FROM took t JOIN cs ON cs.kind = t.kind AND cs.rn = t.rn
-   WHERE k.kind = cs.kind AND k.pool = 'c' AND k.slot = cs.slot
+   WHERE k.kind = cs.kind AND k.pool = 'c' AND k.scope = '' AND k.slot = cs.slot
 ), take_r AS (
   UPDATE ${s}.kind_slot k SET job_id = t.id, attempt_seq = t.attempt_seq, held_until = ${now} + lim.hold_ms * interval '1 millisecond'
     FROM took t JOIN rs ON rs.kind = t.kind AND rs.rn = t.rn JOIN lim ON lim.kind = t.kind
-   WHERE k.kind = rs.kind AND k.pool = 'r' AND k.slot = rs.slot
-), throttled AS (
+   WHERE k.kind = rs.kind AND k.pool = 'r' AND k.scope = '' AND k.slot = rs.slot
+), take_t AS (
+  UPDATE ${s}.kind_slot k SET job_id = t.id, attempt_seq = t.attempt_seq, held_until = t.lease_expires_at
+    FROM took t JOIN tfree f ON f.kind = t.kind AND f.scope = t.tenant_scope AND f.rn = t.trn
+   WHERE k.kind = f.kind AND k.pool = 't' AND k.scope = f.scope AND k.slot = f.slot
+), kthrottled AS (
   -- Kinds with due jobs left for want of a slot, and when a rate slot frees (null: only
   -- concurrency is in the way; the slots this statement takes are not in its snapshot).
   SELECT room.kind, CASE WHEN room.rate_bound THEN ${ms(`COALESCE(
-           (SELECT min(k.held_until) FROM ${s}.kind_slot k WHERE k.kind = room.kind AND k.pool = 'r' AND k.slot <= room.rate_slots AND k.held_until > ${now}),
+           (SELECT min(k.held_until) FROM ${s}.kind_slot k WHERE k.kind = room.kind AND k.pool = 'r' AND k.scope = '' AND k.slot <= room.rate_slots AND k.held_until > ${now}),
            ${now} + room.hold_ms * interval '1 millisecond')`)} END AS retry_at
     FROM room WHERE EXISTS (SELECT 1 FROM lpick WHERE lpick.kind = room.kind AND lpick.rn > room.n)
+), throttled AS (
+  SELECT kind, retry_at, false AS tenant FROM kthrottled
+  UNION ALL
+  -- Kinds with room whose visited tenants had due jobs beyond their free slots; slots just made: ask again now.
+  SELECT t.kind, CASE WHEN EXISTS (SELECT 1 FROM tnew n WHERE n.kind = t.kind) THEN $1::bigint END, true FROM tlim t
+   WHERE NOT EXISTS (SELECT 1 FROM kthrottled k WHERE k.kind = t.kind)
+     AND (EXISTS (SELECT 1 FROM toffer o WHERE o.kind = t.kind AND o.trn > o.free) OR EXISTS (SELECT 1 FROM tnew n WHERE n.kind = t.kind))
 )`;
 }
 
 /** The answer's throttled kinds, as JSON. */
-const THROTTLED = `(SELECT COALESCE(json_agg(json_build_object('kind', kind, 'retryAt', retry_at)), '[]') FROM throttled) AS throttled`;
+const THROTTLED = `(SELECT COALESCE(json_agg(json_build_object('kind', kind, 'retryAt', retry_at, 'tenant', tenant)), '[]') FROM throttled) AS throttled`;
+
+/**
+ * Where the drain's next visit of a kind's tenants starts (the first kind limited per tenant):
+ * its last visited scope when it visited as many as it might, else none.
+ */
+const TENANT_AFTER = (first: number, pick: Pick) => `(SELECT CASE WHEN count(*) >= $${first + claimParams(pick) + 5}::int THEN (array_agg(scope ORDER BY n DESC))[1] END
+          FROM tvisited WHERE kind = (SELECT min(kind) FROM tlim)) AS tenant_after`;
 
 /** A limited lane's claim: the claimed jobs (claimedArray, traced) and the throttled kinds, as JSON. */
 const limitedClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_claim_limited_${pick}`,
-  text: `WITH ${limitedClaimCtes(s, 2, pick)}
-SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
+  text: `WITH RECURSIVE ${limitedClaimCtes(s, 2, pick)}
+SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}, ${TENANT_AFTER(2, pick)}`,
 });
 
 /** JobSettleThenClaim for a limited lane (drain.ts's, with limitedClaimCtes). */
@@ -117,7 +203,8 @@ const limitedSettleThenClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_settle_then_claim_limited_${pick}`,
   text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN},
-       (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}`,
+       (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED},
+       ${TENANT_AFTER(2 + SETTLE_PARAMS, pick)}`,
 });
 
 export const jobClaimLimitedDue = (s: string) => limitedClaim(s, 'due');

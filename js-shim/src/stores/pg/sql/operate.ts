@@ -50,7 +50,11 @@ UPDATE ${s}.job j
 RETURNING j.id, j.kind, j.lane, j.status`;
 
 /** JobEraseTenant: deletes every job of one tenant (and, by the trigger of migration 0005, their attempts). */
-export const jobEraseTenant = (s: string) => `DELETE FROM ${s}.job WHERE tenant_key = $1`;
+export const jobEraseTenant = (s: string) => `WITH slots AS (
+  -- The tenant's concurrency slots name it too (migration 0014).
+  DELETE FROM ${s}.kind_slot WHERE pool = 't' AND scope = 't:' || $1
+)
+DELETE FROM ${s}.job WHERE tenant_key = $1`;
 
 /** JobEraseTenantIds: deletes only the listed jobs, and only those of the tenant (an operator erases what it counted). */
 export const jobEraseTenantIds = (s: string) => `DELETE FROM ${s}.job WHERE tenant_key = $1 AND id = ANY($2::uuid[])`;
