@@ -93,7 +93,7 @@ export interface Outbox<R = EnqueueResult> {
   readonly schema: string;
   /** The kinds it registers, sorted (for `countBacklog`'s `registeredKinds`). */
   readonly kinds: readonly string[];
-  /** Its kinds with a `concurrency` or `rateLimit`, and their policies (for `countBacklog`'s `limits`). */
+  /** Its kinds with a `concurrency`, `rateLimit` or `tenantConcurrency`, and their policies (for `countBacklog`'s `limits`). */
   readonly limits: readonly { kind: string; policy: CorePolicy }[];
   /** @internal Runs one lane: nudged targets, or a bounded drain. */
   readonly [RUN]: OutboxEngine;
@@ -224,7 +224,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     key,
     schema: sql.schema,
     kinds: [...registry.keys()].sort(),
-    limits: [...registry.values()].filter((j) => j.policy.concurrency || j.policy.rateSlots).map((j) => ({ kind: j.kind, policy: j.policy })),
+    limits: [...registry.values()].filter((j) => j.policy.concurrency || j.policy.rateSlots || j.policy.tenantConcurrency).map((j) => ({ kind: j.kind, policy: j.policy })),
     transaction: (db, fn) => enqueueInTransaction(runtime, enqueueEnv, (body) => runTransaction(db, body), fn),
     async enqueue(tx, job, opts) {
       return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, [opts], 'enqueue')).results[0]!;

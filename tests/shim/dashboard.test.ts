@@ -21,7 +21,10 @@ const db = useMigratedDb('dashboard', { max: 3, resetEachTest: true });
 const HOSTILE = '<img src=x onerror=alert(1)>';
 const note = defineJob({ kind: 'dash.note', payload: z.object({ text: z.string() }), timeoutMs: 5_000, handle: async () => ok() });
 const other = defineJob({ kind: 'dash.other', lane: 'slow', payload: z.object({ n: z.number() }), timeoutMs: 5_000, handle: async () => ok() });
-const outbox = () => createOutbox({ jobs: [note, other], connect: createPgConnector(db.url) });
+const limited = defineJob({
+  kind: 'dash.limited', payload: z.object({ n: z.number() }), timeoutMs: 5_000, concurrency: 4, tenantConcurrency: 1, handle: async () => ok(),
+});
+const outbox = () => createOutbox({ jobs: [note, other, limited], connect: createPgConnector(db.url) });
 
 /** Roles by header, so one handler serves every case. */
 function authorize(request: Request): boolean | DashboardAccess {
@@ -68,7 +71,7 @@ class Session {
   }
 }
 
-async function seed(job: typeof note | typeof other, items: { payload: any; tenantKey?: string; correlationId?: string }[]): Promise<string[]> {
+async function seed(job: typeof note | typeof other | typeof limited, items: { payload: any; tenantKey?: string; correlationId?: string }[]): Promise<string[]> {
   const results = await outbox().transaction(db.pool, (_tx, _enqueue, enqueueMany) => enqueueMany(job as typeof note, items));
   return results.map((r) => (r as { id: string }).id);
 }
@@ -403,6 +406,16 @@ describe('overview', () => {
       await holder.query('ROLLBACK');
       await holder.end();
     }
+  });
+
+  test('the flow limits in force, per tenant too, and how many due jobs each holds back now', async () => {
+    const acme = await seed(limited, [{ payload: { n: 1 }, tenantKey: 'acme' }, { payload: { n: 2 }, tenantKey: 'acme' }, { payload: { n: 3 }, tenantKey: 'acme' }]);
+    await seed(limited, [{ payload: { n: 4 }, tenantKey: 'beta' }]);
+    // acme runs one (a live lease): its two others wait for it; beta's one fits.
+    await db.pool.query(`UPDATE outbox.job SET status = 'running', lease_expires_at = now() + interval '1 minute' WHERE id = $1`, [acme[0]]);
+    const { res, body } = await new Session().get('/dash');
+    assert.equal(res.status, 200);
+    assert.match(body, /<tr><td>dash\.limited<\/td><td>4<\/td><td>1<\/td><td>—<\/td><td>2<\/td><\/tr>/, body.match(/<table class="flow-limits">[\s\S]*?<\/table>/)?.[0]);
   });
 
   test('reads through a handle the caller owns when `db` is given, and never closes it', async () => {

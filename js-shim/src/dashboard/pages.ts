@@ -216,6 +216,6 @@ function flowLimits(limits: readonly { kind: string; policy: CorePolicy }[], bac
   const held = (kind: string) => backlog.filter((b) => b.kind === kind).reduce((n, b) => n + (b.throttled ?? 0), 0);
   const rate = (p: CorePolicy) => (p.rateSlots ? `${p.rateSlots} starts per ${duration(p.rateHoldMs ?? 0)}` : '—');
   return html`<h2>Flow limits</h2>
-<table class="flow-limits"><thead><tr><th>Kind</th><th>Concurrency</th><th>Rate</th><th>Held back now</th></tr></thead>
-<tbody>${limits.map((l) => html`<tr><td>${l.kind}</td><td>${l.policy.concurrency ?? '—'}</td><td>${rate(l.policy)}</td><td>${held(l.kind)}</td></tr>`)}</tbody></table>`;
+<table class="flow-limits"><thead><tr><th>Kind</th><th>Concurrency</th><th>Per tenant</th><th>Rate</th><th>Held back now</th></tr></thead>
+<tbody>${limits.map((l) => html`<tr><td>${l.kind}</td><td>${l.policy.concurrency ?? '—'}</td><td>${l.policy.tenantConcurrency ?? '—'}</td><td>${rate(l.policy)}</td><td>${held(l.kind)}</td></tr>`)}</tbody></table>`;
 }
