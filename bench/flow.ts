@@ -9,6 +9,10 @@
  *   rate: a kind limited to 20 starts a second bursting to 5, 4 consumers, 60 s of backlog:
  *     the starts in each 10 s window after the first (target within 5 % of 200) and the most in
  *     any 250 ms window (the burst, 5), by the ledger's claim times and by the handlers' own.
+ *   per tenant: a kind limited to 2 attempts per tenant, 10 tenants with 200 jobs of 20 ms each
+ *     (one tenant's after another's), then a quiet tenant's 20, 4 consumers: the most of one
+ *     tenant's handlers running at once, by the handlers and by the ledger, the most of the kind
+ *     at once (10 tenants × 2 allow 20), and when the quiet tenant's jobs started.
  *   fair share: tenant A enqueues 50,000 jobs of 2 ms, then tenant B enqueues 100, one every
  *     100 ms, 4 consumers: B's enqueue-to-start p50/p99 against the same 100 on an idle outbox,
  *     and A's starts per second in the 10 s before B against B's 10 s; with `fairShare` on and
@@ -34,30 +38,35 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 const capped = defineJob({ kind: 'bench.capped', payload: anyPayload, timeoutMs: 30_000, concurrency: 5, handle: async () => (await sleep(20), ok()) });
 const rated = defineJob({ kind: 'bench.rated', payload: anyPayload, timeoutMs: 30_000, rateLimit: { starts: 20, perMs: 1_000, burst: 5 }, handle: async () => ok() });
+const tenanted = defineJob({ kind: 'bench.tenanted', payload: anyPayload, timeoutMs: 30_000, tenantConcurrency: 2, handle: async () => (await sleep(20), ok()) });
 const shared = defineJob({ kind: 'bench.shared', payload: anyPayload, timeoutMs: 30_000, handle: async () => (await sleep(2), ok()) });
+
+/** A handler's start and end (Date.now()) and its job's tenant key ('' without one). */
+type Span = [number, number, string];
 
 /** A fair-share run's consumers: `fairShare` on or off, with only the unlimited kind registered. */
 type FairMode = 'on' | 'off';
 
 /** A consumer process: drains until told to stop, noting each handler's start and end (Date.now()). */
 async function consumer(url: string, fair: FairMode | undefined): Promise<void> {
-  const spans: [number, number][] = [];
+  const spans: Span[] = [];
   const noted = (job: typeof capped) =>
     defineJob({
       kind: job.kind, payload: anyPayload, timeoutMs: 30_000, ...(job.policy.concurrency ? { concurrency: job.policy.concurrency } : {}),
+      ...(job.policy.tenantConcurrency ? { tenantConcurrency: job.policy.tenantConcurrency } : {}),
       ...(job.kind === rated.kind ? { rateLimit: { starts: 20, perMs: 1_000, burst: 5 } } : {}),
       async handle(p, ctx) {
         const start = Date.now();
         try {
           return await job.handle(p, ctx);
         } finally {
-          spans.push([start, Date.now()]);
+          spans.push([start, Date.now(), ctx.tenantKey ?? '']);
         }
       },
     });
   // The fair-share runs register the unlimited kind alone: a lane with a limited kind claims
   // without fair share (README, flow control), and both runs must claim the same way bar the option.
-  const jobs = fair ? [shared] : [noted(capped), noted(rated), shared];
+  const jobs = fair ? [shared] : [noted(capped), noted(rated), noted(tenanted), shared];
   const outbox = createOutbox({ jobs, connect: createPgConnector(url), concurrency: 8, fairShare: fair === 'on' });
   let stop = false;
   process.on('message', (m) => {
@@ -73,14 +82,14 @@ async function consumer(url: string, fair: FairMode | undefined): Promise<void> 
 }
 
 /** Runs `n` consumer processes until `done()` says so (`ready` called once all are up); every handler span they noted. */
-async function withConsumers(url: string, n: number, done: () => Promise<boolean>, fair?: FairMode, ready?: () => void): Promise<[number, number][]> {
+async function withConsumers(url: string, n: number, done: () => Promise<boolean>, fair?: FairMode, ready?: () => void): Promise<Span[]> {
   const here = fileURLToPath(import.meta.url);
   const children = Array.from({ length: n }, () => fork(here, ['--consumer', url, ...(fair ? ['--fair', fair] : [])], { execArgv: ['--import', 'tsx'] }));
   await Promise.all(children.map((c) => new Promise((resolve) => c.once('message', resolve))));
   ready?.();
   while (!(await done())) await sleep(200);
   const spans = await Promise.all(
-    children.map((c) => new Promise<[number, number][]>((resolve) => {
+    children.map((c) => new Promise<Span[]>((resolve) => {
       c.on('message', (m: any) => m?.spans && resolve(m.spans));
       c.send('stop');
     })),
@@ -89,7 +98,7 @@ async function withConsumers(url: string, n: number, done: () => Promise<boolean
 }
 
 /** The most intervals open at once (an end at t closes before a start at t opens). */
-function peak(spans: [number, number][]): number {
+function peak(spans: readonly (readonly [number, number, ...unknown[]])[]): number {
   const edges = spans.flatMap(([s, e]) => [[s, 1], [e, -1]] as [number, number][]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   let open = 0;
   let most = 0;
@@ -115,7 +124,7 @@ async function main(): Promise<void> {
     await withClient(url, (c) => migrate(c));
     const client = new pg.Client({ connectionString: url });
     await client.connect();
-    const producer = createOutbox({ jobs: [capped, rated], connect: createPgConnector(url) });
+    const producer = createOutbox({ jobs: [capped, rated, tenanted], connect: createPgConnector(url) });
     const count = async (kind: string) => Number((await client.query(`SELECT count(*) FROM outbox.job WHERE kind = $1 AND status = 'succeeded'`, [kind])).rows[0].count);
 
     // Concurrency.
@@ -141,6 +150,29 @@ async function main(): Promise<void> {
     for (let w = 1; w < RATE_SECONDS / 10; w++) windows.push(claims.filter((t) => t >= first + w * 10_000 && t < first + (w + 1) * 10_000).length / 10);
     const worst = Math.max(...windows.map((r) => Math.abs(r - 20) / 20));
     process.stderr.write(`rate: windows ${windows.map((r) => r.toFixed(1)).join(' ')} /s; burst ${mostInWindow(claims, 250)} (ledger), ${mostInWindow(starts, 250)} (handlers)\n`);
+
+    // Per tenant: 10 tenants' backlogs one after another, then a quiet tenant's few.
+    const TENANTS = 10;
+    const PER_TENANT = 200;
+    for (let t = 0; t < TENANTS; t++) {
+      await producer.enqueueMany(client, tenanted, Array.from({ length: PER_TENANT }, (_, k) => ({ payload: { k }, tenantKey: `t${t}` })));
+    }
+    await producer.enqueueMany(client, tenanted, Array.from({ length: 20 }, (_, k) => ({ payload: { k }, tenantKey: 'quiet' })));
+    const tJobs = TENANTS * PER_TENANT + 20;
+    // Timed from when every consumer process is up (each takes about a second to start).
+    let t1 = Date.now();
+    const tSpans = await withConsumers(url, CONSUMERS, async () => (await count(tenanted.kind)) === tJobs, undefined, () => (t1 = Date.now()));
+    const tWall = (Date.now() - t1) / 1000;
+    const tLedger = (await client.query(
+      `SELECT j.tenant_key AS t, (extract(epoch FROM a.started_at) * 1000)::float8 AS s, (extract(epoch FROM a.finished_at) * 1000)::float8 AS f
+         FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = $1`, [tenanted.kind])).rows;
+    const tenantsSeen = [...new Set(tSpans.map((x) => x[2]))];
+    const tenantPeak = Math.max(...tenantsSeen.map((t) => peak(tSpans.filter((x) => x[2] === t))));
+    const tenantLedgerPeak = Math.max(...tenantsSeen.map((t) => peak(tLedger.filter((r) => r.t === t).map((r) => [Number(r.s), Number(r.f)] as [number, number]))));
+    const kindPeak = peak(tSpans);
+    const quietStarts = tSpans.filter((x) => x[2] === 'quiet').map((x) => x[0] - t1).sort((a, b) => a - b);
+    const lastBigStart = Math.max(...tSpans.filter((x) => x[2] === `t${TENANTS - 1}`).map((x) => x[0] - t1));
+    process.stderr.write(`per tenant: ${tJobs} jobs in ${tWall.toFixed(1)} s; one tenant at once ${tenantPeak} (ledger ${tenantLedgerPeak}), kind ${kindPeak}; quiet starts ${quietStarts[0]}..${quietStarts.at(-1)} ms\n`);
 
     // Fair share: B's 100 jobs on an idle outbox, then behind A's backlog, with fairShare on and off.
     const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
@@ -221,6 +253,18 @@ async function main(): Promise<void> {
       `| starts/s | ${windows.map((r) => r.toFixed(1)).join(' | ')} |`,
       '',
       `Largest deviation from 20/s: ${(worst * 100).toFixed(1)} % (target ≤ 5 %). Most starts in any 250 ms: ${mostInWindow(claims, 250)} by the ledger's claim times, ${mostInWindow(starts, 250)} by the handlers' own start times (target: the burst, 5). The limit holds on starts as claims: a claimed job's handler may begin later (the consumer's event loop, its buffer), so on a loaded machine two claims' handlers can bunch within 250 ms; the long-run rate is unaffected.`,
+      '',
+      '## Per tenant: a kind limited to 2 attempts per tenant',
+      '',
+      `${TENANTS} tenants enqueue ${PER_TENANT} jobs of 20 ms each, one tenant's after another's, then a quiet tenant enqueues 20 (last in due order); no limit on the kind as a whole. Drained in ${tWall.toFixed(1)} s (${(tJobs / tWall).toFixed(0)} jobs/s; ${TENANTS} tenants × 2 at a time allow at most ${TENANTS * 2 * 50}/s).`,
+      '',
+      '| measure | most at once | target |',
+      '|---|---|---|',
+      `| one tenant's handlers running (each noted its start, end and tenant; every process merged) | ${tenantPeak} | ≤ 2 |`,
+      `| one tenant's attempts between claim and settlement, by the attempt ledger | ${tenantLedgerPeak} | (see the concurrency note) |`,
+      `| the kind's handlers running, all tenants | ${kindPeak} | ≤ ${TENANTS * 2 + 2} (the quiet tenant's 2 too) |`,
+      '',
+      `The quiet tenant's 20 jobs, last in due order, started ${quietStarts[0]} to ${quietStarts.at(-1)} ms after the consumers were up (the last big tenant's last job: ${lastBigStart} ms): a claim takes each tenant's first jobs before anyone's next, so it ran beside the backlogs, two at a time.`,
       '',
       '## Fair share: a quiet tenant beside a large backlog',
       '',

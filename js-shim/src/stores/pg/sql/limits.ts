@@ -97,16 +97,18 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
   INSERT INTO ${s}.kind_slot (kind, pool, scope, slot)
   SELECT n.kind, 't', n.scope, g FROM tnew n CROSS JOIN LATERAL generate_series(1, n.tn) AS g
   ON CONFLICT DO NOTHING
-), tfree AS (
+), tcand AS (
+  -- Each visited scope's free slots as the snapshot sees them, unlocked: tlocked locks only
+  -- as many as the claim takes of the scope, so other consumers' claims find the rest.
   SELECT v.kind, v.scope, k.slot, row_number() OVER (PARTITION BY v.kind, v.scope ORDER BY k.slot) AS rn
     FROM tvisited v JOIN tlim t ON t.kind = v.kind CROSS JOIN LATERAL (
       SELECT k.slot FROM ${s}.kind_slot k
        WHERE k.kind = v.kind AND k.pool = 't' AND k.scope = v.scope AND k.slot <= t.tn AND (${freeConcurrency})
-       ORDER BY k.slot LIMIT t.tn FOR UPDATE SKIP LOCKED) k
+       ORDER BY k.slot LIMIT t.tn) k
 ), tscope AS (
-  SELECT v.kind, v.scope, (SELECT count(*) FROM tfree f WHERE f.kind = v.kind AND f.scope = v.scope) AS free FROM tvisited v
+  SELECT v.kind, v.scope, (SELECT count(*) FROM tcand f WHERE f.kind = v.kind AND f.scope = v.scope) AS free FROM tvisited v
 ), toffer AS (
-  SELECT x.id, x.kind, x.rank, v.free, row_number() OVER (PARTITION BY v.kind, v.scope ORDER BY x.rank, x.id) AS trn
+  SELECT x.id, x.kind, v.scope, x.rank, v.free, row_number() OVER (PARTITION BY x.kind, v.scope ORDER BY x.rank, x.id) AS trn
     FROM tscope v CROSS JOIN LATERAL (
       SELECT j.id, j.kind, ${claimRank('j')} AS rank FROM ${s}.job j
        WHERE ${claimable} AND j.kind = v.kind AND j.tenant_scope = v.scope${targeted}
@@ -129,16 +131,26 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
        WHERE ${claimable} AND j.kind = room.kind${targeted}
        ORDER BY ${claimRank('j')}, j.id LIMIT room.n + 1 FOR UPDATE SKIP LOCKED) x
    WHERE room.tn = 0
-  UNION ALL
+), tpick AS (
   -- A kind limited per tenant: its scopes' first jobs first (round by round), within the kind's room.
-  SELECT o.id, o.kind, o.rank, row_number() OVER (PARTITION BY o.kind ORDER BY o.trn, o.rank, o.id), room.n
+  SELECT o.id, o.kind, o.scope, o.rank, o.trn, row_number() OVER (PARTITION BY o.kind ORDER BY o.trn, o.rank, o.id) AS rn, room.n AS room
     FROM toffer o JOIN room ON room.kind = o.kind WHERE o.trn <= o.free
+), tlocked AS (
+  -- The slots of the jobs tpick takes, locked; one another claim holds means one job fewer.
+  SELECT l.kind, l.scope, l.slot, row_number() OVER (PARTITION BY l.kind, l.scope ORDER BY l.slot) AS rn FROM (
+    SELECT c.kind, c.scope, k.slot FROM tcand c
+      JOIN ${s}.kind_slot k ON k.kind = c.kind AND k.pool = 't' AND k.scope = c.scope AND k.slot = c.slot
+     WHERE c.rn <= (SELECT count(*) FROM tpick p WHERE p.kind = c.kind AND p.scope = c.scope AND p.rn <= p.room)
+       AND (${freeConcurrency})
+     FOR UPDATE OF k SKIP LOCKED) l
 ), upick AS (
   SELECT j.id, ${claimRank('j')} AS rank FROM ${s}.job j
    WHERE ${claimable} AND j.kind <> ALL(${l(0)}::text[])${targeted}
    ORDER BY ${claimRank('j')}, j.id LIMIT ${p(3)}::bigint FOR UPDATE SKIP LOCKED
 ), picked AS (
-  SELECT u.id FROM (SELECT id, rank FROM upick UNION ALL SELECT id, rank FROM lpick WHERE rn <= room) u
+  SELECT u.id FROM (SELECT id, rank FROM upick UNION ALL SELECT id, rank FROM lpick WHERE rn <= room
+    UNION ALL SELECT p.id, p.rank FROM tpick p
+     WHERE p.rn <= p.room AND p.trn <= (SELECT count(*) FROM tlocked l WHERE l.kind = p.kind AND l.scope = p.scope)) u
    ORDER BY u.rank, u.id LIMIT ${p(3)}::bigint
 ), claimed AS (
   UPDATE ${s}.job j
@@ -162,7 +174,7 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
    WHERE k.kind = rs.kind AND k.pool = 'r' AND k.scope = '' AND k.slot = rs.slot
 ), take_t AS (
   UPDATE ${s}.kind_slot k SET job_id = t.id, attempt_seq = t.attempt_seq, held_until = t.lease_expires_at
-    FROM took t JOIN tfree f ON f.kind = t.kind AND f.scope = t.tenant_scope AND f.rn = t.trn
+    FROM took t JOIN tlocked f ON f.kind = t.kind AND f.scope = t.tenant_scope AND f.rn = t.trn
    WHERE k.kind = f.kind AND k.pool = 't' AND k.scope = f.scope AND k.slot = f.slot
 ), kthrottled AS (
   -- Kinds with due jobs left for want of a slot, and when a rate slot frees (null: only
@@ -171,6 +183,7 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
            (SELECT min(k.held_until) FROM ${s}.kind_slot k WHERE k.kind = room.kind AND k.pool = 'r' AND k.scope = '' AND k.slot <= room.rate_slots AND k.held_until > ${now}),
            ${now} + room.hold_ms * interval '1 millisecond')`)} END AS retry_at
     FROM room WHERE EXISTS (SELECT 1 FROM lpick WHERE lpick.kind = room.kind AND lpick.rn > room.n)
+                 OR EXISTS (SELECT 1 FROM tpick WHERE tpick.kind = room.kind AND tpick.rn > room.n)
 ), throttled AS (
   SELECT kind, retry_at, false AS tenant FROM kthrottled
   UNION ALL
