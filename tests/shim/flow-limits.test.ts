@@ -161,6 +161,13 @@ describe('flow limits', () => {
     } finally {
       await client.end();
     }
+    // A nudge naming a's third and one more of c's: the nudged claim takes c's, leaves a's (its
+    // drain stops at once: a's 10 s attempt would not fit its deadline, and a's two must not time out).
+    const [cLate] = await enqueue('flow.tenanted', { key: 'c-late', tenantKey: 'c' });
+    const nudged = (await post('/drain-targets', { budgetMs: 10_500, targets: [{ id: waiting, kind: 'flow.tenanted' }, { id: cLate, kind: 'flow.tenanted' }] })) as Report;
+    assert.equal(nudged.claimed, 1);
+    assert.equal((await env.sql(`SELECT status FROM outbox.job WHERE id = $1`, [cLate]))[0].status, 'succeeded');
+    assert.equal((await env.sql(`SELECT status FROM outbox.job WHERE id = $1`, [waiting]))[0].status, 'pending');
     // a's attempts end and settle: the next drain takes a's third.
     await post('/gate', { name: 'gate:a1' });
     await post('/gate', { name: 'gate:a2' });

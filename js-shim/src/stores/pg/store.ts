@@ -356,7 +356,9 @@ function claimArgs(c: ClaimInput): unknown[] {
   if (c.targets) args.push(c.targets.map((t) => t.id), c.targets.map((t) => t.kind));
   if (c.limits) {
     const l = c.limits;
-    args.push(l.kinds, l.concurrency, l.rateSlots, l.rateHoldMs, l.tenantConcurrency, l.tenantVisits ?? 0, c.tenantAfter ?? null);
+    args.push(l.kinds, l.concurrency, l.rateSlots, l.rateHoldMs, l.tenantConcurrency, l.tenantVisits ?? 0);
+    // A nudged claim visits its targets' tenants, not a rotation: it has no place to start after.
+    if (!c.targets) args.push(c.tenantAfter ?? null);
   }
   else if (isFair(c)) args.push(c.fair!.tenants, c.fair!.after, c.fair!.weights ? JSON.stringify(c.fair!.weights) : null);
   return args;

@@ -13,8 +13,8 @@ const claimParams = (pick: Pick) => (pick === 'due' ? 5 : 7);
 /**
  * The claim of a lane with limited kinds. Parameters as claimCtes's, then: limited kinds[],
  * concurrency slots[] (0: none), rate slots[] (0: none), rate hold ms[], tenant concurrency[]
- * (0: none; parallel), how many tenant scopes to visit per kind limited per tenant, and the scope
- * the visit starts after (NULL: from the first).
+ * (0: none; parallel), how many tenant scopes to visit per kind limited per tenant, and (the due
+ * pick only) the scope the visit starts after (NULL: from the first).
  *
  * A job of a limited kind is claimed only with a free slot of each of its pools, taken in the
  * same statement, so the limits hold across every consumer. A rate slot is free once its hold
@@ -41,7 +41,10 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
   const p = (i: number) => `$${first + i}`;
   const l = (i: number) => p(claimParams(pick) + i);
   const now = ts('$1');
-  const targeted = pick === 'targets' ? ` AND j.id = ANY(${p(5)}::uuid[])` : '';
+  // A nudged job is claimed by id, and only as the kind it was nudged as (as claimCtes's targets).
+  const targeted = pick === 'targets'
+    ? ` AND j.id = ANY(${p(5)}::uuid[]) AND EXISTS (SELECT 1 FROM unnest(${p(5)}::uuid[], ${p(6)}::text[]) AS t(id, kind) WHERE t.id = j.id AND t.kind = j.kind)`
+    : '';
   const claimable = claimablePredicate(first, pick);
   const freeConcurrency = `k.job_id IS NULL
           OR EXISTS (SELECT 1 FROM ${s}.job h WHERE h.id = k.job_id AND (h.attempt_seq > k.attempt_seq
