@@ -314,6 +314,8 @@ export type OutboxEvent =
   | { type: 'retention'; deleted: number; batches: number }
   /** The sweep rebuilt an index a held horizon had bloated: `bytes` before, against its `baselineBytes`. */
   | { type: 'index_rebuilt'; index: string; bytes: number; baselineBytes: number }
+  /** The sweep refreshed a table's planner statistics: they described a much smaller table, so plans kept read it whole. */
+  | { type: 'table_analyzed'; table: string }
   /** The sweep may not rebuild a bloated index (not the tables' owner; PostgreSQL 17: no MAINTAIN privilege). */
   | { type: 'compaction_refused'; index: string; bytes: number; error: string; severity: 'warn' }
   | { type: 'handoff'; lane: string; jobs: number }

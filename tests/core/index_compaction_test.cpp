@@ -28,12 +28,12 @@ std::string index(const std::string& name, int64_t bytes, const std::string& bas
 
 TEST_CASE("compact: an index without a baseline records its size; growth with the data is recorded too") {
   CHECK(compact("[" + index("job_pkey", 16384, "null") + "]") ==
-        R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":16384}],"rebuild":null})");
+        R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":16384}],"rebuild":null,"analyze":[]})");
   // Under 2x, or under 8 MiB past the baseline: growth, not bloat.
   CHECK(compact("[" + index("job_pkey", 20 * kMiB, std::to_string(11 * kMiB)) + "," + index("job_lease", 7 * kMiB, "16384") + "]") ==
-        R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":20971520},{"name":"job_lease","bytes":7340032}],"rebuild":null})");
+        R"({"held":false,"drop":[],"record":[{"name":"job_pkey","bytes":20971520},{"name":"job_lease","bytes":7340032}],"rebuild":null,"analyze":[]})");
   // A smaller index (vacuum never shrinks one; a rebuild elsewhere may) keeps its baseline.
-  CHECK(compact("[" + index("job_pkey", 8 * kMiB, std::to_string(9 * kMiB)) + "]") == R"({"held":false,"drop":[],"record":[],"rebuild":null})");
+  CHECK(compact("[" + index("job_pkey", 8 * kMiB, std::to_string(9 * kMiB)) + "]") == R"({"held":false,"drop":[],"record":[],"rebuild":null,"analyze":[]})");
   // Every index the migrations create on job and attempt is the outbox's own (fair share's too).
   for (const char* own : {"job_claimable", "job_fair", "job_tenant", "job_waiting", "attempt_finished"}) {
     CHECK_MESSAGE(compact("[" + index(own, 16384, "null") + "]").find(R"("record":[{"name")") != std::string::npos, own);
@@ -44,7 +44,7 @@ TEST_CASE("compact: an index at 2x its baseline and 8 MiB past it is rebuilt, th
   const std::string out = compact("[" + index("job_pkey", 40 * kMiB, std::to_string(4 * kMiB)) + "," +
                                   index("job_created", 90 * kMiB, std::to_string(5 * kMiB)) + "," +
                                   index("attempt_pkey", 12 * kMiB, std::to_string(4 * kMiB)) + "]");
-  CHECK(out == R"({"held":false,"drop":[],"record":[],"rebuild":{"name":"job_created","bytes":94371840,"baselineBytes":5242880,"rebuiltAt":1700000000000}})");
+  CHECK(out == R"({"held":false,"drop":[],"record":[],"rebuild":{"name":"job_created","bytes":94371840,"baselineBytes":5242880,"rebuiltAt":1700000000000},"analyze":[]})");
   // Exactly at both thresholds counts; one byte short of either does not.
   CHECK(compact("[" + index("job_lease", 16 * kMiB, std::to_string(8 * kMiB)) + "]").find(R"("rebuild":{"name":"job_lease")") != std::string::npos);
   CHECK(compact("[" + index("job_lease", 16 * kMiB - 1, std::to_string(8 * kMiB)) + "]").find(R"("rebuild":null)") != std::string::npos);
@@ -54,18 +54,18 @@ TEST_CASE("compact: an index at 2x its baseline and 8 MiB past it is rebuilt, th
 TEST_CASE("compact: a held horizon stops every action") {
   const std::string bloated = "[" + index("job_pkey", 40 * kMiB, std::to_string(4 * kMiB)) + "," + index("job_lease", 1, "null") + "," +
                               index("job_pkey_ccnew", 1, "null", "null", false) + "]";
-  CHECK(compact(bloated, R"([{"kind":"session","ageMs":30000,"xidAge":12}])") == R"({"held":true,"drop":[],"record":[],"rebuild":null})");
-  CHECK(compact(bloated, R"([{"kind":"slot","ageMs":null,"xidAge":100000}])") == R"({"held":true,"drop":[],"record":[],"rebuild":null})");
+  CHECK(compact(bloated, R"([{"kind":"session","ageMs":30000,"xidAge":12}])") == R"({"held":true,"drop":[],"record":[],"rebuild":null,"analyze":[]})");
+  CHECK(compact(bloated, R"([{"kind":"slot","ageMs":null,"xidAge":100000}])") == R"({"held":true,"drop":[],"record":[],"rebuild":null,"analyze":[]})");
   // Younger than 30 s and fewer than 100,000 transactions behind: not held.
   CHECK(compact(bloated, R"([{"kind":"session","ageMs":29999,"xidAge":99999},{"kind":"slot","ageMs":null,"xidAge":5}])") ==
-        R"({"held":false,"drop":["job_pkey_ccnew"],"record":[{"name":"job_lease","bytes":1}],"rebuild":{"name":"job_pkey","bytes":41943040,"baselineBytes":4194304,"rebuiltAt":1700000000000}})");
+        R"({"held":false,"drop":["job_pkey_ccnew"],"record":[{"name":"job_lease","bytes":1}],"rebuild":{"name":"job_pkey","bytes":41943040,"baselineBytes":4194304,"rebuiltAt":1700000000000},"analyze":[]})");
 }
 
 TEST_CASE("compact: leftovers of an interrupted rebuild of ours are dropped; other indexes are left alone") {
   const std::string out = compact("[" + index("job_pkey_ccnew", 1, "null", "null", false) + "," + index("attempt_finished_ccold12", 1, "null", "null", false) + "," +
                                   index("job_pkey_ccnewer", 1, "null", "null", false) + "," + index("mine_ccnew", 1, "null", "null", false) + "," +
                                   index("job_claimable", 1, "null", "null", false) + "," + index("mine", 90 * kMiB, "1") + "]");
-  CHECK(out == R"({"held":false,"drop":["job_pkey_ccnew","attempt_finished_ccold12"],"record":[],"rebuild":null})");
+  CHECK(out == R"({"held":false,"drop":["job_pkey_ccnew","attempt_finished_ccold12"],"record":[],"rebuild":null,"analyze":[]})");
 }
 
 TEST_CASE("compact: the cooldown, the per-sweep count and the room before the deadline") {
@@ -95,6 +95,43 @@ TEST_CASE("compact: invalid inputs") {
   CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[{"name":"job_pkey","bytes":-1}]})").out.find("invalid_input") != std::string::npos);
   CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"horizon":[{"ageMs":"old"}]})").out.find("invalid_input") != std::string::npos);
   CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[{"name":"job_pkey","bytes":1,"valid":1}]})").out.find("invalid_input") != std::string::npos);
+}
+
+namespace {
+
+std::string table(const std::string& name, int64_t pages, int64_t stats_pages, bool has_statistics) {
+  return R"({"name":")" + name + R"(","pages":)" + std::to_string(pages) + R"(,"statsPages":)" + std::to_string(stats_pages) +
+         R"(,"hasStatistics":)" + (has_statistics ? "true" : "false") + "}";
+}
+
+std::string analyze_of(const std::string& tables, const std::string& extra = "") {
+  const std::string out = compact("[]", "[]", R"(,"tables":)" + tables + extra);
+  const size_t at = out.find(R"("analyze":)");
+  return at == std::string::npos ? out : out.substr(at);
+}
+
+}  // namespace
+
+TEST_CASE("compact: a churning table planned without statistics of its size is analyzed") {
+  // Never analyzed: from 128 pages (1 MiB) on; smaller tables are left to autovacuum.
+  CHECK(analyze_of("[" + table("job", 128, 0, false) + "," + table("attempt", 127, 0, false) + "]") == R"("analyze":["job"]})");
+  // Analyzed: once the table is 4x the size its statistics were taken at (an empty table's 0 pages included).
+  CHECK(analyze_of("[" + table("job", 400, 100, true) + "," + table("attempt", 399, 100, true) + "]") == R"("analyze":["job"]})");
+  CHECK(analyze_of("[" + table("job", 128, 0, true) + "]") == R"("analyze":["job"]})");
+  CHECK(analyze_of("[" + table("job", 1000000, 999999, true) + "]") == R"("analyze":[]})");
+  // Only the outbox's churning tables; one this sweep analyzed already is not named again.
+  CHECK(analyze_of("[" + table("webhook_endpoint", 4096, 0, false) + "," + table("attempt", 4096, 0, false) + "]", R"(,"analyzedTables":["attempt"])") ==
+        R"("analyze":[]})");
+  // A held horizon holds rebuilds back, not an ANALYZE.
+  CHECK(compact("[]", R"([{"kind":"session","ageMs":60000,"xidAge":12}])", R"(,"tables":[)" + table("job", 4096, 0, false) + "]") ==
+        R"({"held":true,"drop":[],"record":[],"rebuild":null,"analyze":["job"]})");
+}
+
+TEST_CASE("compact: invalid table facts") {
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":1,"statsPages":1}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'tables[0].hasStatistics' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":-1,"statsPages":1,"hasStatistics":true}]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"analyzedTables":[1]})").out.find("invalid_input") != std::string::npos);
 }
 
 TEST_CASE("sweep plan: compaction can be turned off") {

@@ -900,6 +900,17 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   w('compact leaves foreign indexes', cp([ix('my_index', 90 * MiB, 1)]), (o) => want(o.record.length === 0 && o.rebuild === null, 'not ours'));
   w('compact missing indexes', (({ indexes, ...r }) => r)(cp([])), isError('invalid_input', 'indexes'));
   w('compact bytes negative', cp([ix('job_pkey', -1, null)]), isError('invalid_input', 'bytes'));
+  const tb = (name, pages, statsPages, hasStatistics) => ({ name, pages, statsPages, hasStatistics });
+  const analyze = (v) => (o) => want(JSON.stringify(o.analyze) === JSON.stringify(v), `analyze ${JSON.stringify(v)}`);
+  w('compact analyzes a never-analyzed job table', cp([], { tables: [tb('job', 128, 0, false), tb('attempt', 127, 0, false)] }), analyze(['job']));
+  w('compact analyzes a table 4x its statistics', cp([], { tables: [tb('attempt', 400, 100, true), tb('job', 399, 100, true)] }), analyze(['attempt']));
+  w('compact analyzes under a held horizon', cp([], { tables: [tb('job', 4096, 0, false)], horizon: [{ kind: 'session', ageMs: 600000, xidAge: 5 }] }), (o) => want(o.held && o.analyze[0] === 'job', 'held, analyzed'));
+  w('compact does not repeat a tried analyze', cp([], { tables: [tb('job', 4096, 0, false)], analyzedTables: ['job'] }), analyze([]));
+  w('compact leaves foreign tables', cp([], { tables: [tb('orders', 4096, 0, false)] }), analyze([]));
+  w('compact without table facts', cp([]), analyze([]));
+  w('compact table missing statsPages', cp([], { tables: [{ name: 'job', pages: 1, hasStatistics: true }] }), isError('invalid_input', 'statsPages'));
+  w('compact table pages negative', cp([], { tables: [tb('job', -1, 0, true)] }), isError('invalid_input', 'pages'));
+  w('compact analyzedTables not strings', cp([], { analyzedTables: [1] }), isError('invalid_input', 'analyzedTables'));
   const ret = (o) => ({ op: 'retention', now: NOW, startedAt: NOW, deadlineAt: NOW + 840000, budgetMs: 60000, limit: 1000, deleted: 1000, ...o });
   const again = (v) => (o) => want(o.again === v, `again ${v}`);
   w('retention full batch within budget', ret({}), again(true));

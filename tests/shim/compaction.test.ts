@@ -117,3 +117,45 @@ test('a leftover of an interrupted rebuild is dropped; an index the user added i
   assert.equal((await env.sql(`SELECT 1 FROM outbox.index_baseline WHERE name = 'job_mine'`)).length, 0);
   await env.sql('DROP INDEX outbox.job_mine');
 });
+
+test('a table grown far past its planner statistics is analyzed, and sessions planned on it small plan afresh', async () => {
+  await env.sql('TRUNCATE outbox.job, outbox.attempt, outbox.job_edge');
+  // A session plans a lookup by id while the table is new and empty, as a drain's connection
+  // does on a fresh install: the cheapest plan for a few pages reads them all, and it is kept.
+  const session = new pg.Client({ connectionString: env.dbUrl });
+  await session.connect();
+  try {
+    await session.query(`SET plan_cache_mode = force_generic_plan`);
+    await session.query(`PREPARE touch(uuid[]) AS UPDATE outbox.job SET updated_at = updated_at WHERE id = ANY($1)`);
+    const plan = async () => (await session.query(`EXPLAIN EXECUTE touch(ARRAY[gen_random_uuid()])`)).rows.map((r) => r['QUERY PLAN']).join('\n');
+    assert.match(await plan(), /Seq Scan on job/);
+
+    // Small: left to autovacuum.
+    let report = (await env.post('/sweep', {})).body;
+    assert.deepEqual(report.analyzedTables, []);
+
+    // 60,000 jobs later (about 2,000 pages, never analyzed) the kept plan still reads them all.
+    await env.sql(
+      `INSERT INTO outbox.job (id, kind, status, payload, due_at, created_at, updated_at, finished_at, attempts, attempt_seq)
+       SELECT gen_random_uuid(), 'test.echo', 'succeeded', '{}'::jsonb, now(), now(), now(), now(), 1, 1 FROM generate_series(1, 60000)`,
+    );
+    assert.match(await plan(), /Seq Scan on job/);
+    await env.worker.fetch('/events');
+    report = (await env.post('/sweep', {})).body;
+    assert.deepEqual(report.failedSteps, []);
+    assert.deepEqual(report.analyzedTables, ['job']);
+    assert.deepEqual((await env.events()).filter((e) => e.type === 'table_analyzed'), [{ type: 'table_analyzed', table: 'job' }]);
+    const [stats] = await env.sql(`SELECT reltuples::bigint AS tuples FROM pg_class WHERE oid = 'outbox.job'::regclass`);
+    assert.ok(Number(stats.tuples) > 50_000, JSON.stringify(stats));
+    // The ANALYZE invalidated the session's plan: planned again, it goes by the primary key.
+    assert.match(await plan(), /job_pkey/);
+    assert.doesNotMatch(await plan(), /Seq Scan on job/);
+
+    // The statistics now describe the table: the next sweep leaves it be.
+    report = (await env.post('/sweep', {})).body;
+    assert.deepEqual(report.analyzedTables, []);
+  } finally {
+    await session.end();
+    await env.sql('TRUNCATE outbox.job, outbox.attempt, outbox.job_edge');
+  }
+});

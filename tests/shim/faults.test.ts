@@ -196,7 +196,7 @@ describe('the sweep report', () => {
     await env.post('/clock', { offsetMs: 2 * HOUR });
     return { crashed, due, long };
   }
-  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0, handedOff: 0, deleted: 0, unblocked: 0, unregistered: [], rebuiltIndexes: [], schedulesDeferred: 0 };
+  const zero = { claimed: 0, succeeded: 0, retrying: 0, dead: 0, cancelled: 0, pending: 0, claimLate: 0, released: 0, stale: 0, recovered: 0, throttled: 0, handedOff: 0, deleted: 0, unblocked: 0, unregistered: [], rebuiltIndexes: [], analyzedTables: [], schedulesDeferred: 0 };
 
   test('a healthy sweep reports exact counts, every field a number, and hands long jobs to their queue', async () => {
     const { crashed, due, long } = await sweepWork();

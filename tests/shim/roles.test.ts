@@ -183,3 +183,34 @@ test('the worker role rebuilds a bloated index on PostgreSQL 17 (MAINTAIN); befo
     await owner.end();
   }
 });
+
+test('the worker role analyzes a table grown past its statistics on PostgreSQL 17 (MAINTAIN); before 17 the sweep leaves it to autovacuum', async () => {
+  const events: OutboxEvent[] = [];
+  const outbox = createOutbox({ jobs: [note], connect: createPgConnector(as('pb_worker')), events: (e) => events.push(e) });
+  const owner = new pg.Client({ connectionString: ownerUrl });
+  await owner.connect();
+  try {
+    // Never analyzed (a truncated table counts as new), 60,000 jobs: about 2,000 pages.
+    await owner.query('TRUNCATE outbox.job, outbox.attempt, outbox.job_edge');
+    await owner.query(
+      `INSERT INTO outbox.job (id, kind, status, payload, due_at, created_at, updated_at, finished_at, attempts, attempt_seq)
+       SELECT gen_random_uuid(), 'roles.note', 'succeeded', '{}'::jsonb, now(), now(), now(), now(), 1, 1 FROM generate_series(1, 60000)`,
+    );
+    const pg17 = Number((await owner.query('SHOW server_version_num')).rows[0].server_version_num) >= 170000;
+    const report = await runSweep(outbox);
+    assert.deepEqual(report.failedSteps, []);
+    const tuples = async () => Number((await owner.query(`SELECT reltuples FROM pg_class WHERE oid = 'outbox.job'::regclass`)).rows[0].reltuples);
+    if (pg17) {
+      assert.deepEqual(report.analyzedTables, ['job']);
+      assert.ok((await tuples()) > 50_000);
+    } else {
+      // Not the owner, no MAINTAIN: not tried, not reported as done.
+      assert.deepEqual(report.analyzedTables, []);
+      assert.deepEqual(events.filter((e) => e.type === 'table_analyzed'), []);
+      assert.equal(await tuples(), -1);
+    }
+  } finally {
+    await owner.query('TRUNCATE outbox.job, outbox.attempt, outbox.job_edge');
+    await owner.end();
+  }
+});

@@ -20,11 +20,15 @@
 //             at least 60 s of the step's deadline left. A finished rebuild clears the baseline,
 //             so the next look records what the rebuilt index holds.
 // Only the outbox's own indexes are considered: an index a user added is left alone.
+//
+// The same step names the tables whose planner statistics are stale (table_statistics.cpp):
+// `analyze`, whether or not the horizon is held (an ANALYZE waits for no snapshot).
 #include <algorithm>
 #include <optional>
 
 #include "postbox/families.h"
 #include "postbox/index_compaction.h"
+#include "postbox/table_statistics.h"
 
 namespace postbox {
 
@@ -40,6 +44,7 @@ constexpr int64_t kRebuildCooldownMs = 6 * 3600 * 1000;
 constexpr int64_t kRebuildRoomMs = 60000;
 constexpr uint32_t kMaxIndexes = 64;
 constexpr uint32_t kMaxHolders = 16;
+constexpr uint32_t kMaxTables = 16;
 constexpr uint32_t kMaxIndexNameBytes = 63;  // PostgreSQL's NAMEDATALEN - 1
 
 // The indexes migrations/ create on the tables that churn: the outbox's own, by name.
@@ -127,6 +132,8 @@ Status sweep_compact(od::object& root, const Where& where, JsonWriter& out) {
   int64_t now = 0, deadline_at = 0, rebuilt = 0;
   bool has_now = false, has_deadline = false, has_indexes = false, held = false;
   std::vector<IndexFact> indexes;
+  std::vector<TableFact> tables;
+  std::vector<std::string_view> analyzed;  // tables this sweep has analyzed already
   Status status = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "now" || key == "deadlineAt" || key == "rebuilt") {
       Result<int64_t> n = input::read_int(field, where, key);
@@ -147,6 +154,24 @@ Status sweep_compact(od::object& root, const Where& where, JsonWriter& out) {
         Result<bool> holds = holds_horizon(h, w);
         if (!holds) return holds.take_error();
         held = held || holds.value();
+        return ok_status();
+      });
+    }
+    if (key == "tables") {
+      return input::for_each_object(field, where, key, kMaxTables, [&](od::object& t, const Where& w, uint32_t) -> Status {
+        Result<TableFact> f = read_table_fact(t, w);
+        if (!f) return f.take_error();
+        tables.push_back(f.value());
+        return ok_status();
+      });
+    }
+    if (key == "analyzedTables") {
+      Result<od::array> list = input::read_array(field, where, key);
+      if (!list) return list.take_error();
+      return input::for_each_element(list.value(), where, key, kMaxTables, [&](od::value& v, uint32_t) -> Status {
+        Result<std::string_view> name = input::read_string(v, where, key, 63);
+        if (!name) return name.take_error();
+        analyzed.push_back(name.value());
         return ok_status();
       });
     }
@@ -205,6 +230,12 @@ Status sweep_compact(od::object& root, const Where& where, JsonWriter& out) {
   } else {
     out.null();
   }
+  out.key("analyze");
+  out.begin_array();
+  for (const TableFact& t : tables) {
+    if (needs_analyze(t) && std::find(analyzed.begin(), analyzed.end(), t.name) == analyzed.end()) out.string(t.name);
+  }
+  out.end_array();
   out.end_object();
   return ok_status();
 }

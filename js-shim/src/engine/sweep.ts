@@ -59,6 +59,7 @@ interface CompactDecision {
   drop: string[];
   record: { name: string; bytes: number }[];
   rebuild: { name: string; bytes: number; baselineBytes: number; rebuiltAt: number } | null;
+  analyze: string[];
 }
 
 /** What a sweep did. */
@@ -70,6 +71,8 @@ export interface SweepReport extends RunReport {
   unregistered: { kind: string; count: number }[];
   /** Indexes the compact step rebuilt. */
   rebuiltIndexes: string[];
+  /** Tables the compact step analyzed: their planner statistics described a much smaller table. */
+  analyzedTables: string[];
   /** Waiting jobs the dependencies step found ready and released (their parents had all finished). */
   unblocked: number;
   /** Steps that failed (reported as `infra_error` events); the others still ran. */
@@ -113,7 +116,7 @@ export function planSweep(rt: EngineRuntime<unknown>, startedAt: number, opts: S
  * kinds, retention, index compaction. The session gives up at the plan's deadline.
  */
 export async function runSweep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, plan: SweepPlan): Promise<SweepReport> {
-  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unblocked: 0, unregistered: [], rebuiltIndexes: [], failedSteps: [] };
+  const report: SweepReport = { ...emptyReport(), handedOff: 0, deleted: 0, unblocked: 0, unregistered: [], rebuiltIndexes: [], analyzedTables: [], failedSteps: [] };
   const deadline = { at: plan.deadlineAt, now: () => rt.clock.now() };
   const span = rt.options.telemetry?.operation('sweep', { steps: plan.steps.map((s) => s.type).join(',') });
   for (const step of plan.steps) {
@@ -218,18 +221,27 @@ async function runStep<Db>(rt: EngineRuntime<Db>, session: Session<Db>, step: Sw
 }
 
 /**
- * Reads the indexes' facts, and does what the core decides from them, until it decides no
- * rebuild: leftovers dropped, baselines recorded, then one rebuild, and a fresh look.
+ * Reads the indexes' and tables' facts, and does what the core decides from them, until it
+ * decides no rebuild: stale tables analyzed, leftovers dropped, baselines recorded, then one
+ * rebuild, and a fresh look.
  */
 async function compact<Db>(rt: EngineRuntime<Db>, session: Session<Db>, step: Extract<SweepStep, { type: 'compact' }>, report: SweepReport): Promise<void> {
   const store = rt.store.compaction;
   if (!store) return;
+  const analyzeTried: string[] = [];
   for (;;) {
     const facts = await session.exclusive((q) => store.compactionFacts(q));
     const now = rt.clock.now();
     const decision = rt.core.call<CompactDecision>('sweep', {
       op: 'compact', now, deadlineAt: step.deadlineAt, rebuilt: report.rebuiltIndexes.length, horizon: facts.horizon, indexes: facts.indexes,
+      tables: facts.tables, analyzedTables: analyzeTried,
     });
+    for (const name of decision.analyze) {
+      analyzeTried.push(name);
+      if (!(await session.exclusive((q) => store.analyzeTable(q, name)))) continue;
+      report.analyzedTables.push(name);
+      rt.emit({ type: 'table_analyzed', table: name });
+    }
     for (const name of decision.drop) await session.exclusive((q) => store.dropIndex(q, name));
     if (decision.record.length > 0) await session.exclusive((q) => store.recordIndexBaselines(q, now, decision.record));
     const rebuild = decision.rebuild;

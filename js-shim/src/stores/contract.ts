@@ -421,9 +421,22 @@ export interface IndexFact {
   rebuiltAt: number | null;
 }
 
-/** What the compact step decides on: the indexes of the tables that churn, and the horizon's holders. */
+/** One of the tables that churn as the server's planner sees it (docs/ABI.md, pb_sweep `compact`). */
+export interface TableFact {
+  /** The table, unqualified (`job`). */
+  name: string;
+  /** Its heap's pages now. */
+  pages: number;
+  /** The pages its statistics were taken at (`pg_class.relpages`). */
+  statsPages: number;
+  /** Whether it has been analyzed at all (`pg_class.reltuples >= 0`). */
+  hasStatistics: boolean;
+}
+
+/** What the compact step decides on: the indexes and tables of the ones that churn, and the horizon's holders. */
 export interface CompactionFacts {
   indexes: IndexFact[];
+  tables: TableFact[];
   horizon: HorizonHolder[];
 }
 
@@ -433,6 +446,11 @@ export interface CompactionFacts {
  */
 export interface IndexCompaction<Db> {
   compactionFacts(db: Db): Promise<CompactionFacts>;
+  /**
+   * Refreshes a table's planner statistics (ANALYZE), which also has every session plan its
+   * statements on it afresh. `false`: not done, for want of the privilege (owner, or MAINTAIN).
+   */
+  analyzeTable(db: Db, name: string): Promise<boolean>;
   /** Records each index's size as its baseline, at `now`. */
   recordIndexBaselines(db: Db, now: number, indexes: readonly { name: string; bytes: number }[]): Promise<void>;
   /**

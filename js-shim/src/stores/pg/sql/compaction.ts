@@ -27,9 +27,15 @@ export function pgIndexCompaction(schema: string, ident: string): IndexCompactio
              JOIN pg_namespace n ON n.oid = t.relnamespace
              LEFT JOIN ${ident}.index_baseline b ON b.name = c.relname
             WHERE n.nspname = $1 AND t.relname = ANY($2::text[])
+         ), t AS (
+           SELECT c.relname AS name, pg_relation_size(c.oid) / current_setting('block_size')::int AS pages,
+                  c.relpages AS "statsPages", c.reltuples >= 0 AS "hasStatistics"
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind = 'r'
          ), h AS (
 ${HORIZON_HOLDERS}         )
          SELECT (SELECT coalesce(json_agg(i ORDER BY i.name), '[]') FROM i) AS indexes,
+                (SELECT coalesce(json_agg(t ORDER BY t.name), '[]') FROM t) AS tables,
                 (SELECT coalesce(json_agg(h ORDER BY h.xid_age DESC), '[]') FROM h) AS horizon`,
         [schema, CHURNING_TABLES],
       );
@@ -38,8 +44,24 @@ ${HORIZON_HOLDERS}         )
         indexes: jsonList(rows[0]?.indexes).map((i) => ({
           name: String(i.name), valid: i.valid === true, bytes: Number(i.bytes), baselineBytes: num(i.baseline_bytes), rebuiltAt: num(i.rebuilt_ms),
         })),
+        tables: jsonList(rows[0]?.tables).map((t) => ({
+          name: String(t.name), pages: Number(t.pages), statsPages: Number(t.statsPages), hasStatistics: t.hasStatistics === true,
+        })),
         horizon: horizonHolders(rows[0]?.horizon),
       };
+    },
+
+    async analyzeTable(db, name): Promise<boolean> {
+      // Asked first: the server skips an ANALYZE it may not run with a warning, not an error.
+      const { rows } = await db.query(
+        `SELECT pg_has_role(c.relowner, 'USAGE')
+                OR COALESCE(CASE WHEN current_setting('server_version_num')::int >= 170000 THEN has_table_privilege(c.oid, 'MAINTAIN') END, false) AS may
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`,
+        [schema, name],
+      );
+      if (rows[0]?.may !== true) return false;
+      await db.query(`ANALYZE ${quoted(name)}`);
+      return true;
     },
 
     async recordIndexBaselines(db, now, indexes): Promise<void> {

@@ -1,0 +1,66 @@
+// pb_sweep op "compact": which churning tables the sweep analyzes.
+//
+// Why: a server plans a named statement once per session and keeps the plan. Planned while
+// `job` is new and small, before autovacuum has analyzed it, the plan reads the table whole
+// (a sequential scan is the cheapest way through a few pages), and it keeps doing so as the
+// table grows: each claim and settle then costs time in proportion to the jobs kept, until the
+// first autovacuum analyze (a minute or two after a fresh install, longer on a busy server)
+// invalidates the plan. An ANALYZE does that at once, for every session. It runs when:
+//   - the table is at least kAnalyzeMinPages (smaller ones cost little whatever the plan), and
+//   - it has never been analyzed, or it is kAnalyzeGrowth times the size its statistics were
+//     taken at (autovacuum, which analyzes after about 10 % of changes, has fallen behind).
+// After an ANALYZE the statistics match the table, so a sweep does not repeat it; the growth
+// factor makes a table that keeps growing fast analyzed a few times, geometrically.
+#include "postbox/table_statistics.h"
+
+
+namespace postbox {
+
+namespace od = simdjson::ondemand;
+using input::Where;
+
+namespace {
+
+constexpr uint32_t kMaxTableNameBytes = 63;  // PostgreSQL's NAMEDATALEN - 1
+constexpr std::string_view kChurningTables[] = {"job", "attempt"};
+
+}  // namespace
+
+Result<TableFact> read_table_fact(od::object& obj, const Where& where) {
+  TableFact t;
+  bool has_name = false, has_pages = false, has_stats_pages = false, has_flag = false;
+  Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key == "name") {
+      Result<std::string_view> s = input::read_string(field, where, key, kMaxTableNameBytes);
+      if (!s) return s.take_error();
+      t.name = s.value();
+      has_name = true;
+    } else if (key == "pages" || key == "statsPages") {
+      Result<int64_t> n = input::read_int(field, where, key);
+      if (!n) return n.take_error();
+      (key == "pages" ? t.pages : t.stats_pages) = n.value();
+      (key == "pages" ? has_pages : has_stats_pages) = true;
+    } else if (key == "hasStatistics") {
+      Result<bool> b = input::read_bool(field, where, key);
+      if (!b) return b.take_error();
+      t.has_statistics = b.value();
+      has_flag = true;
+    }
+    return ok_status();
+  });
+  if (!status) return status.take_error();
+  if (!has_name) return input::missing(where, "name");
+  if (!has_pages) return input::missing(where, "pages");
+  if (!has_stats_pages) return input::missing(where, "statsPages");
+  if (!has_flag) return input::missing(where, "hasStatistics");
+  return t;
+}
+
+bool needs_analyze(const TableFact& table) {
+  bool own = false;
+  for (std::string_view name : kChurningTables) own = own || name == table.name;
+  if (!own || table.pages < kAnalyzeMinPages) return false;
+  return !table.has_statistics || table.pages >= kAnalyzeGrowth * table.stats_pages;
+}
+
+}  // namespace postbox
