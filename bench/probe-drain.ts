@@ -3,10 +3,11 @@
  * time goes per job. Prints wall time and CPU per job (client and database server); with --profile FILE also
  * writes a .cpuprofile of the drain (open it in Chrome DevTools).
  *
- *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--telemetry none|api|sdk] [--fair] [--tenants N] [--analyze]
+ *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--telemetry none|api|sdk] [--fair] [--tenants N] [--cold]
  *
- * --analyze runs ANALYZE on the outbox's tables after the enqueue, as the sweep's compact step
- * or autovacuum does in a running outbox (without it the drain plans on a never-analyzed table).
+ * After the enqueue the database is vacuumed and analyzed, as bench/throughput.ts does (a running
+ * outbox's tables have statistics: autovacuum's, or the sweep's compact step's). --cold skips it:
+ * the drain then plans on never-analyzed tables, as on a fresh install.
  *
  * --fair drains with `fairShare: true`; --tenants N spreads the jobs over N tenant keys, round
  * robin (default none: every job without a tenant).
@@ -34,7 +35,7 @@ const STATEMENTS = process.argv.includes('--statements');
 const TELEMETRY = arg('telemetry') ?? 'none';
 const FAIR = process.argv.includes('--fair');
 const TENANTS = Number(arg('tenants') ?? 0);
-const ANALYZE = process.argv.includes('--analyze');
+const COLD = process.argv.includes('--cold');
 if (!['none', 'api', 'sdk'].includes(TELEMETRY)) throw new Error('--telemetry: none, api or sdk');
 if (TELEMETRY === 'sdk') {
   const { trace, metrics } = await import('@opentelemetry/api');
@@ -64,7 +65,7 @@ try {
     for (let i = 0; i < JOBS; i += 1000) {
       await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k }, ...(TENANTS > 0 ? { tenantKey: `t${(i + k) % TENANTS}` } : {}) })));
     }
-    if (ANALYZE) await c.query('ANALYZE outbox.job, outbox.attempt');
+    if (!COLD) await c.query('VACUUM ANALYZE');
   });
   const pm = await postmasterPidOf(url);
   const session = new Session();
