@@ -99,9 +99,9 @@ TEST_CASE("compact: invalid inputs") {
 
 namespace {
 
-std::string table(const std::string& name, int64_t pages, int64_t stats_pages, bool has_statistics) {
-  return R"({"name":")" + name + R"(","pages":)" + std::to_string(pages) + R"(,"statsPages":)" + std::to_string(stats_pages) +
-         R"(,"hasStatistics":)" + (has_statistics ? "true" : "false") + "}";
+std::string table(const std::string& name, int64_t pages, int64_t rows, int64_t stats_rows, bool has_statistics) {
+  return R"({"name":")" + name + R"(","pages":)" + std::to_string(pages) + R"(,"rows":)" + std::to_string(rows) + R"(,"statsRows":)" +
+         std::to_string(stats_rows) + R"(,"hasStatistics":)" + (has_statistics ? "true" : "false") + "}";
 }
 
 std::string analyze_of(const std::string& tables, const std::string& extra = "") {
@@ -114,23 +114,35 @@ std::string analyze_of(const std::string& tables, const std::string& extra = "")
 
 TEST_CASE("compact: a churning table planned without statistics of its size is analyzed") {
   // Never analyzed: from 128 pages (1 MiB) on; smaller tables are left to autovacuum.
-  CHECK(analyze_of("[" + table("job", 128, 0, false) + "," + table("attempt", 127, 0, false) + "]") == R"("analyze":["job"]})");
-  // Analyzed: once the table is 4x the size its statistics were taken at (an empty table's 0 pages included).
-  CHECK(analyze_of("[" + table("job", 400, 100, true) + "," + table("attempt", 399, 100, true) + "]") == R"("analyze":["job"]})");
-  CHECK(analyze_of("[" + table("job", 128, 0, true) + "]") == R"("analyze":["job"]})");
-  CHECK(analyze_of("[" + table("job", 1000000, 999999, true) + "]") == R"("analyze":[]})");
+  CHECK(analyze_of("[" + table("job", 128, 5000, 0, false) + "," + table("attempt", 127, 5000, 0, false) + "]") == R"("analyze":["job"]})");
+  // Analyzed: once it holds 4x the live rows its statistics were taken at (an empty table's 0
+  // included), and at least 1,000.
+  CHECK(analyze_of("[" + table("job", 400, 4000, 1000, true) + "," + table("attempt", 400, 3999, 1000, true) + "]") == R"("analyze":["job"]})");
+  CHECK(analyze_of("[" + table("job", 128, 1000, 0, true) + "," + table("attempt", 128, 999, 0, true) + "]") == R"("analyze":["job"]})");
+  CHECK(analyze_of("[" + table("job", 1000000, 130000, 129000, true) + "]") == R"("analyze":[]})");
   // Only the outbox's churning tables; one this sweep analyzed already is not named again.
-  CHECK(analyze_of("[" + table("webhook_endpoint", 4096, 0, false) + "," + table("attempt", 4096, 0, false) + "]", R"(,"analyzedTables":["attempt"])") ==
-        R"("analyze":[]})");
+  CHECK(analyze_of("[" + table("webhook_endpoint", 4096, 50000, 0, false) + "," + table("attempt", 4096, 50000, 0, false) + "]",
+                   R"(,"analyzedTables":["attempt"])") == R"("analyze":[]})");
   // A held horizon holds rebuilds back, not an ANALYZE.
-  CHECK(compact("[]", R"([{"kind":"session","ageMs":60000,"xidAge":12}])", R"(,"tables":[)" + table("job", 4096, 0, false) + "]") ==
+  CHECK(compact("[]", R"([{"kind":"session","ageMs":60000,"xidAge":12}])", R"(,"tables":[)" + table("job", 4096, 50000, 0, false) + "]") ==
         R"({"held":true,"drop":[],"record":[],"rebuild":null,"analyze":["job"]})");
 }
 
+TEST_CASE("compact: a table grown in pages but not in live rows is not analyzed") {
+  // A held horizon grows the heap with row versions nobody can remove: 64x the pages, the same
+  // jobs. Its statistics still describe it; an ANALYZE would only read the bloat.
+  CHECK(analyze_of("[" + table("job", 64000, 130000, 128000, true) + "]") == R"("analyze":[]})");
+  // The same table once its live rows have grown 4x is analyzed, whatever its pages.
+  CHECK(analyze_of("[" + table("job", 1000, 512000, 128000, true) + "]") == R"("analyze":["job"]})");
+}
+
 TEST_CASE("compact: invalid table facts") {
-  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":1,"statsPages":1}]})").out ==
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":1,"rows":1,"statsRows":1}]})").out ==
         R"({"error":{"code":"invalid_input","message":"sweep: field 'tables[0].hasStatistics' is required"}})");
-  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":-1,"statsPages":1,"hasStatistics":true}]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":1,"statsRows":1,"hasStatistics":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"sweep: field 'tables[0].rows' is required"}})");
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":-1,"rows":1,"statsRows":1,"hasStatistics":true}]})").out.find("invalid_input") != std::string::npos);
+  CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"tables":[{"name":"job","pages":1,"rows":1,"statsRows":1.5,"hasStatistics":true}]})").out.find("invalid_input") != std::string::npos);
   CHECK(call(pb_sweep, R"({"op":"compact","now":1,"deadlineAt":1,"indexes":[],"analyzedTables":[1]})").out.find("invalid_input") != std::string::npos);
 }
 

@@ -427,8 +427,10 @@ export interface TableFact {
   name: string;
   /** Its heap's pages now. */
   pages: number;
-  /** The pages its statistics were taken at (`pg_class.relpages`). */
-  statsPages: number;
+  /** Its live rows now (the server's running count, `pg_stat_get_live_tuples`). */
+  rows: number;
+  /** The rows its statistics were taken at (`pg_class.reltuples`, rounded; 0 if never analyzed). */
+  statsRows: number;
   /** Whether it has been analyzed at all (`pg_class.reltuples >= 0`). */
   hasStatistics: boolean;
 }

@@ -29,7 +29,8 @@ export function pgIndexCompaction(schema: string, ident: string): IndexCompactio
             WHERE n.nspname = $1 AND t.relname = ANY($2::text[])
          ), t AS (
            SELECT c.relname AS name, pg_relation_size(c.oid) / current_setting('block_size')::int AS pages,
-                  c.relpages AS "statsPages", c.reltuples >= 0 AS "hasStatistics"
+                  pg_stat_get_live_tuples(c.oid) AS rows, greatest(round(c.reltuples), 0)::bigint AS "statsRows",
+                  c.reltuples >= 0 AS "hasStatistics"
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relname = ANY($2::text[]) AND c.relkind = 'r'
          ), h AS (
@@ -45,7 +46,7 @@ ${HORIZON_HOLDERS}         )
           name: String(i.name), valid: i.valid === true, bytes: Number(i.bytes), baselineBytes: num(i.baseline_bytes), rebuiltAt: num(i.rebuilt_ms),
         })),
         tables: jsonList(rows[0]?.tables).map((t) => ({
-          name: String(t.name), pages: Number(t.pages), statsPages: Number(t.statsPages), hasStatistics: t.hasStatistics === true,
+          name: String(t.name), pages: Number(t.pages), rows: Number(t.rows), statsRows: Number(t.statsRows), hasStatistics: t.hasStatistics === true,
         })),
         horizon: horizonHolders(rows[0]?.horizon),
       };
