@@ -276,6 +276,16 @@ async function deadVersions(url: string): Promise<number> {
   });
 }
 
+/** The server's WAL insert position now (the cluster's: rows are measured one at a time). */
+async function walLsn(url: string): Promise<string> {
+  return withClient(url, async (c) => String((await c.query('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0].lsn));
+}
+
+/** WAL bytes written since `from`. */
+async function walSince(url: string, from: string): Promise<number> {
+  return withClient(url, async (c) => Number((await c.query('SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn) AS n', [from])).rows[0].n));
+}
+
 async function expectCount(url: string, sql: string, want: number): Promise<void> {
   const n = await withClient(url, async (c) => (await c.query(sql)).rows[0].n as number);
   if (n !== want) throw new Error(`expected ${want}, got ${n}: ${sql}`);
@@ -326,6 +336,7 @@ interface Row {
   dbCpuUsPerJob?: number | null;
   /** Row versions the drain left dead (updates + deletes, every table of the database) ÷ jobs. */
   deadPerJob?: number | null;
+  walPerJob?: number | null;
   /** CPU this process (the system's client side and its handlers) spent during the drain, per job (µs). */
   clientCpuUsPerJob?: number;
   note?: string;
@@ -393,6 +404,7 @@ async function main(): Promise<void> {
         await withClient(url, (c) => c.query('VACUUM ANALYZE'));
         takeProfile();
         const dead0 = await deadVersions(url);
+        const wal0 = await walLsn(url);
         const q0 = queriesOn(dbName);
         const db0 = pmPid === null ? null : serverCpuMs(pmPid);
         const cpu0 = process.cpuUsage();
@@ -402,6 +414,7 @@ async function main(): Promise<void> {
         const cpu = process.cpuUsage(cpu0);
         const db1 = pmPid === null ? null : serverCpuMs(pmPid);
         const q = queriesOn(dbName) - q0;
+        const wal = await walSince(url, wal0);
         await run.verify();
         // The drain's backends report their counts when they end (or idle for a second).
         await run.close?.();
@@ -418,10 +431,11 @@ async function main(): Promise<void> {
           dbCpuUsPerJob: db0 === null || db1 === null ? null : ((db1 - db0) * 1000) / scenario.jobs,
           clientCpuUsPerJob: (cpu.user + cpu.system) / scenario.jobs,
           deadPerJob: dead / scenario.jobs,
+          walPerJob: wal / scenario.jobs,
           note: v.note,
         };
         process.stderr.write(
-          `${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job, CPU/job: db ${row.dbCpuUsPerJob?.toFixed(0) ?? '?'} µs, client ${row.clientCpuUsPerJob!.toFixed(0)} µs, dead versions/job ${row.deadPerJob?.toFixed(2)}\n`,
+          `${row.wallS.toFixed(2)} s, ${row.jobsPerS.toFixed(0)} jobs/s, ${row.rtPerJob?.toFixed(2) ?? 'n/a'} RT/job, CPU/job: db ${row.dbCpuUsPerJob?.toFixed(0) ?? '?'} µs, client ${row.clientCpuUsPerJob!.toFixed(0)} µs, dead versions/job ${row.deadPerJob?.toFixed(2)}, WAL/job ${row.walPerJob?.toFixed(0)} B\n`,
         );
         const profile = takeProfile();
         if (profile) process.stderr.write(`    statements: ${profile}\n`);
@@ -494,13 +508,14 @@ function render(rows: Row[], pgVersion: string, net: Network): string {
     '- CPU / job = CPU time during the drain ÷ jobs: the database server\'s (postmaster and backends, from /proc; it includes the fixed cost of connecting) and this process\'s (the system\'s client side and the handlers); unlike wall time, CPU time barely changes when other work shares the machine',
     '',
     '- dead versions / job = row versions the drain left for vacuum (updates + deletes in every table of the database, from pg_stat_user_tables) ÷ jobs',
+    '- WAL / job = bytes of write-ahead log the server wrote during the drain (pg_current_wal_lsn before and after; the rows run one at a time) ÷ jobs: every row version and index entry the drain writes is logged, so this is the write work per job, whatever the statements look like',
     '',
-    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | DB CPU µs / job | client CPU µs / job | dead versions / job | ratio vs Postbox | of ceiling |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| system | scenario (handler ms, concurrency, connections) | jobs | wall s | jobs/s | round trips / job | DB CPU µs / job | client CPU µs / job | dead versions / job | WAL B / job | ratio vs Postbox | of ceiling |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of rows) {
     const system = r.error ? `${r.system} (failed: ${r.error})` : r.note ? `${r.system} — ${r.note}` : r.system;
-    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.dbCpuUsPerJob == null ? 'n/a' : r.dbCpuUsPerJob.toFixed(0)} | ${r.clientCpuUsPerJob === undefined ? '—' : r.clientCpuUsPerJob.toFixed(0)} | ${r.deadPerJob == null ? '—' : r.deadPerJob.toFixed(2)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
+    lines.push(`| ${system} | ${r.scenario} | ${r.jobs} | ${fmt(r.wallS, 2)} | ${fmt(r.jobsPerS, 0)} | ${r.rtPerJob === null ? 'n/a' : r.rtPerJob.toFixed(2)} | ${r.dbCpuUsPerJob == null ? 'n/a' : r.dbCpuUsPerJob.toFixed(0)} | ${r.clientCpuUsPerJob === undefined ? '—' : r.clientCpuUsPerJob.toFixed(0)} | ${r.deadPerJob == null ? '—' : r.deadPerJob.toFixed(2)} | ${r.walPerJob == null ? '—' : r.walPerJob.toFixed(0)} | ${r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`} | ${r.ofCeiling === undefined ? '—' : `${(r.ofCeiling * 100).toFixed(0)}%`} |`);
   }
   lines.push('');
   return lines.join('\n');
