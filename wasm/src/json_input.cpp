@@ -111,23 +111,34 @@ Error missing(const Where& where, std::string_view field) {
   return field_error(where, field, "is required");
 }
 
-Status read_int_fields(od::object& obj, const Where& where, IntField* fields, size_t count) {
-  uint32_t seen = 0;
-  Status status = for_each_field(obj, where, [&](std::string_view key, od::value& value) -> Status {
-    for (size_t i = 0; i < count && i < 32; ++i) {
-      if (key != fields[i].name) continue;
-      Result<int64_t> n = read_int(value, where, key, fields[i].lo, fields[i].hi);
-      if (!n) return n.take_error();
-      *fields[i].target = n.value();
-      seen |= uint32_t{1} << i;
-    }
-    return ok_status();
-  });
-  if (!status) return status;
+Result<bool> read_int_field(IntField* fields, size_t count, std::string_view key, od::value& value, const Where& where, uint32_t& seen) {
+  for (size_t i = 0; i < count && i < 32; ++i) {
+    if (key != fields[i].name) continue;
+    Result<int64_t> n = read_int(value, where, key, fields[i].lo, fields[i].hi);
+    if (!n) return n.take_error();
+    *fields[i].target = n.value();
+    seen |= uint32_t{1} << i;
+    return true;
+  }
+  return false;
+}
+
+Status require_int_fields(const IntField* fields, size_t count, uint32_t seen, const Where& where) {
   for (size_t i = 0; i < count && i < 32; ++i) {
     if ((seen & (uint32_t{1} << i)) == 0) return missing(where, fields[i].name);
   }
   return ok_status();
+}
+
+Status read_int_fields(od::object& obj, const Where& where, IntField* fields, size_t count) {
+  uint32_t seen = 0;
+  Status status = for_each_field(obj, where, [&](std::string_view key, od::value& value) -> Status {
+    Result<bool> read = read_int_field(fields, count, key, value, where, seen);
+    if (!read) return read.take_error();
+    return ok_status();
+  });
+  if (!status) return status;
+  return require_int_fields(fields, count, seen, where);
 }
 
 std::string quoted(std::string_view value) {

@@ -17,7 +17,6 @@
 // analyzed a few times, geometrically.
 #include "postbox/table_statistics.h"
 
-#include <algorithm>
 #include <iterator>
 
 
@@ -36,33 +35,27 @@ constexpr std::string_view kChurningTables[] = {"job", "attempt"};
 Result<TableFact> read_table_fact(od::object& obj, const Where& where) {
   TableFact t;
   bool has_name = false, has_flag = false;
-  bool has_counts[3] = {false, false, false};
-  static constexpr std::string_view kCounts[] = {"pages", "rows", "statsRows"};
-  int64_t* counts[] = {&t.pages, &t.rows, &t.stats_rows};
+  input::IntField counts[] = {{"pages", &t.pages}, {"rows", &t.rows}, {"statsRows", &t.stats_rows}};
+  uint32_t seen = 0;
   Status status = input::for_each_field(obj, where, [&](std::string_view key, od::value& field) -> Status {
     if (key == "name") {
       Result<std::string_view> s = input::read_string(field, where, key, kMaxTableNameBytes);
       if (!s) return s.take_error();
       t.name = s.value();
       has_name = true;
-    } else if (const auto* at = std::find(std::begin(kCounts), std::end(kCounts), key); at != std::end(kCounts)) {
-      Result<int64_t> n = input::read_int(field, where, key);
-      if (!n) return n.take_error();
-      *counts[at - std::begin(kCounts)] = n.value();
-      has_counts[at - std::begin(kCounts)] = true;
     } else if (key == "hasStatistics") {
       Result<bool> b = input::read_bool(field, where, key);
       if (!b) return b.take_error();
       t.has_statistics = b.value();
       has_flag = true;
+    } else if (Result<bool> read = input::read_int_field(counts, std::size(counts), key, field, where, seen); !read) {
+      return read.take_error();
     }
     return ok_status();
   });
   if (!status) return status.take_error();
   if (!has_name) return input::missing(where, "name");
-  for (size_t i = 0; i < 3; ++i) {
-    if (!has_counts[i]) return input::missing(where, kCounts[i]);
-  }
+  if (Status all = input::require_int_fields(counts, std::size(counts), seen, where); !all) return all.take_error();
   if (!has_flag) return input::missing(where, "hasStatistics");
   return t;
 }

@@ -122,4 +122,11 @@ struct IntField {
 // in one pass over obj; other keys are ignored, as every reader here ignores them.
 Status read_int_fields(od::object& obj, const Where& where, IntField* fields, size_t count);
 
+// The same, one key at a time, for a reader whose object also holds fields of other types:
+// inside its for_each_field pass, read_int_field reads `key` into the field of `fields` it
+// names (true) or leaves it (false), marking it in `seen`; after the pass,
+// require_int_fields names the first one not seen.
+Result<bool> read_int_field(IntField* fields, size_t count, std::string_view key, od::value& value, const Where& where, uint32_t& seen);
+Status require_int_fields(const IntField* fields, size_t count, uint32_t seen, const Where& where);
+
 }  // namespace postbox::input
