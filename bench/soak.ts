@@ -44,6 +44,10 @@ const RETENTION_MS = Number(arg('retention-s') ?? 60) * 1000;
 /** How long Postbox's consumer waits after a drain that found nothing due (it has no LISTEN). */
 const IDLE_MS = Number(arg('idle-ms') ?? 50);
 const SEED = Number(arg('seed') ?? 1);
+/** Extra server settings, `name=value;name=value` (for diagnosis: auto_explain, with POSTBOX_PG_LOG). */
+const PG_SETTINGS = arg('pg-settings')
+  ? Object.fromEntries(arg('pg-settings')!.split(';').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+  : undefined;
 const HANDLER_MS = 2;
 /** One transaction in this many enqueues a single job with the single-job call. */
 const SINGLE_SHARE = 0.15;
@@ -196,7 +200,9 @@ const postbox: System = {
       strictEnqueue: true,
       events: (e: OutboxEvent) => {
         if (e.type === 'job_settled' || e.type === 'retention') return;
-        events.set(e.type, (events.get(e.type) ?? 0) + 1);
+        // Which index or table, for the maintenance the sweep did: the report names them.
+        const key = e.type === 'index_rebuilt' ? `index_rebuilt ${e.index}` : e.type === 'table_analyzed' ? `table_analyzed ${e.table}` : e.type;
+        events.set(key, (events.get(key) ?? 0) + 1);
       },
     });
     const producer = new pg.Client({ connectionString: url });
@@ -222,17 +228,40 @@ const postbox: System = {
         stop.abort();
         const report = await consumer;
         await producer.end();
+        const plans = await preparedPlans(pool);
         await pool.end();
         const all = swept.reduce((a, r) => ({ claimed: a.claimed + r.claimed, succeeded: a.succeeded + r.succeeded, retrying: a.retrying + r.retrying, dead: a.dead + r.dead, recovered: a.recovered + r.recovered }), { claimed: 0, succeeded: 0, retrying: 0, dead: 0, recovered: 0 });
         return (
           `consumer: ${report.claimed} claimed, ${report.succeeded} succeeded, ${report.retrying} retrying, ${report.dead} dead, ${report.released} released at the stop; ` +
-          `sweeps (${swept.length}): ${all.claimed} claimed by their drain step, ${all.succeeded} succeeded, ${all.retrying} retrying, ${all.dead} dead, ${all.recovered} recovered`
+          `sweeps (${swept.length}): ${all.claimed} claimed by their drain step, ${all.succeeded} succeeded, ${all.retrying} retrying, ${all.dead} dead, ${all.recovered} recovered; ` +
+          `plans of the claim statements at the end (generic / custom, per session): ${plans}`
         );
       },
       problems: () => [...events].map(([type, n]) => `${type} ×${n}`),
     };
   },
 };
+
+/**
+ * How the server planned the claim statements on each of the pool's sessions
+ * (pg_prepared_statements): a count of custom plans that goes on growing means the statement is
+ * planned afresh on every call, which costs the server more than running it.
+ */
+async function preparedPlans(pool: pg.Pool): Promise<string> {
+  const clients = await Promise.all(Array.from({ length: pool.totalCount }, () => pool.connect()));
+  try {
+    const out: string[] = [];
+    for (const c of clients) {
+      const { rows } = await c.query(
+        `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'postbox_%claim%' ORDER BY name`,
+      );
+      out.push(...rows.map((r: { name: string; generic: number; custom: number }) => `${r.name} ${r.generic} / ${r.custom}`));
+    }
+    return out.length === 0 ? 'none' : out.join(', ');
+  } finally {
+    for (const c of clients) c.release();
+  }
+}
 
 function graphileWorker(batched: boolean): System {
   return {
@@ -308,6 +337,12 @@ const systems = ONLY.length === 0 ? SYSTEMS.slice(0, 2) : SYSTEMS.filter((s) => 
 // ---------------------------------------------------------------------------------------------
 // One soak
 
+interface IndexStat {
+  table: string;
+  name: string;
+  bytes: number;
+}
+
 interface TableStat {
   name: string;
   totalBytes: number;
@@ -336,6 +371,8 @@ interface Sample {
   /** The system's queries in the window (not the producer's or the bench's). */
   queries: number;
   tables: TableStat[];
+  /** Every index of the schema's tables, by size (pg_relation_size). */
+  indexes: IndexStat[];
   /** Autovacuum and autoanalyze runs on the schema's tables since the previous sample. */
   autovacuums: number;
   autoanalyzes: number;
@@ -376,12 +413,19 @@ const TABLES_SQL = `
    WHERE t.table_schema = $1 AND t.table_type = 'BASE TABLE'
    ORDER BY t.table_name`;
 
-async function readTables(monitor: pg.Client, schema: string): Promise<{ tables: TableStat[]; xminAge: number | null }> {
+const INDEXES_SQL = `
+  SELECT t.relname AS "table", c.relname AS name, pg_relation_size(c.oid)::float8 AS bytes
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid
+   WHERE t.relnamespace = $1::regnamespace AND t.relkind = 'r'
+   ORDER BY t.relname, c.relname`;
+
+async function readTables(monitor: pg.Client, schema: string): Promise<{ tables: TableStat[]; indexes: IndexStat[]; xminAge: number | null }> {
   // Cumulative statistics are cached per transaction; a fresh read each sample.
   await monitor.query('SELECT pg_stat_clear_snapshot()');
   const tables = (await monitor.query(TABLES_SQL, [schema])).rows as TableStat[];
+  const indexes = (await monitor.query(INDEXES_SQL, [schema])).rows as IndexStat[];
   const xmin = await monitor.query(`SELECT max(age(backend_xmin))::int AS age FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
-  return { tables, xminAge: xmin.rows[0].age ?? null };
+  return { tables, indexes, xminAge: xmin.rows[0].age ?? null };
 }
 
 async function soak(server: PgServer, system: System, seq: number, pm: number | null): Promise<SoakResult> {
@@ -494,6 +538,7 @@ async function soak(server: PgServer, system: System, seq: number, pm: number | 
         claims: w.claims,
         queries: queries - prevQueries,
         tables: now.tables,
+        indexes: now.indexes,
         autovacuums: sum(now.tables, (t) => t.autovacuum) - sum(prev.tables, (t) => t.autovacuum),
         autoanalyzes: sum(now.tables, (t) => t.autoanalyze) - sum(prev.tables, (t) => t.autoanalyze),
         xminAge: now.xminAge,
@@ -709,11 +754,11 @@ function sampleRow(s: Sample): string {
   return `| ${fmtS(s.endMs)} | ${s.phase} | ${fmt(s.enqueued / ws, 0)} | ${fmt(s.finished / ws, 0)} | ${fmt(s.backlog, 0)} | ${fmt(percentile(s.starts, 0.5), 1)} / ${fmt(percentile(s.starts, 0.99), 1)} | ${fmt(percentile(s.claims, 0.5), 2)} / ${fmt(percentile(s.claims, 0.99), 2)} | ${fmt(s.queries / s.finished, 2)} | ${mib(totalBytes(s))} (${mib(sumOf(s.tables, (t) => t.indexBytes))}) | ${fmt(sumOf(s.tables, (t) => t.live), 0)} | ${fmt(sumOf(s.tables, (t) => t.dead), 0)} | ${s.autovacuums} / ${s.autoanalyzes} | ${maint} | ${s.xminAge === null ? '—' : fmt(s.xminAge, 0)} | ${s.dbCpuMs === null ? '—' : fmt((s.dbCpuMs / s.windowMs) * 100, 0)} | ${fmt(s.loopP99Ms, 1)} |`;
 }
 
-/** Per table, at four moments: the retention window full, just before the pin, at its end, the last sample. */
-function tableRows(r: SoakResult): string[] {
+/** Four moments of a run: the retention window full, just before the pin, at its end, the last sample. */
+function moments(r: SoakResult): [string, Sample][] {
   const at = (ms: number) => r.samples.find((s) => s.endMs >= ms - 1) ?? r.samples.at(-1)!;
   const lastBefore = (ms: number) => [...r.samples].reverse().find((s) => s.endMs <= ms + 1) ?? r.samples[0]!;
-  const moments: [string, Sample][] = (
+  return (
     [
       ['retention full', at(FULL_MS)],
       ['pin', lastBefore(r.pinnedAtMs ?? PIN_FROM_MS)],
@@ -721,16 +766,38 @@ function tableRows(r: SoakResult): string[] {
       ['end', r.samples.at(-1)!],
     ] as [string, Sample][]
   ).sort((a, b) => a[1].endMs - b[1].endMs);
+}
+
+/** Per index at the four moments, and end ÷ pin: what the held horizon left behind. */
+function indexRows(r: SoakResult): string[] {
+  const when = moments(r);
+  const pin = when.find(([label]) => label === 'pin')![1];
+  const last = r.samples.at(-1)!;
+  const lines = [
+    `| index | ${when.map(([label, s]) => `MiB at ${label} (${fmtS(s.endMs)})`).join(' | ')} | end ÷ pin |`,
+    `|---|${when.map(() => '---:').join('|')}|---:|`,
+  ];
+  for (const ix of last.indexes) {
+    const of = (s: Sample) => s.indexes.find((i) => i.table === ix.table && i.name === ix.name)?.bytes;
+    const before = of(pin);
+    lines.push(`| ${ix.table}.${ix.name} | ${when.map(([, s]) => (of(s) === undefined ? '—' : mib(of(s)!))).join(' | ')} | ${before ? `${fmt(ix.bytes / before, 2)}×` : '—'} |`);
+  }
+  return lines;
+}
+
+/** Per table, at four moments (see moments). */
+function tableRows(r: SoakResult): string[] {
+  const when = moments(r);
   const names = r.samples.at(-1)!.tables.map((t) => t.name);
-  const head = moments.map(([label, s]) => `${label} (${fmtS(s.endMs)})`);
+  const head = when.map(([label, s]) => `${label} (${fmtS(s.endMs)})`);
   const lines = [
     `| table | ${head.map((h) => `MiB (idx) at ${h}`).join(' | ')} | ${head.map((h) => `live / dead at ${h}`).join(' | ')} |`,
-    `|---|${moments.map(() => '---:').join('|')}|${moments.map(() => '---:').join('|')}|`,
+    `|---|${when.map(() => '---:').join('|')}|${when.map(() => '---:').join('|')}|`,
   ];
   for (const name of names) {
     const of = (s: Sample) => s.tables.find((t) => t.name === name);
-    const size = moments.map(([, s]) => (of(s) ? `${mib(of(s)!.totalBytes)} (${mib(of(s)!.indexBytes)})` : '—'));
-    const tuples = moments.map(([, s]) => (of(s) ? `${fmt(of(s)!.live, 0)} / ${fmt(of(s)!.dead, 0)}` : '—'));
+    const size = when.map(([, s]) => (of(s) ? `${mib(of(s)!.totalBytes)} (${mib(of(s)!.indexBytes)})` : '—'));
+    const tuples = when.map(([, s]) => (of(s) ? `${fmt(of(s)!.live, 0)} / ${fmt(of(s)!.dead, 0)}` : '—'));
     lines.push(`| ${name} | ${size.join(' | ')} | ${tuples.join(' | ')} |`);
   }
   return lines;
@@ -763,7 +830,7 @@ function render(results: SoakResult[], server: PgServer, settings: string[], aut
       '',
     );
     if (r.samples.length === 0) continue;
-    lines.push(...SAMPLE_HEAD, ...r.samples.map(sampleRow), '', ...tableRows(r), '');
+    lines.push(...SAMPLE_HEAD, ...r.samples.map(sampleRow), '', ...tableRows(r), '', ...indexRows(r), '');
     const rows = metricRows(r);
     rowsBy.set(r, rows);
     lines.push('| metric | first | last | last ÷ first | unpinned | pinned | pinned ÷ unpinned |', '|---|---:|---:|---:|---:|---:|---:|');
@@ -804,7 +871,7 @@ async function showSettings(url: string, names: string[]): Promise<string[]> {
 async function main(): Promise<void> {
   if (systems.length === 0) throw new Error(`--only ${ONLY.join(',')} matches none of: ${SYSTEMS.map((s) => s.name).join(', ')}`);
   process.stderr.write(`soak: ${systems.map((s) => s.name).join(', ')}, ${MINUTES} min each (about ${Math.ceil(MINUTES * systems.length)} min in all), ${RATE} jobs/s\n`);
-  const server = await startPostgres({ flavor: FLAVOR });
+  const server = await startPostgres({ flavor: FLAVOR, settings: PG_SETTINGS });
   const results: SoakResult[] = [];
   let settings: string[] = [];
   let autovacuum: string[] = [];

@@ -23,7 +23,7 @@
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, appendFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
@@ -250,7 +250,11 @@ async function startEmbedded(port: number, settings?: Record<string, string>): P
     createPostgresUser: isRoot,
     initdbFlags: ['--no-sync', '--encoding=UTF8', '--locale=C'],
     postgresFlags: settingsArgs(dir, settings),
-    onLog: (m: string) => void log.push(m),
+    onLog: (m: string) => {
+      log.push(m);
+      // A copy of the server's log for diagnosis (auto_explain's plans in a bench run, say).
+      if (process.env.POSTBOX_PG_LOG) appendFileSync(process.env.POSTBOX_PG_LOG, m);
+    },
     onError: (m: unknown) => void log.push(String(m)),
   });
   const failure = (what: string, err: unknown): Error =>
