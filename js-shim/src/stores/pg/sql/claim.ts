@@ -76,15 +76,18 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
    WHERE j.id = ANY(${p(5)}::uuid[]) AND ${claimable}
    LIMIT ${p(3)}
    FOR UPDATE OF j SKIP LOCKED`;
-  return `${leaseCte(first)}, picked AS (
+  return `${leaseCte(first, pick)}, picked AS (
   ${picked}
-), ${claimedCte(s)}`;
+), ${claimedCte(s, pick)}`;
 }
 
-/** Each claimed kind's lease (parameters at `first` + 1 and + 2, as claimCtes has them). */
-export const leaseCte = (first: number) => `lease AS (
-  SELECT kind, lease_ms FROM unnest($${first + 1}::text[], $${first + 2}::bigint[]) AS l(kind, lease_ms)
+/** Each claimed kind's lease (parameters at `first` + 1 and + 2, as claimCtes has them; hidden in the drain's pick). */
+export const leaseCte = (first: number, pick: Pick = 'due') => {
+  const v = hide(pick);
+  return `lease AS (
+  SELECT kind, lease_ms FROM unnest(${v(`$${first + 1}::text[]`)}, ${v(`$${first + 2}::bigint[]`)}) AS l(kind, lease_ms)
 )`;
+};
 
 /**
  * Leases the `picked` jobs: each becomes running under its next attempt. Rows are reached by
@@ -92,14 +95,17 @@ export const leaseCte = (first: number) => `lease AS (
  * on cannot size a join, and joined it hashed a scan of the whole table, so every claim cost
  * time in proportion to the jobs kept (finished ones included).
  */
-export const claimedCte = (s: string) => `claimed AS (
+export const claimedCte = (s: string, pick: Pick = 'due') => {
+  const now = ts(hide(pick)('$1::bigint'));
+  return `claimed AS (
   UPDATE ${s}.job j
-     SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${ts('$1')}, started_at = ${ts('$1')},
-         lease_expires_at = ${ts('$1')} + l.lease_ms * interval '1 millisecond'
+     SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${now}, started_at = ${now},
+         lease_expires_at = ${now} + l.lease_ms * interval '1 millisecond'
     FROM lease l
    WHERE j.id = ANY(ARRAY(SELECT id FROM picked)) AND l.kind = j.kind
   RETURNING j.*
 )`;
+};
 
 export { CLAIMED_COLUMNS, traceName };
 

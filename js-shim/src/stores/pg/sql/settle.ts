@@ -1,14 +1,16 @@
 import { childEffectsCtes, RELEASED_COLUMN } from './dependencies.js';
+import { hide } from './claim.js';
 import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
 /**
  * Writes the ended attempts `rows` selects (id, seq, kind, started_at, outcome, error_code,
  * error_message) as the attempt ledger's rows, once each (migration 0006). A row an earlier
- * schema opened at claim time is closed instead; one already closed is left alone. `$1` is now.
+ * schema opened at claim time is closed instead; one already closed is left alone. `now` is the
+ * epoch ms now: `$1`, or an expression that hides it from the planner (settleCtes).
  */
-export const closeAttempts = (s: string, rows: string): string => `INSERT INTO ${s}.attempt AS a (job_id, seq, kind, started_at, finished_at, outcome, error_code, error_message)
-  SELECT e.id, e.seq, e.kind, COALESCE(e.started_at, ${ts('$1')}), ${ts('$1')}, e.outcome, e.error_code, e.error_message
+export const closeAttempts = (s: string, rows: string, now = '$1'): string => `INSERT INTO ${s}.attempt AS a (job_id, seq, kind, started_at, finished_at, outcome, error_code, error_message)
+  SELECT e.id, e.seq, e.kind, COALESCE(e.started_at, ${ts(now)}), ${ts(now)}, e.outcome, e.error_code, e.error_message
     FROM (${rows}) AS e(id, seq, kind, started_at, outcome, error_code, error_message)
   ON CONFLICT (job_id, seq) DO UPDATE
      SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome, error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message
@@ -16,14 +18,23 @@ export const closeAttempts = (s: string, rows: string): string => `INSERT INTO $
 
 /** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
 const settleCtes = (s: string, first: number): string => {
-  const p = (i: number) => `$${first + i}`;
+  // Every value is read through a scalar subquery (hide), so no plan sees it, as in the drain's
+  // claim (claimCtes). Seen, the arrays' lengths (unnest's rows, the primary key's probes) and
+  // the folded instant made each custom plan cost a little less than the generic one, by more
+  // than the planner's own price for planning: the server then planned every call afresh, which
+  // doubled the settle-and-claim's time (bench/soak.ts: p50 1.2 -> 2.7 ms from the first
+  // autoanalyze, custom plans on 2 of 3 calls). The other cause was job_edge's missing
+  // statistics (migration 0015).
+  const v = hide('due');
+  const p = (i: number, type: string) => v(`$${first + i}::${type}[]`);
+  const now = v('$1::bigint');
   // `j.id = ANY(ids)`: reached through the primary key, never by a scan (see claimCtes). A
   // running job is fenced as the one holding a lease (job_running_has_lease makes the two the
   // same): said as status = 'running', it let the planner walk the job_lease index instead,
   // every entry of it, the dead versions of every job run since the last vacuum included.
   return `s AS (
-  SELECT * FROM unnest(${p(0)}::uuid[], ${p(1)}::int[], ${p(2)}::text[], ${p(3)}::bigint[], ${p(4)}::int[], ${p(5)}::int[],
-                       ${p(6)}::text[], ${p(7)}::int[], ${p(8)}::text[], ${p(9)}::text[], ${p(10)}::bool[], ${p(11)}::text[])
+  SELECT * FROM unnest(${p(0, 'uuid')}, ${p(1, 'int')}, ${p(2, 'text')}, ${p(3, 'bigint')}, ${p(4, 'int')}, ${p(5, 'int')},
+                       ${p(6, 'text')}, ${p(7, 'int')}, ${p(8, 'text')}, ${p(9, 'text')}, ${p(10, 'bool')}, ${p(11, 'text')})
     AS s(id, seq, status, due_ms, attempts, crashes, streak_code, streak, error_code, error_message, finished, outcome)
 ), settled AS (
   UPDATE ${s}.job j
@@ -32,16 +43,16 @@ const settleCtes = (s: string, first: number): string => {
          attempts = s.attempts, crashes = s.crashes, streak_code = s.streak_code, streak = s.streak,
          last_error_code = s.error_code, last_error_message = s.error_message,
          lease_expires_at = NULL,
-         finished_at = CASE WHEN s.finished THEN ${ts('$1')} END,
-         updated_at = ${ts('$1')}
+         finished_at = CASE WHEN s.finished THEN ${ts(now)} END,
+         updated_at = ${ts(now)}
     FROM s
-   WHERE j.id = ANY(${p(0)}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.lease_expires_at IS NOT NULL
-     AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts('$1')})
+   WHERE j.id = ANY(${p(0, 'uuid')}::uuid[]) AND j.id = s.id AND j.attempt_seq = s.seq AND j.lease_expires_at IS NOT NULL
+     AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts(now)})
   RETURNING j.id, j.kind, j.started_at, j.attempt_seq, j.status
 ), closed AS (
   ${closeAttempts(s, `SELECT DISTINCT ON (s.id) s.id, s.seq, settled.kind, settled.started_at, s.outcome, s.error_code, s.error_message
-    FROM s JOIN settled ON settled.id = s.id`)}
-), ${childEffectsCtes(s, 'settled', '$1')}`;
+    FROM s JOIN settled ON settled.id = s.id`, now)}
+), ${childEffectsCtes(s, 'settled', now)}`;
 };
 
 /**
