@@ -24,8 +24,11 @@ const CLAIMED_COLUMNS = `${UNTRACED_COLUMNS}, trace_context, ${ms('created_at')}
 /** How jobs are picked: the due ones in order (a drain), or only nudged ones. */
 export type Pick = 'due' | 'targets';
 
-/** In the drain's pick, a value read through a scalar subquery, so no plan sees it (see claimCtes). */
-export const hide = (pick: Pick) => (pick === 'due' ? (sql: string) => `(SELECT ${sql})` : (sql: string) => sql);
+/** A value read through a scalar subquery, so that no plan sees it: custom and generic plans then cost the same (see claimCtes). */
+export const hidden = (sql: string) => `(SELECT ${sql})`;
+
+/** In the drain's pick, every value is {@link hidden}; the nudged pick keeps its values visible. */
+export const hide = (pick: Pick) => (pick === 'due' ? hidden : (sql: string) => sql);
 
 /**
  * The order claims take due jobs in: due time less the priority's boost (migration 0010), as

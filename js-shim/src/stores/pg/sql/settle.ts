@@ -1,5 +1,5 @@
 import { childEffectsCtes, RELEASED_COLUMN } from './dependencies.js';
-import { hide } from './claim.js';
+import { hidden } from './claim.js';
 import type { Statement } from './statement.js';
 import { ts } from './time.js';
 
@@ -18,16 +18,15 @@ export const closeAttempts = (s: string, rows: string, now = '$1'): string => `I
 
 /** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
 const settleCtes = (s: string, first: number): string => {
-  // Every value is read through a scalar subquery (hide), so no plan sees it, as in the drain's
+  // Every value is read through a scalar subquery (hidden), so no plan sees it, as in the drain's
   // claim (claimCtes). Seen, the arrays' lengths (unnest's rows, the primary key's probes) and
   // the folded instant made each custom plan cost a little less than the generic one, by more
   // than the planner's own price for planning: the server then planned every call afresh, which
   // doubled the settle-and-claim's time (bench/soak.ts: p50 1.2 -> 2.7 ms from the first
   // autoanalyze, custom plans on 2 of 3 calls). The other cause was job_edge's missing
   // statistics (migration 0015).
-  const v = hide('due');
-  const p = (i: number, type: string) => v(`$${first + i}::${type}[]`);
-  const now = v('$1::bigint');
+  const p = (i: number, type: string) => hidden(`$${first + i}::${type}[]`);
+  const now = hidden('$1::bigint');
   // `j.id = ANY(ids)`: reached through the primary key, never by a scan (see claimCtes). A
   // running job is fenced as the one holding a lease (job_running_has_lease makes the two the
   // same): said as status = 'running', it let the planner walk the job_lease index instead,
