@@ -37,6 +37,8 @@ describe('recordNudges', () => {
     const res = await env.post('/operate', { action: 'retryNow', ids: [ids[0]] });
     assert.equal(res.body[0].status, 'ok');
     assert.ok((await env.job(ids[0]!)).nudge_sent_at, 'retryNow nudge recorded');
+    // The nudge runs the job now; let it settle here rather than after the next test's reset.
+    await until(async () => (await env.job(ids[0]!)).status === 'succeeded');
   });
 
   test('a nudge that fails to send is not recorded', async () => {
