@@ -1,0 +1,11 @@
+-- No planner statistics for job.status. The drain's claim statements are prepared once per
+-- session and written for one generic plan, but the server still compares that plan's cost
+-- with the average of the custom plans it has made, and keeps the generic cost it computed
+-- last. With status statistics, the estimate of due jobs follows the backlog that the latest
+-- ANALYZE saw: a backlog raised the generic plan's cost while the session was making custom
+-- plans, and once the backlog had drained every call planned afresh (twice the statement's
+-- time), for as long as the session lived. Without them, the share of claimable rows is a fixed
+-- fraction of the table, so a backlog no longer moves the plan's cost. Every statement that
+-- filters on status does so through a partial index whose predicate names it, so plans keep
+-- their indexes; only the row estimates change.
+ALTER TABLE outbox.job ALTER COLUMN status SET STATISTICS 0;
