@@ -285,53 +285,6 @@ test('the settle-and-claim\'s generic plan costs about the same over 100,000 fin
   });
 });
 
-// The server keeps the generic cost it computed last; while it makes custom plans it does not
-// recompute it. Once a backlog's statistics had raised that cost during a stretch of custom plans,
-// the custom plans made after the backlog drained all cost less, and every later call of the
-// session was planned afresh (a soak's pin: one consumer session at twice the claim's time for
-// the rest of the run). Migration 0016 keeps the backlog out of the estimate.
-test('a backlog that came and went leaves the settle-and-claim on its generic plan (no statistics on job.status)', async () => {
-  const fresh = await server.createDatabase('consumer_plan_backlog');
-  await withClient(fresh, async (admin) => {
-    await migrate(admin);
-    const statement = jobSettleThenClaimDue('outbox');
-    const ids = Array.from({ length: 3 }, (_, i) => `00000000-0000-7000-8000-00000000000${i}`);
-    const n = (v: string) => `{${ids.map(() => v).join(',')}}`;
-    // A settlement of three unknown jobs and a claim of a kind nothing has: the statement runs
-    // whole and changes nothing.
-    const values = () => [Date.now(), ids, n('1'), n('succeeded'), n('NULL'), n('1'), n('0'), n('NULL'), n('0'), n('NULL'), n('NULL'), n('t'), n('ok'), 'default', ['consumer.none'], [60000], 4, null];
-    const jobs = (count: number, status: string) =>
-      admin.query(
-        `INSERT INTO outbox.job (id, kind, lane, payload, status, attempts, attempt_seq, due_at, created_at, updated_at, finished_at)
-         SELECT gen_random_uuid(), 'consumer.other', 'default', '{}', $2, 0, 0, now(), now(), now(), CASE WHEN $2 = 'succeeded' THEN now() END
-           FROM generate_series(1, $1::int)`,
-        [count, status],
-      );
-    await withClient(fresh, async (c) => {
-      const run = async (calls: number) => {
-        for (let i = 0; i < calls; i++) await c.query({ name: statement.name, text: statement.text, values: values() });
-      };
-      const custom = async () =>
-        Number((await c.query(`SELECT custom_plans FROM pg_prepared_statements WHERE name = $1`, [statement.name])).rows[0].custom_plans);
-      await jobs(60_000, 'succeeded');
-      await admin.query('ANALYZE outbox.job');
-      await run(20);
-      // A backlog falls due and is analyzed; the session's next calls see it.
-      await jobs(60_000, 'pending');
-      await admin.query('ANALYZE outbox.job');
-      await run(2);
-      // It drains and is analyzed again.
-      await admin.query(`DELETE FROM outbox.job WHERE status = 'pending'`);
-      await admin.query('VACUUM ANALYZE outbox.job');
-      const before = await custom();
-      await run(100);
-      const after = await custom();
-      // Without the migration: 100 of 100 (status statistics re-collected, the same steps).
-      assert.ok(after - before <= 5, `custom plans in the 100 calls after the backlog: ${after - before}`);
-    });
-  });
-});
-
 test('ctx.signal read for the first time after the timeout is already aborted, with the timeout as its reason', async () => {
   let seen: { aborted: boolean; code: unknown } | undefined;
   const job = defineJob({

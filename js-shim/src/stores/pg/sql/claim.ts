@@ -64,9 +64,7 @@ export function claimCtes(s: string, first: number, pick: Pick): string {
   // backing off), so the server planned the statement afresh on every call (~400 µs, more than
   // its execution at concurrency 1). Hidden, custom and generic plans cost the same and the
   // server keeps the generic one, which uses the same index (bench/probe-drain.ts --statements
-  // shows plans per call). Migration 0016 keeps the backlog out of that cost too (no statistics
-  // on status), so a backlog passing cannot leave a session planning every call. The nudged pick
-  // keeps its values visible: its ids are its plan.
+  // shows plans per call). The nudged pick keeps its values visible: its ids are its plan.
   const v = hide(pick);
   const claimable = claimablePredicate(first, pick);
   const picked =
