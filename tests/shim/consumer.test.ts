@@ -11,6 +11,7 @@ import { createPgConnector, createPgPoolConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock } from 'postbox/testing';
 import { jobSettleThenClaimDue } from '../../js-shim/src/stores/pg/sql/drain.ts';
+import { GENERIC_PLAN_ONLY } from '../../js-shim/src/stores/pg/sql/statement.ts';
 import { startPostgres, withClient, type PgServer } from '../support/postgres.ts';
 
 let server: PgServer;
@@ -236,8 +237,10 @@ test('the drain statement keeps one generic plan over a table of finished jobs, 
  * The cost the server gives the drain's settle-and-claim under `mode` (force_generic_plan or
  * force_custom_plan), prepared on `c` and explained with a settlement of three jobs.
  */
-async function settleAndClaimCost(c: pg.Client, mode: string): Promise<number> {
-  const statement = jobSettleThenClaimDue('outbox');
+async function settleAndClaimCost(c: pg.Client, mode: string, opts: { keel: boolean } = { keel: true }): Promise<number> {
+  const whole = jobSettleThenClaimDue('outbox');
+  // Without its GENERIC_PLAN_ONLY condition the statement's costs are its own.
+  const statement = opts.keel ? whole : { name: `${whole.name}_unkeeled`, text: whole.text.replace(GENERIC_PLAN_ONLY, 'true') };
   const ids = Array.from({ length: 3 }, (_, i) => `00000000-0000-7000-8000-00000000000${i}`);
   const n = (v: string) => `{${ids.map(() => v).join(',')}}`;
   const values = [Date.now(), ids, n('1'), n('succeeded'), n('NULL'), n('1'), n('0'), n('NULL'), n('0'), n('NULL'), n('NULL'), n('t'), n('ok'), 'default', ['consumer.none'], [60000], 4, null];
@@ -261,10 +264,13 @@ async function settleAndClaimCost(c: pg.Client, mode: string): Promise<number> {
 // was small. The two tests below hold each cause away.
 test('no custom plan of the settle-and-claim costs less than its generic plan: every value is hidden from the planner', async () => {
   await withClient(url, async (c) => {
-    const generic = await settleAndClaimCost(c, 'force_generic_plan');
-    const custom = await settleAndClaimCost(c, 'force_custom_plan');
+    const generic = await settleAndClaimCost(c, 'force_generic_plan', { keel: false });
+    const custom = await settleAndClaimCost(c, 'force_custom_plan', { keel: false });
     // What may differ is the folding of a constant inside a hidden value (hundredths of a unit).
     assert.ok(generic - custom < 1, `generic plan ${generic}, custom plan ${custom}`);
+    // With GENERIC_PLAN_ONLY every custom plan weighs far more than the generic one.
+    const keeled = await settleAndClaimCost(c, 'force_custom_plan');
+    assert.ok(keeled > 1e6 * (await settleAndClaimCost(c, 'force_generic_plan')), `custom plan with the condition: ${keeled}`);
   });
 });
 
@@ -282,6 +288,57 @@ test('the settle-and-claim\'s generic plan costs about the same over 100,000 fin
     // Growth of the primary key's depth and size is expected (about 2.3x here); the empty
     // job_edge planned as ten pages of rows made it 12x, since every probe of job was multiplied.
     assert.ok(full <= 4 * empty, `generic plan over an empty outbox ${empty}, over 100,000 jobs ${full}`);
+  });
+});
+
+// The server keeps the generic cost it computed last; while it makes custom plans it does not
+// recompute it. Once new statistics (a backlog here; a held snapshot's bloat in a soak) had
+// raised that cost during a stretch of custom plans, the custom plans made after the tables
+// shrank all cost less, and every later call of the session was planned afresh (a soak's
+// sessions at twice the claim's time after the pin). GENERIC_PLAN_ONLY ends that.
+test('statistics that rise and fall leave the settle-and-claim on its generic plan', async () => {
+  const fresh = await server.createDatabase('consumer_plan_backlog');
+  await withClient(fresh, async (admin) => {
+    await migrate(admin);
+    const whole = jobSettleThenClaimDue('outbox');
+    const unkeeled = { name: `${whole.name}_unkeeled`, text: whole.text.replace(GENERIC_PLAN_ONLY, 'true') };
+    const ids = Array.from({ length: 3 }, (_, i) => `00000000-0000-7000-8000-00000000000${i}`);
+    const n = (v: string) => `{${ids.map(() => v).join(',')}}`;
+    // A settlement of three unknown jobs and a claim of a kind nothing has: the statement runs
+    // whole and changes nothing.
+    const values = () => [Date.now(), ids, n('1'), n('succeeded'), n('NULL'), n('1'), n('0'), n('NULL'), n('0'), n('NULL'), n('NULL'), n('t'), n('ok'), 'default', ['consumer.none'], [60000], 4, null];
+    const jobs = (count: number, status: string) =>
+      admin.query(
+        `INSERT INTO outbox.job (id, kind, lane, payload, status, attempts, attempt_seq, due_at, created_at, updated_at, finished_at)
+         SELECT gen_random_uuid(), 'consumer.other', 'default', '{}', $2, 0, 0, now(), now(), now(), CASE WHEN $2 = 'succeeded' THEN now() END
+           FROM generate_series(1, $1::int)`,
+        [count, status],
+      );
+    await withClient(fresh, async (c) => {
+      const run = async (calls: number) => {
+        for (let i = 0; i < calls; i++) {
+          for (const statement of [whole, unkeeled]) await c.query({ name: statement.name, text: statement.text, values: values() });
+        }
+      };
+      const custom = async () =>
+        Object.fromEntries((await c.query(`SELECT name, custom_plans::int AS n FROM pg_prepared_statements`)).rows.map((r) => [r.name, r.n]));
+      await jobs(60_000, 'succeeded');
+      await admin.query('ANALYZE outbox.job');
+      await run(20);
+      // A backlog falls due and is analyzed; the session's next calls see it.
+      await jobs(60_000, 'pending');
+      await admin.query('ANALYZE outbox.job');
+      await run(2);
+      // It drains and is analyzed again.
+      await admin.query(`DELETE FROM outbox.job WHERE status = 'pending'`);
+      await admin.query('VACUUM ANALYZE outbox.job');
+      const before = await custom();
+      await run(100);
+      const after = await custom();
+      assert.equal(after[whole.name], 5, 'the first five calls only');
+      // The same statement without the condition, the same calls: planned afresh on every one.
+      assert.equal(after[unkeeled.name] - before[unkeeled.name], 100);
+    });
   });
 });
 

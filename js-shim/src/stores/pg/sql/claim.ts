@@ -1,5 +1,5 @@
 import type { ClaimedJob } from '../../contract.js';
-import type { Statement } from './statement.js';
+import { GENERIC_PLAN_ONLY, type Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
 /**
@@ -142,7 +142,7 @@ const traceName = (name: string, traced: boolean) => (traced ? `${name}_traced` 
 export const jobClaimDue = (s: string, traced = false): Statement => ({
   name: traceName('postbox_claim_due', traced),
   text: `WITH ${claimCtes(s, 2, 'due')}
-SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed ORDER BY ${CLAIM_ORDER}`,
+SELECT ${traced ? CLAIMED_COLUMNS : UNTRACED_COLUMNS} FROM claimed WHERE ${GENERIC_PLAN_ONLY} ORDER BY ${CLAIM_ORDER}`,
 });
 
 /** JobClaimTargets: the claimable ones among nudged jobs. $1 now, $2 lane … $8 target kinds. */

@@ -4,7 +4,7 @@
 import { RELEASED_COLUMN } from './dependencies.js';
 import { claimablePredicate, claimedArray, claimRank, claimedCte, hide, leaseCte } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
-import type { Statement } from './statement.js';
+import { GENERIC_PLAN_ONLY, type Statement } from './statement.js';
 
 /** How many parameters the claim itself has before the fair share's two (claimCtes, due pick). */
 const CLAIM_PARAMS = 5;
@@ -81,12 +81,13 @@ const FAIR_CLAIMED = `(SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY p
 export const jobClaimFairDue = (s: string): Statement => ({
   name: 'postbox_claim_fair_due',
   text: `WITH RECURSIVE ${fairClaimCtes(s, 2)}
-SELECT ${FAIR_CLAIMED}, ${fairAfter(2)}`,
+SELECT ${FAIR_CLAIMED}, ${fairAfter(2)} WHERE ${GENERIC_PLAN_ONLY}`,
 });
 
 /** JobSettleThenClaim with a fair claim (drain.ts's, with fairClaimCtes). */
 export const jobSettleThenClaimFairDue = (s: string): Statement => ({
   name: 'postbox_settle_then_claim_fair_due',
   text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${fairClaimCtes(s, 2 + SETTLE_PARAMS)}
-SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN}, ${FAIR_CLAIMED}, ${fairAfter(2 + SETTLE_PARAMS)}`,
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN}, ${FAIR_CLAIMED}, ${fairAfter(2 + SETTLE_PARAMS)}
+ WHERE ${GENERIC_PLAN_ONLY}`,
 });

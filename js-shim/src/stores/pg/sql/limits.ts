@@ -4,7 +4,7 @@
 import { RELEASED_COLUMN } from './dependencies.js';
 import { CLAIM_ORDER, claimablePredicate, claimedArray, claimRank, type Pick } from './claim.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
-import type { Statement } from './statement.js';
+import { GENERIC_PLAN_ONLY, type Statement } from './statement.js';
 import { ms, ts } from './time.js';
 
 /** How many parameters the claim itself has before the limits' seven (claimCtes). */
@@ -207,11 +207,14 @@ const THROTTLED = `(SELECT COALESCE(json_agg(json_build_object('kind', kind, 're
 const TENANT_AFTER = (first: number, pick: Pick) => `(SELECT CASE WHEN count(*) >= $${first + claimParams(pick) + 5}::int THEN (array_agg(scope ORDER BY n DESC))[1] END
           FROM tvisited WHERE kind = (SELECT min(kind) FROM tlim)) AS tenant_after`;
 
+/** The due pick keeps its generic plan; a nudged pick's values are its plan (claimCtes). */
+const keel = (pick: Pick) => (pick === 'due' ? `\n WHERE ${GENERIC_PLAN_ONLY}` : '');
+
 /** A limited lane's claim: the claimed jobs (claimedArray, traced) and the throttled kinds, as JSON. */
 const limitedClaim = (s: string, pick: Pick): Statement => ({
   name: `postbox_claim_limited_${pick}`,
   text: `WITH RECURSIVE ${limitedClaimCtes(s, 2, pick)}
-SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}, ${TENANT_AFTER(2, pick)}`,
+SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}, ${TENANT_AFTER(2, pick)}${keel(pick)}`,
 });
 
 /** JobSettleThenClaim for a limited lane (drain.ts's, with limitedClaimCtes). */
@@ -220,7 +223,7 @@ const limitedSettleThenClaim = (s: string, pick: Pick): Statement => ({
   text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN},
        (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED},
-       ${TENANT_AFTER(2 + SETTLE_PARAMS, pick)}`,
+       ${TENANT_AFTER(2 + SETTLE_PARAMS, pick)}${keel(pick)}`,
 });
 
 export const jobClaimLimitedDue = (s: string) => limitedClaim(s, 'due');

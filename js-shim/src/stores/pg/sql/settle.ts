@@ -1,6 +1,6 @@
 import { childEffectsCtes, RELEASED_COLUMN } from './dependencies.js';
 import { hidden } from './claim.js';
-import type { Statement } from './statement.js';
+import { GENERIC_PLAN_ONLY, type Statement } from './statement.js';
 import { ts } from './time.js';
 
 /**
@@ -74,5 +74,6 @@ export { settleCtes };
 export const jobSettleBatch = (s: string): Statement => ({
   name: 'postbox_settle_batch',
   text: `WITH RECURSIVE ${settleCtes(s, 2)}
-SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN}`,
+SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN}
+ WHERE ${GENERIC_PLAN_ONLY}`,
 });

@@ -10,3 +10,21 @@ export interface Statement {
 export function run(q: LaneDb, statement: Statement, values: unknown[]) {
   return q.query({ name: statement.name, text: statement.text, values });
 }
+
+/**
+ * A condition that is always true and keeps the server on a statement's generic plan: append
+ * it to the statements a drain runs on every call (`WHERE …`).
+ *
+ * The server plans a named statement's first five calls with their values (custom plans), then
+ * uses its generic plan while that costs less than the custom plans' average, and keeps the
+ * generic cost it computed last for as long as it goes on making custom plans. The drain's
+ * statements read every value through a scalar subquery, so a custom plan is never better; but
+ * when new statistics (a backlog, or a held snapshot's bloat) raised the generic cost during a
+ * stretch of custom plans, the custom plans made after the tables shrank all cost less than
+ * that stale figure, and the session planned every call afresh for the rest of its life (a
+ * soak's sessions at twice the claim's time after the pin). Here a series whose length only a
+ * custom plan can see (the instant `$1` plus 10^12) weighs every custom plan at some 10^10
+ * units, against a few thousand for any generic plan, so after its first five calls a session
+ * never plans the statement again. The series is never read: its filter is false.
+ */
+export const GENERIC_PLAN_ONLY = `(SELECT count(*) FROM generate_series(1, $1::bigint + 1000000000000) WHERE (SELECT false)) = 0`;
