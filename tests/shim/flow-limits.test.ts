@@ -105,9 +105,9 @@ describe('flow limits', () => {
     await post('/reset');
     await env.sql('DELETE FROM outbox.kind_slot');
     // Tenant a's backlog first, then b's few and some without a tenant.
-    await enqueue('flow.tenanted', { n: 16, ms: 40, key: 'a', tenantKey: 'a' });
-    await enqueue('flow.tenanted', { n: 4, ms: 40, key: 'b', tenantKey: 'b' });
-    await enqueue('flow.tenanted', { n: 3, ms: 40, key: 'n', tenantKey: null });
+    await enqueue('flow.tenanted', { n: 16, ms: 150, key: 'a', tenantKey: 'a' });
+    await enqueue('flow.tenanted', { n: 4, ms: 150, key: 'b', tenantKey: 'b' });
+    await enqueue('flow.tenanted', { n: 3, ms: 150, key: 'n', tenantKey: null });
     const reports = await drains(4);
     assert.deepEqual(await statusCounts('flow.tenanted'), { succeeded: 23 });
     const { most, starts } = await stats();
@@ -123,8 +123,9 @@ describe('flow limits', () => {
     // The attempt ledger agrees: no attempt of a tenant ran beside two others of it. Its
     // instants are each drain's clock reading taken before its statement, so an attempt that
     // took a slot freed by a statement still running can look started a few milliseconds before
-    // that slot's attempt finished; each attempt is looked at in its middle (20 ms in), which a
-    // real third attempt at once would cover and that skew does not reach.
+    // that slot's attempt finished (workerd's clock moves only at I/O, so on a busy machine by
+    // tens of milliseconds); each attempt is looked at in its middle (75 ms in), which a real
+    // third attempt at once would cover and that skew does not reach.
     const ledger = await env.sql(
       `SELECT COALESCE(j.tenant_key, '-') AS tenant, extract(epoch FROM a.started_at) * 1000 AS s, extract(epoch FROM a.finished_at) * 1000 AS f
          FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = 'flow.tenanted'`,
