@@ -55,6 +55,9 @@ ALTER ROLE :"worker" SET idle_in_transaction_session_timeout = '60s';
 ALTER ROLE :"worker" SET lock_timeout = '5s';
 -- No single statement outlives a Worker invocation's 15 minutes.
 ALTER ROLE :"worker" SET statement_timeout = '14min';
+-- The outbox's statements are short and many; a large backlog can lift a claim's estimate past
+-- jit_above_cost, and compiling it (on servers built with JIT) costs far more than running it.
+ALTER ROLE :"worker" SET jit = off;
 -- The app's own transactions get the same protection against orphaned locks.
 ALTER ROLE :"app" SET idle_in_transaction_session_timeout = '60s';
 -- PostgreSQL 17's MAINTAIN privilege lets the worker rebuild the outbox's indexes after a held

@@ -121,6 +121,7 @@ test('the worker role runs the outbox under its guardrails', async () => {
     assert.equal(await show('idle_in_transaction_session_timeout'), '1min');
     assert.equal(await show('lock_timeout'), '5s');
     assert.equal(await show('statement_timeout'), '14min');
+    assert.equal(await show('jit'), 'off');
     if (Number(await show('server_version_num')) >= 170000) assert.equal(await show('transaction_timeout'), '15min');
     // The cron handler records each schedule's last occurrence (catch-up after missed ticks):
     // once to insert, once to update.
