@@ -103,6 +103,31 @@ TEST_CASE("pump: the lookahead grows with fast handlers, up to four batches, and
   CHECK(postbox::lookahead_batches(in) == 4);
 }
 
+TEST_CASE("pump: a lane of few slots claims sixteen fast jobs ahead, so statements carry several jobs each") {
+  PumpInput in = lane(1, 0, 0, 0, true);
+  in.slowest_recent_ms = 2;
+  CHECK(postbox::lookahead_batches(in) == 16);
+  CHECK(decide_pump(in).claim == 17);  // window 1 × 17
+  // The next claim waits for eight jobs of room: one statement per eight jobs, not per two.
+  in.running = 1;
+  in.buffered = 9;  // room 7
+  CHECK(decide_pump(in).action == PumpAction::wait);
+  in.buffered = 8;
+  CHECK(decide_pump(in).claim == 8);
+  in.concurrency = 2;
+  CHECK(postbox::lookahead_batches(in) == 8);
+  in.concurrency = 4;  // the floor meets the four batches every lane gets
+  CHECK(postbox::lookahead_batches(in) == 4);
+  // Slower handlers: only as many jobs ahead as run in 40 ms, never under four batches.
+  in.concurrency = 1;
+  in.slowest_recent_ms = 5;
+  CHECK(postbox::lookahead_batches(in) == 8);
+  in.slowest_recent_ms = 20;
+  CHECK(postbox::lookahead_batches(in) == 4);
+  in.slowest_recent_ms = 6000;
+  CHECK(postbox::lookahead_batches(in) == 3);
+}
+
 TEST_CASE("pump: with four batches ahead, the next claim leaves while two batches are still buffered") {
   // Two batches of buffered work cover a claim statement that takes up to two handler runs, so
   // a slot that frees never finds the buffer empty while the claim is on its way.

@@ -685,6 +685,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('pump fast handlers: four batches ahead', pump({ slowestRecentMs: 2 }), exactText('{"action":"claim","claim":40,"waitMs":null}'));
   c('pump 10 s handlers: two batches ahead', pump({ slowestRecentMs: 10000 }), exactText('{"action":"claim","claim":24,"waitMs":null}'));
   c('pump slow handlers: one batch ahead', pump({ slowestRecentMs: 60000 }), exactText('{"action":"claim","claim":16,"waitMs":null}'));
+  c('pump c=1 fast handlers: sixteen jobs ahead', pump({ concurrency: 1, slowestRecentMs: 2 }), exactText('{"action":"claim","claim":17,"waitMs":null}'));
+  c('pump c=1 fast handlers: the next claim waits for eight of room', pump({ concurrency: 1, slowestRecentMs: 2, running: 1, buffered: 9 }), exactText('{"action":"wait","claim":0,"waitMs":null}'));
   c('pump four ahead waits for two batches of room', pump({ slowestRecentMs: 2, running: 8, buffered: 20 }), exactText('{"action":"wait","claim":0,"waitMs":null}'));
   c('pump slow statements widen the lookahead', pump({ slowestRecentMs: 2, statementMs: 5 }), exactText('{"action":"claim","claim":56,"waitMs":null}'));
   c('pump lookahead capped at sixteen batches and maxBatch', pump({ slowestRecentMs: 2, statementMs: 100000 }), exactText('{"action":"claim","claim":100,"waitMs":null}'));

@@ -4,6 +4,7 @@
 // has room, a claim. This decides, from the lane's counts, what that statement is and when.
 //
 //   batches    = lookahead in batches of `concurrency`: 1 until handlers have run; then 4, or
+//                ⌈16 / concurrency⌉ on a small lane while 16 handler runs fit in 40 ms, or
 //                2 × ⌈statementMs / slowest recent handler⌉ when statements are slower (a far
 //                database), at most 16; never more than keep a buffered job's wait, one
 //                slowest-recent handler per batch ahead of it, inside the claim slack
@@ -43,6 +44,8 @@ int64_t lookahead_batches(const PumpInput& in) {
   const int64_t slack = in.slack_ms.value_or(claim_slack_ms(kSettleMarginMs));
   const int64_t run_ms = std::max<int64_t>(*in.slowest_recent_ms, 1);
   int64_t want = kMinLookaheadBatches;
+  const int64_t concurrency = std::max<int64_t>(in.concurrency, 1);
+  want = std::max(want, std::min((kMinLookaheadJobs + concurrency - 1) / concurrency, kLookaheadFloorMs / run_ms));
   if (in.statement_ms) want = std::max(want, 2 * ((*in.statement_ms + run_ms - 1) / run_ms));
   return std::clamp<int64_t>(std::min(want, slack / run_ms), 1, kMaxLookaheadBatches);
 }
