@@ -4,7 +4,7 @@
 // has room, a claim. This decides, from the lane's counts, what that statement is and when.
 //
 //   batches    = lookahead in batches of `concurrency`: 1 until handlers have run; then 4, or
-//                ⌈16 / concurrency⌉ on a small lane while 16 handler runs fit in 40 ms, or
+//                min(⌈16 / concurrency⌉, 40 ms / slowest recent handler) on a small lane, or
 //                2 × ⌈statementMs / slowest recent handler⌉ when statements are slower (a far
 //                database), at most 16; never more than keep a buffered job's wait, one
 //                slowest-recent handler per batch ahead of it, inside the claim slack

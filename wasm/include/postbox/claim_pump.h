@@ -44,10 +44,10 @@ constexpr int64_t kSettleFlushMs = 20;
 // their turn and still start inside a lease's claim slack, and at most kMaxLookaheadBatches.
 constexpr int64_t kMinLookaheadBatches = 4;
 constexpr int64_t kMaxLookaheadBatches = 16;
-// A lane of few slots claims at least kMinLookaheadJobs ahead while that many handler runs take
-// at most kLookaheadFloorMs: four batches of one slot made a statement per two jobs, and each
-// statement costs the server far more than the rows it carries. Slow handlers gain nothing from
-// fewer statements, so the floor gives way to them.
+// A lane of few slots claims up to kMinLookaheadJobs ahead, as many batches as its recent
+// handlers run in kLookaheadFloorMs: four batches of one slot made a statement per two jobs, and
+// each statement costs the server far more than the rows it carries. Slow handlers gain nothing
+// from fewer statements, so the floor shrinks with them and gives way to the four batches.
 constexpr int64_t kMinLookaheadJobs = 16;
 constexpr int64_t kLookaheadFloorMs = 40;
 int64_t lookahead_batches(const PumpInput& in);
