@@ -34,6 +34,19 @@ TEST_CASE("fair share: the plan names how many tenants a claim visits (64) only 
   CHECK(error_code_of(call(pb_claim, plan(R"(,"fairShare":1)")).out) == "invalid_input");
 }
 
+TEST_CASE("fair share: in a lane with limited kinds every limited kind visits tenants, not only those limited per tenant") {
+  const std::string limited = R"({"op":"plan","now":0,"deadlineAt":100000,"lane":"default","concurrency":8,"policies":[)"
+                              R"({"kind":"a","timeoutMs":1000},{"kind":"c","timeoutMs":1000,"concurrency":2}])";
+  auto fair = call(pb_claim, limited + R"(,"fairShare":true})");
+  CHECK(fair.out.find(R"("tenantConcurrency":[0],"tenantVisits":64})") != std::string::npos);
+  CHECK(fair.out.find(R"("fairTenants":64)") != std::string::npos);
+  // Without fair share such a lane claims its limited kind in due order: no visits.
+  CHECK(call(pb_claim, limited + "}").out.find("tenantVisits") == std::string::npos);
+  // Nudged jobs are named, not picked: no visits either.
+  CHECK(call(pb_claim, limited + R"(,"fairShare":true,"target":{"id":"0b6f5c3e-2a4d-4c1f-9e8b-7d6a5f4e3c2b","kind":"c"}})").out.find("tenantVisits") ==
+        std::string::npos);
+}
+
 TEST_CASE("fair share: a weighted tenant's share is in proportion to its weight among the visited, and it offers that many jobs a round") {
   // Weights 3 and 1 sharing a claim of 16: 12 and 4.
   CHECK(postbox::fair_share_of(16, 3, 4) == 12);

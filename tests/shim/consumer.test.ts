@@ -283,9 +283,9 @@ test('no drain statement\'s custom plan costs enough to be compiled (jit_above_c
   await withClient(url, async (c) => {
     const jitAbove = Number((await c.query('SHOW jit_above_cost')).rows[0].jit_above_cost);
     const sql = outboxSql();
-    const keeled = [sql.claimDue, sql.settleThenClaimDue, sql.limited.claimDue, sql.limited.settleThenClaimDue, sql.fair.claimDue, sql.fair.settleThenClaimDue, sql.settleBatch, ...Object.values(sql.traced)]
+    const keeled = [sql.claimDue, sql.settleThenClaimDue, sql.limited.claimDue, sql.limited.settleThenClaimDue, sql.fair.claimDue, sql.fair.settleThenClaimDue, ...Object.values(sql.limitedFair), sql.settleBatch, ...Object.values(sql.traced)]
       .filter((st) => st.text.includes(GENERIC_PLAN_ONLY));
-    assert.ok(keeled.length >= 9, `statements with the condition: ${keeled.map((st) => st.name)}`);
+    assert.ok(keeled.length >= 11, `statements with the condition: ${keeled.map((st) => st.name)}`);
     await c.query('SET plan_cache_mode = force_custom_plan');
     try {
       for (const st of keeled) {

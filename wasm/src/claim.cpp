@@ -89,7 +89,7 @@ Status read_version(od::value& v, const Where& where, std::optional<int64_t>& cu
   return ok_status();
 }
 
-void write_limits(JsonWriter& out, const std::vector<const Policy*>& fit) {
+void write_limits(JsonWriter& out, const std::vector<const Policy*>& fit, bool fair_share) {
   auto list = [&](std::string_view key, auto value) {
     out.key(key);
     out.begin_array();
@@ -105,8 +105,9 @@ void write_limits(JsonWriter& out, const std::vector<const Policy*>& fit) {
   list("rateSlots", [&](const Policy& p) { out.integer(p.rate_slots.value_or(0)); });
   list("rateHoldMs", [&](const Policy& p) { out.integer(p.rate_hold_ms); });
   list("tenantConcurrency", [&](const Policy& p) { out.integer(p.tenant_concurrency.value_or(0)); });
-  // A kind limited per tenant is claimed tenant by tenant, as a fair claim visits them.
-  if (std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->tenant_concurrency.has_value(); })) {
+  // A kind limited per tenant is claimed tenant by tenant, as a fair claim visits them; with
+  // fair share, every limited kind is.
+  if (fair_share || std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->tenant_concurrency.has_value(); })) {
     out.field("tenantVisits", kFairTenantsPerClaim);
   }
   out.end_object();
@@ -194,7 +195,7 @@ Status claim_plan(od::object& root, const Where& where, JsonWriter& out) {
   out.field("slackMs", slack);
   // Limited kinds, as parallel arrays; absent when none is (the claim keeps its plain
   // statement). A kind without a concurrency limit has 0 concurrency slots; without a rate, 0.
-  if (std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->limited(); })) write_limits(out, fit);
+  if (std::any_of(fit.begin(), fit.end(), [](const Policy* p) { return p->limited(); })) write_limits(out, fit, in.fair_share && !in.target);
   // How many tenants a fair claim visits; absent when fair share is off or the claim is of
   // nudged jobs (those are named, not picked), so the claim keeps its plain statement.
   if (in.fair_share && !in.target && limit > 0) out.field("fairTenants", kFairTenantsPerClaim);

@@ -185,7 +185,12 @@ export interface ClaimInput {
   traced?: boolean;
   /** The flow limits of the claim's limited kinds, as the core's plan gives them; absent when none is. */
   limits?: ClaimLimits;
-  /** Fair share across tenants (a due claim without limits only); absent when the outbox has none. */
+  /**
+   * Fair share across tenants (due claims only); absent when the outbox has none. With `limits`,
+   * the kinds without limits are picked fairly among themselves, every limited kind visits its
+   * tenants (`limits.tenantVisits`) taking each one's first ⌈room / visited⌉ jobs of it before
+   * its due order fills the room, and the answer lists every pick's first round first.
+   */
   fair?: ClaimFairShare;
   /**
    * With a kind limited per tenant (`limits.tenantVisits`): the tenant scope the claim's visit of
@@ -230,7 +235,7 @@ export interface ClaimLimits {
    * each no more than its free room, the scopes' first jobs first.
    */
   tenantConcurrency: readonly number[];
-  /** How many tenant scopes a claim visits per kind limited per tenant; absent when none is. */
+  /** How many tenant scopes a claim visits per kind limited per tenant (with fair share, per limited kind); absent when none is. */
   tenantVisits?: number;
 }
 

@@ -13,7 +13,7 @@ import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput, ThrottledKind,
 } from './contract.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, tenantScope } from './shared.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, limitedFairOrder, tenantScope } from './shared.js';
 
 interface AttemptRecord {
   seq: number;
@@ -444,12 +444,15 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     if (!targets) picked.sort((a, b) => a.dueAt - a.boostMs - (b.dueAt - b.boostMs) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const room = this.#room(input);
     const due = picked;
+    let fairAfter: string | null | undefined;
     if (room) {
-      // A kind limited per tenant takes its tenants' first jobs first, each within its tenant's room.
+      // A kind limited per tenant takes its tenants' first jobs first, each within its tenant's
+      // room; with fair share, every limited kind does (within the kind's room).
+      const fairLimited = input.fair !== undefined && !targets;
       const tenantRoom = this.#tenantRoom(input);
       const round = new Map<Row, number>();
       const seen = new Map<string, number>();
-      for (const r of picked) if (tenantRoom.limited.has(r.kind)) round.set(r, seen.set(slotKey(r), (seen.get(slotKey(r)) ?? 0) + 1).get(slotKey(r))!);
+      for (const r of picked) if (tenantRoom.limited.has(r.kind) || (fairLimited && room.has(r.kind))) round.set(r, seen.set(slotKey(r), (seen.get(slotKey(r)) ?? 0) + 1).get(slotKey(r))!);
       const rank = (r: Row) => r.dueAt - r.boostMs;
       const order = [...picked].sort((a, b) => (round.get(a) ?? 0) - (round.get(b) ?? 0) || rank(a) - rank(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       const take = (r: Row) => {
@@ -464,8 +467,15 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       };
       const taken = new Set(order.filter(take));
       picked = picked.filter((r) => taken.has(r));
+      if (fairLimited) {
+        // The kinds without limits: a fair pick among their due jobs; then every pick's first round first.
+        const fair = fairPick(picked.filter((r) => !room.has(r.kind)), (r) => tenantScope(r.tenantKey), Math.max(0, input.limit), input.fair!);
+        const chosen = new Set(fair.picked);
+        picked = limitedFairOrder(picked.filter((r) => room.has(r.kind) || chosen.has(r)), new Set(room.keys()), (r) => r.kind,
+          (r) => tenantScope(r.tenantKey), rank, (r) => r.id, input.fair!.weights);
+        fairAfter = fair.fairAfter;
+      }
     }
-    let fairAfter: string | null | undefined;
     if (input.fair && !targets && !room) {
       const rank = (r: Row) => r.dueAt - r.boostMs;
       const fair = fairPick(picked, (r) => tenantScope(r.tenantKey), Math.max(0, input.limit), input.fair);

@@ -49,22 +49,57 @@ export function fairOrder<T>(
   jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string,
   weights?: Readonly<Record<string, number>> | null,
 ): T[] {
+  const round = fairRounds(jobs, visited, scopeOf, rankOf, idOf, weights);
+  return byRankThenId(jobs, rankOf, idOf)
+    .map((job, i) => ({ job, i, round: round.get(job) ?? Number.MAX_SAFE_INTEGER }))
+    .sort((a, b) => a.round - b.round || a.i - b.i)
+    .map((x) => x.job);
+}
+
+/** Each job of a visited scope's round in {@link fairOrder} (jobs of scopes not visited have none). */
+export function fairRounds<T>(
+  jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string,
+  weights?: Readonly<Record<string, number>> | null,
+): Map<T, number> {
   const seen = new Set(visited);
-  const byRank = [...jobs].sort((a, b) => rankOf(a) - rankOf(b) || (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
   const taken = new Map<string, number>();
   const round = new Map<T, number>();
-  for (const job of byRank) {
+  for (const job of byRankThenId(jobs, rankOf, idOf)) {
     const scope = scopeOf(job);
     if (!seen.has(scope)) continue;
     taken.set(scope, (taken.get(scope) ?? 0) + 1);
     // A scope of weight w offers w jobs a round (fair_share.h, fair_round).
     round.set(job, Math.ceil(taken.get(scope)! / weightOf(weights, scope)));
   }
-  return byRank
-    .map((job, i) => ({ job, i, round: round.get(job) ?? Number.MAX_SAFE_INTEGER }))
+  return round;
+}
+
+/**
+ * The order a fair claim of a limited lane hands its jobs over in (sql/limits.ts with fair share):
+ * round by round, where a limited kind's round is its job's place among the kind's jobs of the
+ * scope and the other kinds' is as {@link fairRounds} has it over all of them (weights
+ * included); each round by rank and id.
+ */
+export function limitedFairOrder<T>(
+  jobs: readonly T[], limited: ReadonlySet<string>, kindOf: (job: T) => string, scopeOf: (job: T) => string,
+  rankOf: (job: T) => number, idOf: (job: T) => string, weights?: Readonly<Record<string, number>> | null,
+): T[] {
+  const taken = new Map<string, number>();
+  const round = new Map<T, number>();
+  for (const job of byRankThenId(jobs, rankOf, idOf)) {
+    const kind = kindOf(job);
+    const key = `${limited.has(kind) ? kind : ''}\0${scopeOf(job)}`;
+    taken.set(key, (taken.get(key) ?? 0) + 1);
+    round.set(job, limited.has(kind) ? taken.get(key)! : Math.ceil(taken.get(key)! / weightOf(weights, scopeOf(job))));
+  }
+  return byRankThenId(jobs, rankOf, idOf)
+    .map((job, i) => ({ job, i, round: round.get(job)! }))
     .sort((a, b) => a.round - b.round || a.i - b.i)
     .map((x) => x.job);
 }
+
+const byRankThenId = <T>(jobs: readonly T[], rankOf: (job: T) => number, idOf: (job: T) => string): T[] =>
+  [...jobs].sort((a, b) => rankOf(a) - rankOf(b) || (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
 
 /**
  * A fair claim's choice among due jobs already in claim order (`ClaimFairShare`): the scopes it

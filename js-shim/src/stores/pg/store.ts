@@ -149,7 +149,7 @@ RETURNING j.id`;
   async claim(db: LaneDb, input: ClaimInput): Promise<ClaimedJobs> {
     if (input.limits) {
       await this.#ensureSlots(db, input.limits);
-      const statement = input.targets ? this.sql.limited.claimTargets : this.sql.limited.claimDue;
+      const statement = input.targets ? this.sql.limited.claimTargets : input.fair ? this.sql.limitedFair.claimDue : this.sql.limited.claimDue;
       return this.#limitedAnswer((await run(db, statement, [input.now, ...claimArgs(input)])).rows[0]);
     }
     if (isFair(input)) return fairAnswer((await run(db, this.sql.fair.claimDue, [input.now, ...claimArgs(input)])).rows[0]);
@@ -172,7 +172,7 @@ RETURNING j.id`;
     }
     if (claim.limits) await this.#ensureSlots(db, claim.limits);
     const set = claim.limits ? this.sql.limited : claim.traced ? this.sql.traced : this.sql;
-    const statement = claim.targets ? set.settleThenClaimTargets : set.settleThenClaimDue;
+    const statement = claim.targets ? set.settleThenClaimTargets : claim.limits && claim.fair ? this.sql.limitedFair.settleThenClaimDue : set.settleThenClaimDue;
     const out = (await run(db, statement, [settle.now, ...settleColumns(settle), ...claimArgs(claim)])).rows[0];
     return {
       settled: withReleased(out.settled as string[], out.released),
@@ -201,10 +201,11 @@ RETURNING j.id`;
   }
 
   /** A limited claim's answer (sql/limits.ts): the claimed jobs, carrying the throttled kinds. */
-  #limitedAnswer(row: { claimed: unknown[][]; throttled: { kind: string; retryAt: number | string | null; tenant: boolean }[]; tenant_after: string | null }): ClaimedJobs {
+  #limitedAnswer(row: { claimed: unknown[][]; throttled: { kind: string; retryAt: number | string | null; tenant: boolean }[]; tenant_after: string | null; fair_after?: string | null }): ClaimedJobs {
     const jobs: ClaimedJobs = row.claimed.map(claimedFromArray);
     jobs.throttled = row.throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt === null ? null : Number(t.retryAt), ...(t.tenant ? { tenant: true } : {}) }));
     jobs.tenantAfter = row.tenant_after;
+    if (row.fair_after !== undefined) jobs.fairAfter = row.fair_after;
     for (const t of jobs.throttled) for (const key of [...this.#slotsReady]) if (key.endsWith(`:${t.kind}`)) this.#slotsReady.delete(key);
     return jobs;
   }
@@ -359,6 +360,8 @@ function claimArgs(c: ClaimInput): unknown[] {
     args.push(l.kinds, l.concurrency, l.rateSlots, l.rateHoldMs, l.tenantConcurrency, l.tenantVisits ?? 0);
     // A nudged claim visits its targets' tenants, not a rotation: it has no place to start after.
     if (!c.targets) args.push(c.tenantAfter ?? null);
+    // With fair share, the pick among the lane's kinds without limits (sql/limits.ts).
+    if (!c.targets && c.fair) args.push(c.fair.tenants, c.fair.after, c.fair.weights ? JSON.stringify(c.fair.weights) : null);
   }
   else if (isFair(c)) args.push(c.fair!.tenants, c.fair!.after, c.fair!.weights ? JSON.stringify(c.fair!.weights) : null);
   return args;

@@ -224,10 +224,18 @@ SELECT id FROM (
   // `?8`'s 4th entry is the kind's tenant limit (0: none): such a kind takes no more of a scope's
   // jobs than the scope's room, and its scopes' first jobs before their second (`round`), so a
   // tenant at its limit or with a backlog keeps no other tenant's job out of the kind's room.
+  // `?9` 1: fair share, where every limited kind goes round its scopes so, the kinds without
+  // limits go round theirs (a scope of weight w, `?10` as claimFair's `?9`, offers w jobs a
+  // round), and the claim takes every round's jobs before the next's.
   const limited = `SELECT x.id FROM (
-    SELECT y.id, y.kind, y.rank, row_number() OVER (PARTITION BY y.kind ORDER BY y.round, y.rank, y.id) AS rn FROM (
+    SELECT y.id, y.kind, y.rank, y.round, row_number() OVER (PARTITION BY y.kind ORDER BY y.round, y.rank, y.id) AS rn FROM (
       SELECT j.id, j.kind, j.tenant_scope AS scope, j.due_at - j.boost_ms AS rank, COALESCE(tl.value ->> 3, 0) AS tn,
-             CASE WHEN tl.value ->> 3 > 0 THEN row_number() OVER (PARTITION BY j.kind, j.tenant_scope ORDER BY j.due_at - j.boost_ms, j.id) ELSE 0 END AS round
+             CASE WHEN tl.value ->> 3 > 0 OR ?9 = 1 AND tl.key IS NOT NULL
+                  THEN row_number() OVER (PARTITION BY j.kind, j.tenant_scope ORDER BY j.due_at - j.boost_ms, j.id)
+                  WHEN ?9 = 1 THEN (row_number() OVER (PARTITION BY tl.key IS NULL, j.tenant_scope ORDER BY j.due_at - j.boost_ms, j.id)
+                                    + COALESCE((SELECT w.value FROM json_each(?10) w WHERE w.key = j.tenant_scope), 1) - 1)
+                                   / COALESCE((SELECT w.value FROM json_each(?10) w WHERE w.key = j.tenant_scope), 1)
+                  ELSE 0 END AS round
         FROM ${job} j LEFT JOIN json_each(?8) tl ON tl.key = j.kind
        WHERE ${claimable('?2', '?5')} AND j.due_at <= ?1
          AND j.kind IN (SELECT key FROM json_each(?3))
@@ -236,7 +244,7 @@ SELECT id FROM (
     ) y WHERE y.tn = 0 OR y.round <= y.tn AND y.round <= y.tn - ${tenantRunning('y.kind', 'y.scope', '?1')}
   ) x LEFT JOIN json_each(?8) lim ON lim.key = x.kind
    WHERE lim.key IS NULL OR x.rn <= ${room('lim', '?1')}
-   ORDER BY x.rank, x.id
+   ORDER BY CASE WHEN ?9 = 1 THEN x.round ELSE 0 END, x.rank, x.id
    LIMIT ?4`;
 
   // A due job of the limited kind `lim` (throttledKinds' parameters).

@@ -6,7 +6,7 @@
  * @module
  */
 import { PostboxError } from '../../errors.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, tenantScope } from '../shared.js';
+import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, limitedFairOrder, tenantScope } from '../shared.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, DependencyEdge, DependencyStore,
   DependencyView, DependentChange, ExpiredLeaseQuery, HandoffQuery, SettledIds,
@@ -145,7 +145,8 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       l.kinds.forEach((kind, i) => (limits[kind] = [l.concurrency[i]!, l.rateSlots[i]!, l.rateHoldMs[i]!, l.tenantConcurrency[i]!]));
       const json = JSON.stringify(limits);
       return [
-        { sql: this.sql.claimLimited, params: [...params, targets, json] },
+        // With fair share (a due claim), the limited claim goes round the tenants too (statements.ts).
+        { sql: this.sql.claimLimited, params: [...params, targets, json, input.fair && targets === null ? 1 : 0, input.fair?.weights ? JSON.stringify(input.fair.weights) : null] },
         { sql: this.sql.openAttempts, params: [input.now] },
         { sql: this.sql.throttledKinds, params: [input.now, input.lane, json, input.versionCutoff, targets] },
       ];
@@ -171,7 +172,12 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       jobs.fairAfter = visited.length > 0 && visited.length >= Math.min(input.fair.tenants, input.limit) ? visited[visited.length - 1]! : null;
       return jobs;
     }
-    const jobs: ClaimedJobs = toClaimed(results[0] ?? [], input.targets === undefined);
+    // A fair claim of a limited lane hands its jobs over round by round, as it picked them.
+    const rows = input.fair && input.limits && !input.targets
+      ? limitedFairOrder(results[0] ?? [], new Set(input.limits.kinds), (r) => String(r.kind), (r) => tenantScope(str(r.tenant_key)),
+        (r) => Number(r.due_ms) - Number(r.boost_ms), (r) => String(r.id), input.fair.weights)
+      : results[0] ?? [];
+    const jobs: ClaimedJobs = toClaimed(rows, input.targets === undefined && !(input.fair && input.limits));
     if (input.limits) {
       jobs.throttled = (results[2] ?? []).map((r) => ({ kind: String(r.kind), retryAt: r.retry_at === null ? null : Number(r.retry_at), ...(Number(r.tenant) === 1 ? { tenant: true } : {}) }));
     }

@@ -10,7 +10,7 @@ import { jobClaimDue, jobClaimTargets, jobListExpiredLeases, jobListExpiredUnreg
 import { jobSettleThenClaimDue, jobSettleThenClaimTargets } from './drain.js';
 import { jobClaimFairDue, jobSettleThenClaimFairDue } from './fair.js';
 import {
-  jobClaimLimitedDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
+  jobClaimLimitedDue, jobClaimLimitedFairDue, jobSettleThenClaimLimitedFairDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
 } from './limits.js';
 import { jobDependencies, jobEdgesInsert, jobOpenParentIds, jobParentStates, jobParentTally, jobResolveWaiting } from './dependencies.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
@@ -43,6 +43,8 @@ export interface OutboxSql {
   readonly limited: { readonly claimDue: Statement; readonly claimTargets: Statement; readonly settleThenClaimDue: Statement; readonly settleThenClaimTargets: Statement };
   /** The due claims of an outbox with fair share (fair.ts): JSON answers in the claim's order, with where the next claim starts; always traced. */
   readonly fair: { readonly claimDue: Statement; readonly settleThenClaimDue: Statement };
+  /** The due claims of a limited lane in an outbox with fair share (limits.ts, with fair.ts's pick): as `limited`'s, with where the next fair pick starts. */
+  readonly limitedFair: { readonly claimDue: Statement; readonly settleThenClaimDue: Statement };
   /** Creates the slot rows limited kinds need. */
   readonly kindSlotsEnsure: Statement;
   readonly settleBatch: Statement;
@@ -119,6 +121,7 @@ export function outboxSql(name?: string | null): OutboxSql {
       settleThenClaimTargets: n(jobSettleThenClaimLimitedTargets(s)),
     }),
     fair: Object.freeze({ claimDue: n(jobClaimFairDue(s)), settleThenClaimDue: n(jobSettleThenClaimFairDue(s)) }),
+    limitedFair: Object.freeze({ claimDue: n(jobClaimLimitedFairDue(s)), settleThenClaimDue: n(jobSettleThenClaimLimitedFairDue(s)) }),
     kindSlotsEnsure: n(kindSlotsEnsure(s)),
     settleBatch: n(jobSettleBatch(s)),
     heartbeat: n(jobHeartbeat(s)),

@@ -3,6 +3,7 @@
 // nothing where none is set.
 import { RELEASED_COLUMN } from './dependencies.js';
 import { CLAIM_ORDER, claimablePredicate, claimedArray, claimRank, type Pick } from './claim.js';
+import { FAIR_CLAIMED, fairAfterColumn, fairPickCtes } from './fair.js';
 import { SETTLE_PARAMS, settleCtes } from './settle.js';
 import { GENERIC_PLAN_ONLY, type Statement } from './statement.js';
 import { ms, ts } from './time.js';
@@ -37,7 +38,7 @@ const claimParams = (pick: Pick) => (pick === 'due' ? 5 : 7);
  * this statement inserts are not in its snapshot); one with due jobs beyond its free slots holds
  * the kind back (`tenant`) when nothing else does.
  */
-export function limitedClaimCtes(s: string, first: number, pick: Pick, settling = false): string {
+export function limitedClaimCtes(s: string, first: number, pick: Pick, settling = false, fair = false): string {
   const p = (i: number) => `$${first + i}`;
   const l = (i: number) => p(claimParams(pick) + i);
   const now = ts('$1');
@@ -64,16 +65,21 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
   const nextScope = (kind: string, bound: string) =>
     `(SELECT j.tenant_scope FROM ${s}.job j WHERE ${claimable} AND j.kind = ${kind} AND ${bound} ORDER BY j.tenant_scope LIMIT 1)`;
   const after = `${l(6)}::text`;
+  // With fair share every limited kind visits its tenants; without it, those limited per tenant.
+  const visiting = fair ? 'lim' : 'tlim';
+  // The lane has kinds without limits (a constant: the server gates the scans on it, so a lane
+  // of limited kinds never walks their backlog looking for others).
+  const unlimited = `EXISTS (SELECT 1 FROM unnest(${p(1)}::text[]) AS u(kind) WHERE u.kind <> ALL(${l(0)}::text[]))`;
   const visits = `${l(5)}::int`;
   const visitedScopes =
     pick === 'due'
       ? `t_on(kind, scope, n) AS (
-  SELECT t.kind, ${nextScope('t.kind', `j.tenant_scope > COALESCE(${after}, '')`)}, 1 FROM tlim t
+  SELECT t.kind, ${nextScope('t.kind', `j.tenant_scope > COALESCE(${after}, '')`)}, 1 FROM ${visiting} t
   UNION ALL
   SELECT o.kind, ${nextScope('o.kind', 'j.tenant_scope > o.scope')}, o.n + 1 FROM t_on o WHERE o.scope IS NOT NULL AND o.n < ${visits}
 ), t_round(kind, scope, n) AS (
   SELECT t.kind, ${nextScope('t.kind', `j.tenant_scope <= ${after}`)}, (SELECT count(o.scope) FROM t_on o WHERE o.kind = t.kind) + 1
-    FROM tlim t WHERE ${after} IS NOT NULL AND (SELECT count(o.scope) FROM t_on o WHERE o.kind = t.kind) < ${visits}
+    FROM ${visiting} t WHERE ${after} IS NOT NULL AND (SELECT count(o.scope) FROM t_on o WHERE o.kind = t.kind) < ${visits}
   UNION ALL
   SELECT r.kind, ${nextScope('r.kind', `j.tenant_scope > r.scope AND j.tenant_scope <= ${after}`)}, r.n + 1
     FROM t_round r WHERE r.scope IS NOT NULL AND r.n < ${visits}
@@ -92,6 +98,17 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
   SELECT * FROM unnest(${l(0)}::text[], ${l(1)}::int[], ${l(2)}::int[], ${l(3)}::bigint[], ${l(4)}::int[]) AS l(kind, cn, rn, hold_ms, tn)
 ), tlim AS (
   SELECT kind, tn FROM lim WHERE tn > 0
+), cs AS (
+  ${freeSlots('c')}
+), rs AS (
+  ${freeSlots('r')}
+), room AS (
+  SELECT lim.kind, lim.rn AS rate_slots, lim.hold_ms, lim.tn,
+         LEAST(CASE WHEN lim.cn > 0 THEN (SELECT count(*) FROM cs WHERE cs.kind = lim.kind) ELSE ${p(3)}::bigint END,
+               CASE WHEN lim.rn > 0 THEN (SELECT count(*) FROM rs WHERE rs.kind = lim.kind) ELSE ${p(3)}::bigint END) AS n,
+         lim.rn > 0 AND (SELECT count(*) FROM rs WHERE rs.kind = lim.kind)
+                        <= CASE WHEN lim.cn > 0 THEN (SELECT count(*) FROM cs WHERE cs.kind = lim.kind) ELSE ${p(3)}::bigint END AS rate_bound
+    FROM lim
 ), ${visitedScopes}, tnew AS (
   -- Visited scopes without their slots yet (a new tenant, or a limit raised by a deploy).
   SELECT v.kind, v.scope, t.tn FROM tvisited v JOIN tlim t ON t.kind = v.kind
@@ -109,24 +126,19 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
        WHERE k.kind = v.kind AND k.pool = 't' AND k.scope = v.scope AND k.slot <= t.tn AND (${freeConcurrency})
        ORDER BY k.slot LIMIT t.tn) k
 ), tscope AS (
-  SELECT v.kind, v.scope, (SELECT count(*) FROM tcand f WHERE f.kind = v.kind AND f.scope = v.scope) AS free FROM tvisited v
+  ${fair
+    // A kind without a tenant limit offers each visited scope's first ⌈room / visited⌉ jobs
+    // (fair_share.h's quota), no more: its fill comes from lpick.
+    ? `SELECT v.kind, v.scope, r.tn, CASE WHEN r.tn > 0 THEN (SELECT count(*) FROM tcand f WHERE f.kind = v.kind AND f.scope = v.scope)
+              ELSE (r.n + (SELECT count(*) FROM tvisited c WHERE c.kind = v.kind) - 1) / (SELECT count(*) FROM tvisited c WHERE c.kind = v.kind) END AS free
+    FROM tvisited v JOIN room r ON r.kind = v.kind`
+    : `SELECT v.kind, v.scope, 1 AS tn, (SELECT count(*) FROM tcand f WHERE f.kind = v.kind AND f.scope = v.scope) AS free FROM tvisited v`}
 ), toffer AS (
-  SELECT x.id, x.kind, v.scope, x.rank, v.free, row_number() OVER (PARTITION BY x.kind, v.scope ORDER BY x.rank, x.id) AS trn
+  SELECT x.id, x.kind, v.scope, x.rank, v.free, v.tn, row_number() OVER (PARTITION BY x.kind, v.scope ORDER BY x.rank, x.id) AS trn
     FROM tscope v CROSS JOIN LATERAL (
       SELECT j.id, j.kind, ${claimRank('j')} AS rank FROM ${s}.job j
        WHERE ${claimable} AND j.kind = v.kind AND j.tenant_scope = v.scope${targeted}
-       ORDER BY ${claimRank('j')}, j.id LIMIT v.free + 1 FOR UPDATE SKIP LOCKED) x
-), cs AS (
-  ${freeSlots('c')}
-), rs AS (
-  ${freeSlots('r')}
-), room AS (
-  SELECT lim.kind, lim.rn AS rate_slots, lim.hold_ms, lim.tn,
-         LEAST(CASE WHEN lim.cn > 0 THEN (SELECT count(*) FROM cs WHERE cs.kind = lim.kind) ELSE ${p(3)}::bigint END,
-               CASE WHEN lim.rn > 0 THEN (SELECT count(*) FROM rs WHERE rs.kind = lim.kind) ELSE ${p(3)}::bigint END) AS n,
-         lim.rn > 0 AND (SELECT count(*) FROM rs WHERE rs.kind = lim.kind)
-                        <= CASE WHEN lim.cn > 0 THEN (SELECT count(*) FROM cs WHERE cs.kind = lim.kind) ELSE ${p(3)}::bigint END AS rate_bound
-    FROM lim
+       ORDER BY ${claimRank('j')}, j.id LIMIT CASE WHEN v.tn > 0 THEN v.free + 1 ELSE v.free END FOR UPDATE SKIP LOCKED) x
 ), lpick AS (
   SELECT x.id, x.kind, x.rank, row_number() OVER (PARTITION BY x.kind ORDER BY x.rank, x.id) AS rn, room.n AS room
     FROM room CROSS JOIN LATERAL (
@@ -137,8 +149,16 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
 ), tpick AS (
   -- A kind limited per tenant: its scopes' first jobs first (round by round), within the kind's room.
   SELECT o.id, o.kind, o.scope, o.rank, o.trn, row_number() OVER (PARTITION BY o.kind ORDER BY o.trn, o.rank, o.id) AS rn, room.n AS room
-    FROM toffer o JOIN room ON room.kind = o.kind WHERE o.trn <= o.free
-), tlocked AS (
+    FROM toffer o JOIN room ON room.kind = o.kind WHERE o.trn <= o.free AND o.tn > 0
+), ${fair ? `fpick AS (
+  -- A limited kind without a tenant limit, with fair share: its visited scopes' first jobs
+  -- round by round, then the rest in claim order (lpick), within the kind's room.
+  SELECT c.id, c.kind, c.rank, c.round, row_number() OVER (PARTITION BY c.kind ORDER BY c.round, c.rank, c.id) AS rn, room.n AS room FROM (
+    SELECT id, kind, rank, min(round) AS round FROM (
+      SELECT o.id, o.kind, o.rank, o.trn AS round FROM toffer o WHERE o.tn = 0
+      UNION ALL SELECT id, kind, rank, 9223372036854775807 FROM lpick WHERE rn <= room) f GROUP BY id, kind, rank) c
+    JOIN room ON room.kind = c.kind
+), ` : ''}tlocked AS (
   -- The slots of the jobs tpick takes, locked; one another claim holds means one job fewer.
   SELECT l.kind, l.scope, l.slot, row_number() OVER (PARTITION BY l.kind, l.scope ORDER BY l.slot) AS rn FROM (
     SELECT c.kind, c.scope, k.slot FROM tcand c
@@ -146,16 +166,31 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
      WHERE c.rn <= (SELECT count(*) FROM tpick p WHERE p.kind = c.kind AND p.scope = c.scope AND p.rn <= p.room)
        AND (${freeConcurrency})
      FOR UPDATE OF k SKIP LOCKED) l
-), upick AS (
+), ${fair
+    // The kinds without limits, with fair share: a fair pick among their jobs (fair.ts).
+    ? `${fairPickCtes(s, {
+      claimable: `${claimable} AND j.kind <> ALL(${l(0)}::text[]) AND ${unlimited}`, limit: `${p(3)}::bigint`,
+      tenants: `LEAST(${l(7)}::int, ${p(3)}::bigint)`, after: `${l(8)}::text`, weights: `${l(9)}::jsonb`, prefix: 'u_',
+    })}, upick AS (
+  SELECT id, rank, round FROM u_fair_pick
+), picked AS (
+  -- Every pick's first round first (each tenant's first job), then the seconds, …; ord the
+  -- order the answer hands them over in.
+  SELECT u.id, row_number() OVER (ORDER BY u.round, u.rank, u.id) AS ord FROM (SELECT id, rank, round FROM upick UNION ALL SELECT id, rank, round FROM fpick WHERE rn <= room
+    UNION ALL SELECT p.id, p.rank, p.trn FROM tpick p
+     WHERE p.rn <= p.room AND p.trn <= (SELECT count(*) FROM tlocked l WHERE l.kind = p.kind AND l.scope = p.scope)) u
+   ORDER BY u.round, u.rank, u.id LIMIT ${p(3)}::bigint
+)`
+    : `upick AS (
   SELECT j.id, ${claimRank('j')} AS rank FROM ${s}.job j
-   WHERE ${claimable} AND j.kind <> ALL(${l(0)}::text[])${targeted}
+   WHERE ${claimable} AND j.kind <> ALL(${l(0)}::text[]) AND ${unlimited}${targeted}
    ORDER BY ${claimRank('j')}, j.id LIMIT ${p(3)}::bigint FOR UPDATE SKIP LOCKED
 ), picked AS (
   SELECT u.id FROM (SELECT id, rank FROM upick UNION ALL SELECT id, rank FROM lpick WHERE rn <= room
     UNION ALL SELECT p.id, p.rank FROM tpick p
      WHERE p.rn <= p.room AND p.trn <= (SELECT count(*) FROM tlocked l WHERE l.kind = p.kind AND l.scope = p.scope)) u
    ORDER BY u.rank, u.id LIMIT ${p(3)}::bigint
-), claimed AS (
+)`}, claimed AS (
   UPDATE ${s}.job j
      SET status = 'running', attempt_seq = j.attempt_seq + 1, updated_at = ${now}, started_at = ${now},
          lease_expires_at = ${now} + l.lease_ms * interval '1 millisecond'
@@ -201,35 +236,47 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
 const THROTTLED = `(SELECT COALESCE(json_agg(json_build_object('kind', kind, 'retryAt', retry_at, 'tenant', tenant)), '[]') FROM throttled) AS throttled`;
 
 /**
- * Where the drain's next visit of a kind's tenants starts (the first kind limited per tenant):
+ * Where the drain's next visit of a kind's tenants starts (the first kind that visits them):
  * its last visited scope when it visited as many as it might, else none.
  */
-const TENANT_AFTER = (first: number, pick: Pick) => `(SELECT CASE WHEN count(*) >= $${first + claimParams(pick) + 5}::int THEN (array_agg(scope ORDER BY n DESC))[1] END
-          FROM tvisited WHERE kind = (SELECT min(kind) FROM tlim)) AS tenant_after`;
+const TENANT_AFTER = (first: number, pick: Pick, fair: boolean) => `(SELECT CASE WHEN count(*) >= $${first + claimParams(pick) + 5}::int THEN (array_agg(scope ORDER BY n DESC))[1] END
+          FROM tvisited WHERE kind = (SELECT min(kind) FROM ${fair ? 'lim' : 'tlim'})) AS tenant_after`;
+
+/** With fair share, where the next fair pick among the kinds without limits starts. */
+const U_FAIR_AFTER = (first: number) => `, ${fairAfterColumn('u_visited', `LEAST($${first + claimParams('due') + 7}::int, $${first + 3}::bigint)`)}`;
+
+/** The claimed jobs, in claim order; with fair share, in the order the claim picked them (round by round). */
+const claimedColumn = (fair: boolean) => (fair ? FAIR_CLAIMED : `(SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed`);
 
 /** The due pick keeps its generic plan; a nudged pick's values are its plan (claimCtes). */
 const keel = (pick: Pick) => (pick === 'due' ? `\n WHERE ${GENERIC_PLAN_ONLY}` : '');
 
-/** A limited lane's claim: the claimed jobs (claimedArray, traced) and the throttled kinds, as JSON. */
-const limitedClaim = (s: string, pick: Pick): Statement => ({
-  name: `postbox_claim_limited_${pick}`,
-  text: `WITH RECURSIVE ${limitedClaimCtes(s, 2, pick)}
-SELECT (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED}, ${TENANT_AFTER(2, pick)}${keel(pick)}`,
+/**
+ * A limited lane's claim: the claimed jobs (claimedArray, traced), the throttled kinds, as JSON,
+ * and where the next claim's visits start. `fair` (the due pick of an outbox with fair share):
+ * three parameters more, after the limits' (fair tenants, the scope after, weights; as fair.ts).
+ */
+const limitedClaim = (s: string, pick: Pick, fair = false): Statement => ({
+  name: `postbox_claim_limited_${fair ? 'fair_' : ''}${pick}`,
+  text: `WITH RECURSIVE ${limitedClaimCtes(s, 2, pick, false, fair)}
+SELECT ${claimedColumn(fair)}, ${THROTTLED}, ${TENANT_AFTER(2, pick, fair)}${fair ? U_FAIR_AFTER(2) : ''}${keel(pick)}`,
 });
 
 /** JobSettleThenClaim for a limited lane (drain.ts's, with limitedClaimCtes). */
-const limitedSettleThenClaim = (s: string, pick: Pick): Statement => ({
-  name: `postbox_settle_then_claim_limited_${pick}`,
-  text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true)}
+const limitedSettleThenClaim = (s: string, pick: Pick, fair = false): Statement => ({
+  name: `postbox_settle_then_claim_limited_${fair ? 'fair_' : ''}${pick}`,
+  text: `WITH RECURSIVE ${settleCtes(s, 2)}, ${limitedClaimCtes(s, 2 + SETTLE_PARAMS, pick, true, fair)}
 SELECT (SELECT COALESCE(json_agg(id), '[]') FROM settled) AS settled, ${RELEASED_COLUMN},
-       (SELECT COALESCE(json_agg(${claimedArray(true)} ORDER BY ${CLAIM_ORDER}), '[]') FROM claimed) AS claimed, ${THROTTLED},
-       ${TENANT_AFTER(2 + SETTLE_PARAMS, pick)}${keel(pick)}`,
+       ${claimedColumn(fair)}, ${THROTTLED},
+       ${TENANT_AFTER(2 + SETTLE_PARAMS, pick, fair)}${fair ? U_FAIR_AFTER(2 + SETTLE_PARAMS) : ''}${keel(pick)}`,
 });
 
 export const jobClaimLimitedDue = (s: string) => limitedClaim(s, 'due');
 export const jobClaimLimitedTargets = (s: string) => limitedClaim(s, 'targets');
 export const jobSettleThenClaimLimitedDue = (s: string) => limitedSettleThenClaim(s, 'due');
 export const jobSettleThenClaimLimitedTargets = (s: string) => limitedSettleThenClaim(s, 'targets');
+export const jobClaimLimitedFairDue = (s: string) => limitedClaim(s, 'due', true);
+export const jobSettleThenClaimLimitedFairDue = (s: string) => limitedSettleThenClaim(s, 'due', true);
 
 /**
  * KindSlotsEnsure: the slot rows limited kinds need, created once (a kind's first limited claim
