@@ -67,8 +67,8 @@ async function consumer(url: string, fair: FairMode | undefined): Promise<void> 
         }
       },
     });
-  // The fair-share runs register the unlimited kind alone: a lane with a limited kind claims
-  // without fair share (README, flow control), and both runs must claim the same way bar the option.
+  // The fair-share runs register the unlimited kind alone: a lane with a limited kind claims with
+  // other statements (sql/limits.ts), and both runs must claim the same way bar the option.
   const jobs = fair ? [shared] : [noted(capped), noted(rated), noted(tenanted), shared];
   const outbox = createOutbox({ jobs, connect: createPgConnector(url), concurrency: 8, fairShare: fair === 'on' });
   let stop = false;
@@ -315,7 +315,7 @@ async function main(): Promise<void> {
       '',
       '## Fair share: a quiet tenant beside a large backlog',
       '',
-      `Tenant B enqueues 100 jobs of 2 ms, one every 100 ms, on an idle outbox; then tenant A's ${FAIR_JOBS.toLocaleString('en')} fall due at once (enqueued in lists of 1,000 with a delay, then made due together) and B enqueues another 100 the same way. B's wait is enqueue to claim (the attempt ledger's start less the job's creation). A's rate is its claims per second during B's second run, up to A's last claim if its backlog ran out first. The consumers poll (no queue), sleeping 50 ms after a drain that claimed nothing, and register the unlimited kind alone (fair share does not apply in a lane with a limited kind). Runs with \`fairShare\` on and off alternate, ${FAIR_ROUNDS} of each in balanced order (on off, off on, …); off is the comparison: how long B waits behind A in due order, and what A's rate is without fair share.`,
+      `Tenant B enqueues 100 jobs of 2 ms, one every 100 ms, on an idle outbox; then tenant A's ${FAIR_JOBS.toLocaleString('en')} fall due at once (enqueued in lists of 1,000 with a delay, then made due together) and B enqueues another 100 the same way. B's wait is enqueue to claim (the attempt ledger's start less the job's creation). A's rate is its claims per second during B's second run, up to A's last claim if its backlog ran out first. The consumers poll (no queue), sleeping 50 ms after a drain that claimed nothing, and register the unlimited kind alone (a lane with a limited kind takes other statements, so both sides must claim alike bar the option). Runs with \`fairShare\` on and off alternate, ${FAIR_ROUNDS} of each in balanced order (on off, off on, …); off is the comparison: how long B waits behind A in due order, and what A's rate is without fair share.`,
       '',
       '| `fairShare` | B idle p50 / p99 | B behind A p50 / p99 | p99 behind A / idle (target ≤ 2) | A jobs/s during B | A left when B ended |',
       '|---|---|---|---|---|---|',
