@@ -37,6 +37,13 @@ const claimParams = (pick: Pick) => (pick === 'due' ? 5 : 7);
  * room. A visited scope without slots has them made (and is tried again by the next claim: rows
  * this statement inserts are not in its snapshot); one with due jobs beyond its free slots holds
  * the kind back (`tenant`) when nothing else does.
+ *
+ * `fair` (the due pick of an outbox with fair share; three parameters more, as fair.ts's: the
+ * scopes to visit, the scope after, the weights): every limited kind visits its scopes so, and
+ * one without a tenant limit takes ⌈room / visited⌉ of each one's first jobs before its due
+ * order (lpick) fills its room (fpick); the kinds without limits take a fair pick among
+ * themselves (fairPickCtes, `u_`); and the claim takes each pick's first round before any
+ * second, `picked.ord` the order the answer lists them in.
  */
 export function limitedClaimCtes(s: string, first: number, pick: Pick, settling = false, fair = false): string {
   const p = (i: number) => `$${first + i}`;
