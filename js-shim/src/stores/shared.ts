@@ -49,57 +49,44 @@ export function fairOrder<T>(
   jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string,
   weights?: Readonly<Record<string, number>> | null,
 ): T[] {
-  const round = fairRounds(jobs, visited, scopeOf, rankOf, idOf, weights);
-  return byRankThenId(jobs, rankOf, idOf)
-    .map((job, i) => ({ job, i, round: round.get(job) ?? Number.MAX_SAFE_INTEGER }))
-    .sort((a, b) => a.round - b.round || a.i - b.i)
-    .map((x) => x.job);
-}
-
-/** Each job of a visited scope's round in {@link fairOrder} (jobs of scopes not visited have none). */
-export function fairRounds<T>(
-  jobs: readonly T[], visited: readonly string[], scopeOf: (job: T) => string, rankOf: (job: T) => number, idOf: (job: T) => string,
-  weights?: Readonly<Record<string, number>> | null,
-): Map<T, number> {
   const seen = new Set(visited);
-  const taken = new Map<string, number>();
-  const round = new Map<T, number>();
-  for (const job of byRankThenId(jobs, rankOf, idOf)) {
-    const scope = scopeOf(job);
-    if (!seen.has(scope)) continue;
-    taken.set(scope, (taken.get(scope) ?? 0) + 1);
-    // A scope of weight w offers w jobs a round (fair_share.h, fair_round).
-    round.set(job, Math.ceil(taken.get(scope)! / weightOf(weights, scope)));
-  }
-  return round;
+  // A scope of weight w offers w jobs a round (fair_share.h, fair_round); the rest fill last.
+  return byRounds(jobs, (job) => (seen.has(scopeOf(job)) ? scopeOf(job) : null), (job) => weightOf(weights, scopeOf(job)), rankOf, idOf);
 }
 
 /**
  * The order a fair claim of a limited lane hands its jobs over in (sql/limits.ts with fair share):
  * round by round, where a limited kind's round is its job's place among the kind's jobs of the
- * scope and the other kinds' is as {@link fairRounds} has it over all of them (weights
+ * scope and the other kinds' is as {@link fairOrder} has it over all of them (weights
  * included); each round by rank and id.
  */
 export function limitedFairOrder<T>(
   jobs: readonly T[], limited: ReadonlySet<string>, kindOf: (job: T) => string, scopeOf: (job: T) => string,
   rankOf: (job: T) => number, idOf: (job: T) => string, weights?: Readonly<Record<string, number>> | null,
 ): T[] {
+  const limitedOf = (job: T) => limited.has(kindOf(job));
+  return byRounds(jobs, (job) => `${limitedOf(job) ? kindOf(job) : ''}\0${scopeOf(job)}`, (job) => (limitedOf(job) ? 1 : weightOf(weights, scopeOf(job))), rankOf, idOf);
+}
+
+/**
+ * Jobs round by round: a job's round is its place by rank among the jobs of its group (`groupOf`;
+ * null: none, the last round) divided by its weight, rounded up; each round by rank and id.
+ */
+function byRounds<T>(
+  jobs: readonly T[], groupOf: (job: T) => string | null, weightOfJob: (job: T) => number, rankOf: (job: T) => number, idOf: (job: T) => string,
+): T[] {
+  const byRank = [...jobs].sort((a, b) => rankOf(a) - rankOf(b) || (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
   const taken = new Map<string, number>();
-  const round = new Map<T, number>();
-  for (const job of byRankThenId(jobs, rankOf, idOf)) {
-    const kind = kindOf(job);
-    const key = `${limited.has(kind) ? kind : ''}\0${scopeOf(job)}`;
-    taken.set(key, (taken.get(key) ?? 0) + 1);
-    round.set(job, limited.has(kind) ? taken.get(key)! : Math.ceil(taken.get(key)! / weightOf(weights, scopeOf(job))));
-  }
-  return byRankThenId(jobs, rankOf, idOf)
-    .map((job, i) => ({ job, i, round: round.get(job)! }))
+  return byRank
+    .map((job, i) => {
+      const group = groupOf(job);
+      if (group === null) return { job, i, round: Number.MAX_SAFE_INTEGER };
+      taken.set(group, (taken.get(group) ?? 0) + 1);
+      return { job, i, round: Math.ceil(taken.get(group)! / weightOfJob(job)) };
+    })
     .sort((a, b) => a.round - b.round || a.i - b.i)
     .map((x) => x.job);
 }
-
-const byRankThenId = <T>(jobs: readonly T[], rankOf: (job: T) => number, idOf: (job: T) => string): T[] =>
-  [...jobs].sort((a, b) => rankOf(a) - rankOf(b) || (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
 
 /**
  * A fair claim's choice among due jobs already in claim order (`ClaimFairShare`): the scopes it
