@@ -29,6 +29,7 @@ import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { startPostgres, withClient } from '../tests/support/postgres.ts';
 import { arg, machineLine, writeResults } from './common.ts';
+import { ATTEMPTS } from '../tests/support/ledger.ts';
 
 const CONSUMERS = Number(arg('consumers') ?? 4);
 const RATE_SECONDS = Number(arg('rate-seconds') ?? 60);
@@ -167,7 +168,7 @@ async function main(): Promise<void> {
     const cSpans = await withConsumers(url, CONSUMERS, async () => (await count(capped.kind)) === JOBS);
     const cWall = (performance.now() - t0) / 1000;
     const cSnap = await cSampler.stop();
-    const ledger = (await client.query(`SELECT (extract(epoch FROM started_at) * 1000)::float8 AS s, (extract(epoch FROM finished_at) * 1000)::float8 AS f FROM outbox.attempt WHERE kind = $1`, [capped.kind])).rows;
+    const ledger = (await client.query(`SELECT (extract(epoch FROM started_at) * 1000)::float8 AS s, (extract(epoch FROM finished_at) * 1000)::float8 AS f FROM ${ATTEMPTS} a WHERE kind = $1`, [capped.kind])).rows;
     const handlerPeak = peak(cSpans);
     const ledgerPeak = peak(ledger.map((r) => [r.s, r.f]));
     process.stderr.write(`concurrency: ${JOBS} jobs in ${cWall.toFixed(1)} s; handlers at once ${handlerPeak}, running jobs ${cSnap.most} (${cSnap.samples} snapshots), ledger ${ledgerPeak}\n`);
@@ -177,7 +178,7 @@ async function main(): Promise<void> {
     for (let i = 0; i < RATE_JOBS; i += 1000) await producer.enqueueMany(client, rated, Array.from({ length: Math.min(1000, RATE_JOBS - i) }, (_, k) => ({ payload: { i: i + k } })));
     const r0 = Date.now();
     const rSpans = await withConsumers(url, CONSUMERS, async () => Date.now() - r0 >= RATE_SECONDS * 1000);
-    const claims = (await client.query(`SELECT (extract(epoch FROM started_at) * 1000)::float8 AS s FROM outbox.attempt WHERE kind = $1 ORDER BY 1`, [rated.kind])).rows.map((r) => Number(r.s));
+    const claims = (await client.query(`SELECT (extract(epoch FROM started_at) * 1000)::float8 AS s FROM ${ATTEMPTS} a WHERE kind = $1 ORDER BY 1`, [rated.kind])).rows.map((r) => Number(r.s));
     const starts = rSpans.map(([s]) => s).sort((a, b) => a - b);
     const first = claims[0]!;
     const windows: number[] = [];
@@ -206,7 +207,7 @@ async function main(): Promise<void> {
     const tSnap = await tSampler.stop();
     const tLedger = (await client.query(
       `SELECT j.tenant_key AS t, (extract(epoch FROM a.started_at) * 1000)::float8 AS s, (extract(epoch FROM a.finished_at) * 1000)::float8 AS f
-         FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = $1`, [tenanted.kind])).rows;
+         FROM ${ATTEMPTS} a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = $1`, [tenanted.kind])).rows;
     const tenantsSeen = [...new Set(tSpans.map((x) => x[2]))];
     const tenantPeak = Math.max(...tenantsSeen.map((t) => peak(tSpans.filter((x) => x[2] === t))));
     const tenantLedgerPeak = Math.max(...tenantsSeen.map((t) => peak(tLedger.filter((r) => r.t === t).map((r) => [Number(r.s), Number(r.f)] as [number, number]))));
@@ -226,7 +227,7 @@ async function main(): Promise<void> {
         }
       };
       const waits = async (tag: string) => (await client.query(
-        `SELECT (extract(epoch FROM a.started_at - j.created_at) * 1000)::float8 AS w FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id
+        `SELECT (extract(epoch FROM a.started_at - j.created_at) * 1000)::float8 AS w FROM ${ATTEMPTS} a JOIN outbox.job j ON j.id = a.job_id
           WHERE j.kind = $1 AND j.tenant_key = 'b' AND j.payload ->> 'tag' = $2 AND a.seq = 1`, [shared.kind, tag])).rows.map((r) => Number(r.w));
       const left = async () => Number((await client.query(`SELECT count(*) FROM outbox.job WHERE kind = $1 AND status <> 'succeeded'`, [shared.kind])).rows[0].count);
       let phase: 'idle' | 'backlog' | 'done' = 'idle';
@@ -255,7 +256,7 @@ async function main(): Promise<void> {
       await withConsumers(url, CONSUMERS, async () => phase === 'done', fairShare ? 'on' : 'off', () => (driver = drive()));
       await driver;
       const aStarts = (await client.query(
-        `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS s FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id
+        `SELECT (extract(epoch FROM a.started_at) * 1000)::float8 AS s FROM ${ATTEMPTS} a JOIN outbox.job j ON j.id = a.job_id
           WHERE j.kind = $1 AND j.tenant_key = 'a' AND a.seq = 1`, [shared.kind])).rows.map((r) => Number(r.s));
       // While A's backlog lasted: a run whose backlog ran out before B's last job counts up to A's last start.
       const aTo = aLeftAtEnd > 0 ? bTo : Math.min(bTo, Math.max(...aStarts) + 1);

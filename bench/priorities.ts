@@ -20,6 +20,7 @@ import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { startPostgres, withClient } from '../tests/support/postgres.ts';
 import { arg, machineLine, writeResults } from './common.ts';
+import { ATTEMPTS } from '../tests/support/ledger.ts';
 
 const RATE = Number(arg('rate') ?? 1000);
 const SECONDS = Number(arg('seconds') ?? 100);
@@ -66,7 +67,7 @@ async function main(): Promise<void> {
       await sleep(100);
     }
     // Let the low jobs run if they have not yet (the load has stopped growing the backlog).
-    const lowDone = async () => Number((await client.query(`SELECT count(*) FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE j.payload ->> 'tag' = 'p0'`)).rows[0].count) >= 20;
+    const lowDone = async () => Number((await client.query(`SELECT count(*) FROM ${ATTEMPTS} a JOIN outbox.job j ON j.id = a.job_id WHERE j.payload ->> 'tag' = 'p0'`)).rows[0].count) >= 20;
     const waitUntil = Date.now() + 120_000;
     while (!(await lowDone()) && Date.now() < waitUntil) await sleep(500);
     stop = true;
@@ -77,7 +78,7 @@ async function main(): Promise<void> {
               (extract(epoch FROM j.created_at) * 1000)::float8 AS created,
               (extract(epoch FROM j.due_at) * 1000 - j.boost_ms)::float8 AS rank,
               (extract(epoch FROM a.started_at) * 1000)::float8 AS started
-         FROM outbox.job j JOIN outbox.attempt a ON a.job_id = j.id AND a.seq = 1`)).rows.map((r) => ({
+         FROM outbox.job j JOIN ${ATTEMPTS} a ON a.job_id = j.id AND a.seq = 1`)).rows.map((r) => ({
       tag: String(r.tag), rank: Number(r.rank), created: Number(r.created), started: Number(r.started),
     }));
     const backlogAtEnd = Number((await client.query(`SELECT count(*) FROM outbox.job WHERE status IN ('pending', 'retrying')`)).rows[0].count);

@@ -3,7 +3,7 @@
  * time goes per job. Prints wall time and CPU per job (client and database server); with --profile FILE also
  * writes a .cpuprofile of the drain (open it in Chrome DevTools).
  *
- *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--telemetry none|api|sdk] [--fair] [--tenants N] [--cold]
+ *   node --import tsx bench/probe-drain.ts [--jobs 8000] [--concurrency 32] [--handler-ms 2] [--profile /tmp/drain.cpuprofile]  [--statements] [--pg-setting name=value] [--sql STATEMENT] [--pause MS] [--telemetry none|api|sdk] [--fair] [--tenants N] [--cold]
  *
  * After the enqueue the database is vacuumed and analyzed, as bench/throughput.ts does (a running
  * outbox's tables have statistics: autovacuum's, or the sweep's compact step's). --cold skips it:
@@ -15,6 +15,12 @@
  * --telemetry gives the outbox `openTelemetry()` from postbox/otel: `api` with no SDK registered
  * (OpenTelemetry's no-op API, what an outbox costs with telemetry wired and nothing exporting),
  * `sdk` with the SDK's tracer and meter providers registered, spans going to an in-memory exporter.
+ *
+ * --sql STATEMENT (repeatable) runs after the migrations, before the enqueue: a schema change to
+ * try (an index dropped, a fillfactor) without a migration.
+ *
+ * --pause MS waits that long before the drain, after printing the postmaster's pid: time to
+ * attach a profiler to the server's processes (`perf record -p $(pgrep -d, postgres)`).
  *
  * --statements loads pg_stat_statements (with planning tracked) and prints, per statement of
  * the drain: calls, rows, and the server's mean planning and execution time.
@@ -36,6 +42,7 @@ const TELEMETRY = arg('telemetry') ?? 'none';
 const FAIR = process.argv.includes('--fair');
 const TENANTS = Number(arg('tenants') ?? 0);
 const COLD = process.argv.includes('--cold');
+const PAUSE_MS = Number(arg('pause') ?? 0);
 if (!['none', 'api', 'sdk'].includes(TELEMETRY)) throw new Error('--telemetry: none, api or sdk');
 if (TELEMETRY === 'sdk') {
   const { trace, metrics } = await import('@opentelemetry/api');
@@ -51,6 +58,7 @@ const anyPayload = { '~standard': { version: 1 as const, vendor: 'bench', valida
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 // --pg-setting name=value (repeatable): a server setting to try, e.g. plan_cache_mode=force_generic_plan.
+const schemaTrials = process.argv.flatMap((a, i) => (process.argv[i - 1] === '--sql' ? [a] : []));
 const extra = Object.fromEntries(process.argv.flatMap((a, i) => (process.argv[i - 1] === '--pg-setting' ? [a.split('=') as [string, string]] : [])));
 const server = await startPostgres({
   settings: { ...extra, ...(STATEMENTS ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track_planning': 'on' } : {}) },
@@ -61,6 +69,7 @@ try {
   const outbox = createOutbox({ jobs: [job], connect: createPgConnector(url), concurrency: CONCURRENCY, telemetry, fairShare: FAIR });
   await withClient(url, async (c) => {
     await migrate(c);
+    for (const text of schemaTrials) await c.query(text);
     if (STATEMENTS) await c.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     for (let i = 0; i < JOBS; i += 1000) {
       await outbox.enqueueMany(c, job, Array.from({ length: Math.min(1000, JOBS - i) }, (_, k) => ({ payload: { i: i + k }, ...(TENANTS > 0 ? { tenantKey: `t${(i + k) % TENANTS}` } : {}) })));
@@ -68,6 +77,10 @@ try {
     if (!COLD) await c.query('VACUUM ANALYZE');
   });
   const pm = await postmasterPidOf(url);
+  if (PAUSE_MS > 0) {
+    console.log(`server processes: ${pm}; the drain starts in ${PAUSE_MS} ms`);
+    await sleep(PAUSE_MS);
+  }
   const session = new Session();
   if (OUT) {
     session.connect();

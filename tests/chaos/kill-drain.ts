@@ -30,6 +30,7 @@ import { createOutbox, runSweep, type RunReport } from 'postbox';
 import { createPgConnector } from 'postbox/pg';
 import { migrate } from 'postbox/sql';
 import { createTestClock, runUntilIdle } from 'postbox/testing';
+import { ATTEMPTS } from '../support/ledger.ts';
 import { startPostgres, withClient, type PgFlavor, type PgServer } from '../support/postgres.ts';
 import {
   BATCH_SIZE, COMPLETIONS_TABLE, CONCURRENCY, DONE_KIND, KIND, LEASE_MS, RUNS_TABLE, SWEEP_OPTIONS, batchDoneJob, chaosJob, hasParents, type FromWorker, type ToWorker,
@@ -474,7 +475,7 @@ async function verify(dbUrl: string) {
              count(a.seq) FILTER (WHERE a.outcome IN ('crash', 'retry', 'timeout', 'hook_failed'))::int AS lost_started,
              count(a.seq) FILTER (WHERE a.outcome = 'crash')::int AS crashed,
              (SELECT count(*)::int FROM public.runs r WHERE r.job_id = j.id) AS runs
-        FROM outbox.job j LEFT JOIN outbox.attempt a ON a.job_id = j.id
+        FROM outbox.job j LEFT JOIN ${ATTEMPTS} a ON a.job_id = j.id
        WHERE j.kind = $1
        GROUP BY j.id`, [KIND]);
     const jobs = rows as JobFacts[];
@@ -527,7 +528,7 @@ async function verify(dbUrl: string) {
     const orphans = (await c.query(`SELECT count(*)::int AS n FROM public.runs r WHERE NOT EXISTS (SELECT 1 FROM outbox.job j WHERE j.id = r.job_id)`)).rows[0].n as number;
     if (orphans > 0) violations.push(`${orphans} runs of jobs that do not exist`);
     const outcomes: Record<string, number> = {};
-    for (const row of (await c.query(`SELECT COALESCE(outcome, '(open)') AS outcome, count(*)::int AS n FROM outbox.attempt GROUP BY 1 ORDER BY 2 DESC`)).rows) {
+    for (const row of (await c.query(`SELECT COALESCE(outcome, '(open)') AS outcome, count(*)::int AS n FROM ${ATTEMPTS} a GROUP BY 1 ORDER BY 2 DESC`)).rows) {
       outcomes[row.outcome as string] = row.n as number;
     }
     const runs = (await c.query(`SELECT count(*)::int AS n FROM public.runs`)).rows[0].n as number;

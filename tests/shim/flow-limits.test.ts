@@ -7,6 +7,7 @@ import { describe, test } from 'node:test';
 import pg from 'pg';
 import { countBacklog } from '../../js-shim/src/inspect/index.ts';
 import { until, useOutboxEnv } from './outbox-env.ts';
+import { ATTEMPTS } from '../support/ledger.ts';
 
 const env = useOutboxEnv({ entry: 'flow-worker.ts' });
 
@@ -58,7 +59,7 @@ describe('flow limits', () => {
     assert.deepEqual(await statusCounts('flow.rated'), { succeeded: 12 });
     assert.ok(sum(reports, 'throttled') > 0);
     assert.ok((await throttledEvents()).every((e) => JSON.stringify(e) === JSON.stringify({ type: 'throttled', lane: 'default', kind: 'flow.rated', reason: 'rate_limit' })));
-    const started = (await env.sql(`SELECT extract(epoch FROM started_at) * 1000 AS s FROM outbox.attempt WHERE kind = 'flow.rated' ORDER BY 1`)).map((r) => Number(r.s));
+    const started = (await env.sql(`SELECT extract(epoch FROM started_at) * 1000 AS s FROM ${ATTEMPTS} WHERE kind = 'flow.rated' ORDER BY 1`)).map((r) => Number(r.s));
     assert.equal(started.length, 12);
     for (let i = 2; i < started.length; i++) assert.ok(started[i]! - started[i - 2]! >= 200, `starts ${i - 2} and ${i}: ${started[i]! - started[i - 2]!} ms apart`);
     // Twelve starts two at a time: at least five holds of 200 ms from the first to the last.
@@ -128,7 +129,7 @@ describe('flow limits', () => {
     // third attempt at once would cover and that skew does not reach.
     const ledger = await env.sql(
       `SELECT COALESCE(j.tenant_key, '-') AS tenant, extract(epoch FROM a.started_at) * 1000 AS s, extract(epoch FROM a.finished_at) * 1000 AS f
-         FROM outbox.attempt a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = 'flow.tenanted'`,
+         FROM ${ATTEMPTS} a JOIN outbox.job j ON j.id = a.job_id WHERE a.kind = 'flow.tenanted'`,
     );
     for (const tenant of ['a', 'b', '-']) {
       const mine = ledger.filter((r) => r.tenant === tenant);

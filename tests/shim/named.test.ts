@@ -20,6 +20,7 @@ import { migrate, migrationLockKey, MIGRATION_LOCK_KEY, OUTBOX_MIGRATIONS, outbo
 import { outboxSql } from '../../js-shim/src/stores/pg/sql/index.ts';
 import { startPostgres, type PgServer } from '../support/postgres.ts';
 import { startWorker, type TestWorker } from '../support/worker.ts';
+import { attemptLedger } from '../../js-shim/src/stores/pg/sql/attempts.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(root, 'js-shim/dist/cli/main.js');
@@ -192,7 +193,7 @@ describe('isolation inside workerd', () => {
     assert.equal((await post('/drain', { outbox: 'shipping' })).succeeded, 1);
     assert.deepEqual((await sql('SELECT outbox FROM public.ran ORDER BY outbox')).map((r) => r.outbox), ['billing', 'default', 'shipping']);
     const attempts: number[] = [];
-    for (const name of ALL) attempts.push((await sql(`SELECT count(*)::int AS n FROM ${SCHEMA[name]}.attempt`))[0].n);
+    for (const name of ALL) attempts.push((await sql(`SELECT count(*)::int AS n FROM ${attemptLedger(SCHEMA[name]!)} a`))[0].n);
     assert.deepEqual(attempts, [1, 1, 1]);
   });
 
@@ -490,7 +491,7 @@ test(`server is ${process.env.POSTBOX_PG ?? 'embedded'}: a named outbox enqueues
   assert.equal(report.succeeded, 1);
   assert.deepEqual(ran, [7]);
   assert.deepEqual(await sql(`SELECT id, status, attempts FROM outbox_shipping.job`), [{ id, status: 'succeeded', attempts: 1 }]);
-  assert.deepEqual(await sql(`SELECT job_id, outcome FROM outbox_shipping.attempt`), [{ job_id: id, outcome: 'ok' }]);
+  assert.deepEqual(await sql(`SELECT job_id, outcome FROM ${attemptLedger('outbox_shipping')} a`), [{ job_id: id, outcome: 'ok' }]);
   // Nothing of it reached the other outboxes' schemas.
   for (const name of ['default', 'billing'] as const) {
     assert.deepEqual(await sql(`SELECT id FROM ${SCHEMA[name]}.job`), [], name);

@@ -1,10 +1,13 @@
 // Operator actions over a filter (operateMatching) in Node against a real PostgreSQL: paging,
-// the core's per-job refusals, dry runs, tenant scope and bad input.
+// the core's per-job refusals, dry runs, tenant scope and bad input; and the attempt ledger of
+// a job that failed, was replayed and succeeded.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { z } from 'zod';
 import { createOutbox, defineJob, ok, operateMatching, PostboxError } from 'postbox';
+import { aggregateAttemptOutcomes, listAttempts } from 'postbox/inspect';
 import { createPgConnector } from 'postbox/pg';
+import { runUntilIdle } from 'postbox/testing';
 import { useMigratedDb } from '../support/migrated-db.ts';
 
 const db = useMigratedDb('operate', { max: 2, resetEachTest: true });
@@ -69,4 +72,26 @@ test('bad input is a typed error', async () => {
   await assert.rejects(operateMatching(outbox(), db.pool, 'delete' as never, {}), (e: unknown) => e instanceof PostboxError && e.code === 'invalid_input');
   await assert.rejects(operateMatching(outbox(), db.pool, 'cancel', {}, { pageSize: 0 }), (e: unknown) => e instanceof PostboxError && /pageSize/.test(e.message));
   await assert.rejects(operateMatching(outbox(), db.pool, 'cancel', {}, { max: -1 }), (e: unknown) => e instanceof PostboxError && /max/.test(e.message));
+});
+
+test('a success is recorded by its job row: the ledger reads it there, and a replay cannot rewrite it', async () => {
+  const [created] = await seed(1);
+  const id = (created as { id: string }).id;
+  // Its first attempt fails, so the ledger holds one row of the attempt table and one of the job's.
+  await db.pool.query(`UPDATE outbox.job SET status = 'dead', finished_at = now(), attempts = 20, attempt_seq = 1 WHERE id = $1`, [id]);
+  await db.pool.query(`INSERT INTO outbox.attempt (job_id, seq, kind, started_at, finished_at, outcome, error_code) VALUES ($1, 1, 'op.note', now(), now(), 'fail', 'boom')`, [id]);
+  assert.equal((await operateMatching(outbox(), db.pool, 'replay', { kind: 'op.note' })).changed, 1);
+  assert.equal((await runUntilIdle(outbox())).succeeded, 1);
+  const attemptRows = async () => (await db.pool.query('SELECT seq, outcome FROM outbox.attempt WHERE job_id = $1 ORDER BY seq', [id])).rows;
+  assert.deepEqual(await attemptRows(), [{ seq: 1, outcome: 'fail' }], 'the success wrote no attempt row');
+  const { rows: [row] } = await db.pool.query('SELECT started_at, finished_at FROM outbox.job WHERE id = $1', [id]);
+  const ledger = await listAttempts(db.pool, { jobId: id });
+  assert.deepEqual(ledger.map((a) => [a.attempt, a.outcome, a.code]), [[1, 'fail', 'boom'], [2, 'ok', null]]);
+  assert.deepEqual([ledger[1]!.startedAt, ledger[1]!.finishedAt], [row.started_at, row.finished_at]);
+  const since = new Date(row.started_at.getTime() - 60_000);
+  assert.deepEqual((await aggregateAttemptOutcomes(db.pool, { since })).map((r) => [r.kind, r.outcome, r.count]), [['op.note', 'fail', 1], ['op.note', 'ok', 1]]);
+  // The core refuses to replay a succeeded job, so nothing ever rewrites the row that records it.
+  const again = await operateMatching(outbox(), db.pool, 'replay', { kind: 'op.note' });
+  assert.deepEqual([again.changed, again.invalidState], [0, 1]);
+  assert.deepEqual((await listAttempts(db.pool, { jobId: id })).map((a) => [a.attempt, a.outcome]), [[1, 'fail'], [2, 'ok']]);
 });

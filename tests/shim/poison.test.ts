@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { until, useOutboxEnv } from './outbox-env.ts';
+import { ATTEMPTS } from '../support/ledger.ts';
 
 const env = useOutboxEnv({ vars: { CONCURRENCY: '8' } });
 
@@ -19,7 +20,7 @@ async function drainAmong(bad: { key: string; do: string }) {
     return n === 0;
   });
   const innocent = await env.sql(
-    `SELECT j.status, j.attempts, j.crashes, (SELECT count(*)::int FROM outbox.attempt a WHERE a.job_id = j.id) AS runs
+    `SELECT j.status, j.attempts, j.crashes, (SELECT count(*)::int FROM ${ATTEMPTS} a WHERE a.job_id = j.id) AS runs
        FROM outbox.job j WHERE j.payload->>'key' LIKE 'ok-%'`,
   );
   assert.equal(innocent.length, 40);
@@ -62,7 +63,7 @@ test('a settlement the database refuses (a CHECK the application added) is split
     assert.equal(row.crashes, 0);
     assert.equal(row.last_error_code, 'unexpected');
     assert.equal(row.last_error_message, "the attempt's error text was refused by the database (SQLSTATE 23514) and replaced by this note");
-    const [attempt] = await env.sql(`SELECT outcome, finished_at IS NOT NULL AS closed FROM outbox.attempt WHERE job_id = $1`, [row.id]);
+    const [attempt] = await env.sql(`SELECT outcome, finished_at IS NOT NULL AS closed FROM ${ATTEMPTS} WHERE job_id = $1`, [row.id]);
     assert.deepEqual(attempt, { outcome: 'retry', closed: true });
     const events = await env.events();
     assert.ok(events.some((e) => e.type === 'infra_error' && /no_poison/.test(e.error)), 'the refusal is reported');

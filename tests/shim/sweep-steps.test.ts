@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { crashWhileRunning, sleep, until, useOutboxEnv } from './outbox-env.ts';
+import { ATTEMPTS } from '../support/ledger.ts';
 
 const env = useOutboxEnv();
 
@@ -26,9 +27,9 @@ describe('reserved sweeps', () => {
     // Exactly two ticks ran (and settled) before the first echo started: the reserved step's
     // budget. Without the budget all three would have; without the step, none need have.
     const [{ before }] = await env.sql(
-      `SELECT count(*)::int AS before FROM outbox.attempt t
+      `SELECT count(*)::int AS before FROM ${ATTEMPTS} t
         WHERE t.kind = 'test.tick'
-          AND t.finished_at <= (SELECT min(e.started_at) FROM outbox.attempt e WHERE e.kind = 'test.echo')`,
+          AND t.finished_at <= (SELECT min(e.started_at) FROM ${ATTEMPTS} e WHERE e.kind = 'test.echo')`,
     );
     assert.equal(before, 2);
   });
@@ -89,7 +90,7 @@ describe('retention', () => {
     assert.equal(report.deleted, 2_500);
     assert.equal(await countJobs(), 3);
     // Their attempts went with them.
-    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM outbox.attempt`))[0].n, 3);
+    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS}`))[0].n, 3);
     // Three batches of the default 1,000: two full, one short (nothing left).
     assert.deepEqual((await env.events()).filter((e) => e.type === 'retention'), [{ type: 'retention', deleted: 2_500, batches: 3 }]);
   });
@@ -136,7 +137,7 @@ describe('kinds nothing here runs', () => {
     assert.equal(job.lease_expires_at, null);
     // Settled as a crash under the default policy: the default crash backoff, not forever.
     assert.ok(job.due_at.getTime() > Date.now(), String(job.due_at));
-    const attempts = await env.sql(`SELECT outcome, finished_at FROM outbox.attempt WHERE job_id = $1`, [id]);
+    const attempts = await env.sql(`SELECT outcome, finished_at FROM ${ATTEMPTS} WHERE job_id = $1`, [id]);
     assert.equal(attempts.length, 1);
     assert.equal(attempts[0].outcome, 'crash');
     assert.ok(attempts[0].finished_at);

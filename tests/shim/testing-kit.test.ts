@@ -14,6 +14,7 @@ import { welcomeEmail } from './fixtures/testing-kit/jobs.ts';
 import { fakeMailer, flakyMailer } from './fixtures/testing-kit/mailers.ts'; // records each userId it "sends" to; throws on the first `failures` sends
 
 const opened: OutboxTestDatabase[] = [];
+import { ATTEMPTS } from '../support/ledger.ts';
 after(async () => {
   for (const t of opened) await t.close();
 });
@@ -166,7 +167,7 @@ describe('runUntilIdle', () => {
     assert.equal(runs, 2);
     const view = await getJob(t.db, { id });
     assert.equal(view?.status, 'succeeded');
-    const attempts = await t.db.query('SELECT seq, outcome FROM outbox.attempt WHERE job_id = $1 ORDER BY seq', [id]);
+    const attempts = await t.db.query(`SELECT seq, outcome FROM ${ATTEMPTS} WHERE job_id = $1 ORDER BY seq`, [id]);
     assert.deepEqual(attempts.rows, [{ seq: 1, outcome: 'crash' }, { seq: 2, outcome: 'ok' }]);
     // The first run returns at last: its settlement is fenced off.
     wakeFirst();

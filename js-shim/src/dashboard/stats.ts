@@ -5,6 +5,7 @@
  * @module
  */
 import type { Queryable } from '../types.js';
+import { attemptLedger } from '../stores/pg/sql/attempts.js';
 import { ts } from '../stores/pg/sql/time.js';
 import { tenantFilter } from '../inspect/read.js';
 import type { HealthFacts, HealthGrade, HealthGrades, TableHealth } from '../inspect/health.js';
@@ -30,7 +31,7 @@ export async function attemptRates(
     `SELECT floor((extract(epoch from a.finished_at) * 1000 - $1::bigint) / $2::bigint)::int AS bucket,
             count(*) FILTER (WHERE a.outcome = 'ok')::int AS ok,
             count(*) FILTER (WHERE a.outcome <> 'ok' AND a.outcome <> 'claim_late')::int AS failed
-       FROM ${s}.attempt a
+       FROM ${attemptLedger(s)} a
       WHERE a.finished_at >= ${ts('$1')} AND a.finished_at < ${ts('$3')} ${scoped}
       GROUP BY 1`,
     params,

@@ -11,6 +11,7 @@ import type { AttemptView, DependencyView, JobFilter, JobView } from '../stores/
 import { checkOutboxName, outboxSchemaName } from '../name.js';
 import { gradeHealth, readHealthFacts, type HealthGrade, type HorizonHolder, type TableHealth } from './health.js';
 import { postgresOutboxStore, tenantFilter } from '../stores/pg/store.js';
+import { attemptLedger } from '../stores/pg/sql/attempts.js';
 import { checkLimit, decodeCursor } from '../stores/shared.js';
 import { readOnly, type ReadOptions } from './read.js';
 
@@ -241,7 +242,7 @@ export async function aggregateAttemptOutcomes(
     const { rows } = await q.query(
       `SELECT a.kind, a.outcome, count(*)::int AS count,
               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY d.ms) AS pct, max(d.ms) AS max_ms
-         FROM ${s}.attempt a
+         FROM ${attemptLedger(s)} a
          CROSS JOIN LATERAL (SELECT extract(epoch FROM a.finished_at - a.started_at) * 1000 AS ms) d
         WHERE a.finished_at >= $1::timestamptz AND a.finished_at < $2::timestamptz${filter}
         GROUP BY a.kind, a.outcome ORDER BY a.kind, a.outcome`,

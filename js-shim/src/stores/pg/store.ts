@@ -20,6 +20,7 @@ import type {
   AppendInput, AppendRow, ApplyOperateInput, ClaimedJob, ClaimedJobs, ClaimInput, ClaimLimits, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, IndexCompaction, JobLaneRef, JobPage, StoredWebhookEndpoint, WebhookEndpointStore,
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
+import { attemptLedger } from './sql/attempts.js';
 import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
 
 /** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see `append`). */
@@ -322,9 +323,9 @@ RETURNING j.id`;
 
   async listAttempts(db: Queryable, query: { jobId: string }): Promise<AttemptView[]> {
     const { rows } = await db.query(
-      // Ended attempts have rows; a running one is its job's (migration 0006).
+      // Ended attempts as the ledger has them (sql/attempts.ts); a running one is its job's (migration 0006).
       `SELECT seq, outcome, error_code, error_message, ${ms('started_at')} AS started_ms, ${ms('finished_at')} AS finished_ms
-         FROM ${this.sql.ident}.attempt WHERE job_id = $1
+         FROM ${attemptLedger(this.sql.ident)} a WHERE job_id = $1
        UNION ALL
        SELECT j.attempt_seq, NULL, NULL, NULL, ${ms('j.started_at')}, NULL
          FROM ${this.sql.ident}.job j

@@ -1,5 +1,5 @@
 import { childEffectsCtes, revivedChildrenCtes } from './dependencies.js';
-import { closeAttempts } from './settle.js';
+import { closeAttempts } from './attempts.js';
 import { ts } from './time.js';
 
 /** Tenant scope filter: $tenantAny true means any tenant; else the tenant (NULL = none). */
@@ -26,7 +26,7 @@ WITH RECURSIVE o AS (
   SELECT * FROM unnest($2::uuid[], $3::text[], $4::bigint[], $5::int[], $6::int[], $7::int[], $8::text[], $9::text[], $10::bool[], $11::bool[])
     AS o(id, status, due_ms, attempts, crashes, streak, reason, close, finished, record)
 ), closed AS (
-  ${closeAttempts(s, `SELECT o.id, cj.attempt_seq, cj.kind, cj.started_at, o.close, o.reason, NULL::text
+  ${closeAttempts(s, `SELECT o.id, cj.attempt_seq, cj.kind, cj.started_at, o.close, o.reason, NULL::text, o.status
     FROM o JOIN ${s}.job cj ON cj.id = o.id
    WHERE o.close IS NOT NULL AND cj.status = 'running'`)}
 ), replayed AS (

@@ -1,20 +1,8 @@
 import { childEffectsCtes, RELEASED_COLUMN } from './dependencies.js';
+import { closeAttempts } from './attempts.js';
 import { hidden } from './claim.js';
 import { GENERIC_PLAN_ONLY, type Statement } from './statement.js';
 import { ts } from './time.js';
-
-/**
- * Writes the ended attempts `rows` selects (id, seq, kind, started_at, outcome, error_code,
- * error_message) as the attempt ledger's rows, once each (migration 0006). A row an earlier
- * schema opened at claim time is closed instead; one already closed is left alone. `now` is the
- * epoch ms now: `$1`, or an expression that hides it from the planner (settleCtes).
- */
-export const closeAttempts = (s: string, rows: string, now = '$1'): string => `INSERT INTO ${s}.attempt AS a (job_id, seq, kind, started_at, finished_at, outcome, error_code, error_message)
-  SELECT e.id, e.seq, e.kind, COALESCE(e.started_at, ${ts(now)}), ${ts(now)}, e.outcome, e.error_code, e.error_message
-    FROM (${rows}) AS e(id, seq, kind, started_at, outcome, error_code, error_message)
-  ON CONFLICT (job_id, seq) DO UPDATE
-     SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome, error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message
-   WHERE a.finished_at IS NULL`;
 
 /** Where a settlement's parameters sit: `$1` is now; the 12 arrays start at `first`. */
 const settleCtes = (s: string, first: number): string => {
@@ -49,7 +37,7 @@ const settleCtes = (s: string, first: number): string => {
      AND (s.outcome <> 'crash' OR j.lease_expires_at < ${ts(now)})
   RETURNING j.id, j.kind, j.started_at, j.attempt_seq, j.status
 ), closed AS (
-  ${closeAttempts(s, `SELECT DISTINCT ON (s.id) s.id, s.seq, settled.kind, settled.started_at, s.outcome, s.error_code, s.error_message
+  ${closeAttempts(s, `SELECT DISTINCT ON (s.id) s.id, s.seq, settled.kind, settled.started_at, s.outcome, s.error_code, s.error_message, settled.status
     FROM s JOIN settled ON settled.id = s.id`, now)}
 ), ${childEffectsCtes(s, 'settled', now)}`;
 };
