@@ -102,7 +102,7 @@ describe('enqueueMany', () => {
     const ids = res.body.results.map((r: { id: string }) => r.id);
     assert.deepEqual(sent[0]!.messages.flatMap((m) => m.body.ids), ids, 'every job once, in order');
     await until(async () => (await count(`status = 'succeeded'`)) === 250, 30_000);
-    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS}`))[0].n, 250, 'each job ran once');
+    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} a`))[0].n, 250, 'each job ran once');
     assert.equal((await env.events()).filter((e) => e.type === 'invalid_message').length, 0);
   });
 
@@ -132,7 +132,7 @@ describe('multi-job queue messages', () => {
     const result = await env.worker.queue('postbox', [{ body }, { body: { v: 1, t: 'job', id: ids[0], kind: 'test.echo', lane: 'default' } }]);
     assert.equal(result.outcome, 'ok');
     assert.equal(await count(`status = 'succeeded'`), 3);
-    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS}`))[0].n, 3);
+    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} a`))[0].n, 3);
   });
 
   test('hostile or oversized multi-job messages are acked and reported, never thrown', async () => {

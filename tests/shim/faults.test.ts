@@ -104,7 +104,7 @@ for (const hook of ['off', 'record'] as const) {
       return j.status === 'succeeded' ? j : undefined;
     });
     assert.equal(job.attempts, 1);
-    const attempts = await env.sql(`SELECT outcome FROM ${ATTEMPTS} WHERE job_id = $1`, [id]);
+    const attempts = await env.sql(`SELECT outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [id]);
     assert.deepEqual(attempts, [{ outcome: 'ok' }]);
     if (hook === 'record') assert.deepEqual((await env.sql('SELECT note FROM public.sink WHERE key = $1', [id])).map((r) => r.note), ['transition:succeeded']);
   });
@@ -133,7 +133,7 @@ for (const hook of ['commit', 'onTransition'] as const) {
     // One charged attempt, settled ok; no hook_failed anywhere.
     assert.equal(job.attempts, 1);
     assert.equal(job.last_error_code, null);
-    assert.deepEqual(await env.sql(`SELECT outcome FROM ${ATTEMPTS} WHERE job_id = $1`, [id]), [{ outcome: 'ok' }]);
+    assert.deepEqual(await env.sql(`SELECT outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [id]), [{ outcome: 'ok' }]);
     // The hook's effects landed once, with the transition that finally committed.
     const sink = (key: string) => env.sql('SELECT note FROM public.sink WHERE key = $1 ORDER BY id', [key]).then((rows) => rows.map((r) => r.note));
     if (hook === 'commit') assert.deepEqual(await sink('hookkill'), ['commit_slow', 'committed']);
@@ -177,7 +177,7 @@ test('a settle that keeps losing its connection gives up with settle_failed; the
     return j.status === 'succeeded' ? j : undefined;
   });
   assert.equal(job.crashes, 0);
-  assert.deepEqual(await env.sql(`SELECT seq, outcome FROM ${ATTEMPTS} WHERE job_id = $1 ORDER BY seq`, [id]), [{ seq: 1, outcome: 'crash' }, { seq: 2, outcome: 'ok' }]);
+  assert.deepEqual(await env.sql(`SELECT seq, outcome FROM ${ATTEMPTS} a WHERE job_id = $1 ORDER BY seq`, [id]), [{ seq: 1, outcome: 'crash' }, { seq: 2, outcome: 'ok' }]);
   assert.deepEqual((await env.sql(`SELECT note FROM public.sink WHERE key = 'twice' ORDER BY id`)).map((r) => r.note), ['commit_slow', 'commit_slow', 'committed']);
 });
 

@@ -59,7 +59,7 @@ describe('flow limits', () => {
     assert.deepEqual(await statusCounts('flow.rated'), { succeeded: 12 });
     assert.ok(sum(reports, 'throttled') > 0);
     assert.ok((await throttledEvents()).every((e) => JSON.stringify(e) === JSON.stringify({ type: 'throttled', lane: 'default', kind: 'flow.rated', reason: 'rate_limit' })));
-    const started = (await env.sql(`SELECT extract(epoch FROM started_at) * 1000 AS s FROM ${ATTEMPTS} WHERE kind = 'flow.rated' ORDER BY 1`)).map((r) => Number(r.s));
+    const started = (await env.sql(`SELECT extract(epoch FROM started_at) * 1000 AS s FROM ${ATTEMPTS} a WHERE kind = 'flow.rated' ORDER BY 1`)).map((r) => Number(r.s));
     assert.equal(started.length, 12);
     for (let i = 2; i < started.length; i++) assert.ok(started[i]! - started[i - 2]! >= 200, `starts ${i - 2} and ${i}: ${started[i]! - started[i - 2]!} ms apart`);
     // Twelve starts two at a time: at least five holds of 200 ms from the first to the last.

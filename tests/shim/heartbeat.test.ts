@@ -25,7 +25,7 @@ const open = (name: string) => env.post('/gate', { name });
 const leaseMs = async (id: string) =>
   (await env.sql(`SELECT round(extract(epoch FROM lease_expires_at) * 1000)::bigint AS ms FROM outbox.job WHERE id = $1`, [id]))[0].ms as string | null;
 const attemptRows = async (id: string) =>
-  (await env.sql(`SELECT seq, outcome FROM ${ATTEMPTS} WHERE job_id = $1 ORDER BY seq`, [id])) as { seq: number; outcome: string | null }[];
+  (await env.sql(`SELECT seq, outcome FROM ${ATTEMPTS} a WHERE job_id = $1 ORDER BY seq`, [id])) as { seq: number; outcome: string | null }[];
 const startedMs = async (id: string) =>
   Number((await env.sql(`SELECT round(extract(epoch FROM started_at) * 1000)::bigint AS ms FROM outbox.job WHERE id = $1`, [id]))[0].ms);
 const drain = async () => assert.equal((await env.post('/drain', {})).status, 200);
@@ -53,7 +53,7 @@ describe('ctx.heartbeat()', () => {
     await open('m1:done');
     await until(async () => (await env.job(id)).status === 'succeeded');
     assert.deepEqual(await attemptRows(id), [{ seq: 1, outcome: 'ok' }]);
-    const [row] = await env.sql(`SELECT round(extract(epoch FROM started_at) * 1000)::bigint AS ms FROM ${ATTEMPTS} WHERE job_id = $1`, [id]);
+    const [row] = await env.sql(`SELECT round(extract(epoch FROM started_at) * 1000)::bigint AS ms FROM ${ATTEMPTS} a WHERE job_id = $1`, [id]);
     assert.equal(Number(row.ms), started, 'the ended attempt keeps its start');
   });
 

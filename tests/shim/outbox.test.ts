@@ -36,7 +36,7 @@ describe('enqueue inside the transaction', () => {
     assert.ok(job.finished_at);
     assert.deepEqual(await sinkFor('c1'), [{ note: 'ok', attempt: 1 }]);
     assert.equal((await env.sql('SELECT count(*)::int AS n FROM public.app_row'))[0].n, 1);
-    const attempts = await env.sql(`SELECT seq, outcome FROM ${ATTEMPTS} WHERE job_id = $1`, [created.id]);
+    const attempts = await env.sql(`SELECT seq, outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [created.id]);
     assert.deepEqual(attempts, [{ seq: 1, outcome: 'ok' }]);
     // The success wrote no attempt row: the job row records it (migration 0016).
     assert.equal((await env.sql('SELECT count(*)::int AS n FROM outbox.attempt WHERE job_id = $1', [created.id]))[0].n, 0);
@@ -136,7 +136,7 @@ describe('enqueue inside the transaction', () => {
     });
     assert.equal(job.attempts, 0, 'nothing charged');
     assert.deepEqual(await sinkFor('ahead'), [], 'the handler never ran');
-    assert.deepEqual(await env.sql(`SELECT outcome FROM ${ATTEMPTS} WHERE job_id = $1`, [ahead]), [{ outcome: 'claim_late' }]);
+    assert.deepEqual(await env.sql(`SELECT outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [ahead]), [{ outcome: 'claim_late' }]);
     await sweepAt(60_000);
     await settledJob(ahead, 'succeeded');
   });
@@ -219,7 +219,7 @@ describe('outcomes and retries', () => {
       return j?.status === 'retrying' ? j : undefined;
     }, 10_000);
     assert.equal(job.last_error_code, 'timeout');
-    const attempt = (await env.sql(`SELECT outcome FROM ${ATTEMPTS} WHERE job_id = $1`, [created.id]))[0];
+    const attempt = (await env.sql(`SELECT outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [created.id]))[0];
     assert.equal(attempt.outcome, 'timeout');
     const aborted = await until(async () => (await env.events()).find((e) => e.type === 'test_aborted'));
     assert.equal(aborted.fenced, true);
@@ -309,7 +309,7 @@ describe('ctx.db shared by the handlers of one lane', () => {
     assert.deepEqual((await sinkFor('rolls-back')).map((r) => r.note), ['tx_rollback']);
     assert.equal((await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE payload->>'key' = 'rolls-back:next'`))[0].n, 0);
     // Both attempts settled by the drain as usual.
-    const attempts = await env.sql(`SELECT job_id, outcome FROM ${ATTEMPTS} WHERE job_id = ANY($1) ORDER BY job_id`, [[a!.id, b!.id]]);
+    const attempts = await env.sql(`SELECT job_id, outcome FROM ${ATTEMPTS} a WHERE job_id = ANY($1) ORDER BY job_id`, [[a!.id, b!.id]]);
     assert.deepEqual(attempts.map((r) => r.outcome), ['ok', 'ok']);
   });
 });
@@ -325,7 +325,7 @@ describe('recovery and fencing', () => {
     assert.equal(job.status, 'retrying');
     assert.equal(job.crashes, 1);
     assert.equal(job.attempts, 0);
-    assert.equal((await env.sql(`SELECT outcome FROM ${ATTEMPTS} WHERE job_id = $1`, [created.id]))[0].outcome, 'crash');
+    assert.equal((await env.sql(`SELECT outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [created.id]))[0].outcome, 'crash');
     await crashWhileRunning(created.id);
     await sweepAt(0);
     await crashWhileRunning(created.id);
@@ -346,7 +346,7 @@ describe('recovery and fencing', () => {
     assert.equal(job.status, 'cancelled');
     assert.equal(job.last_error_code, 'operator');
     // The cancel closed the running attempt; the late settle did not reopen or rewrite it.
-    const attempts = await env.sql(`SELECT seq, outcome, error_code, finished_at IS NOT NULL AS finished FROM ${ATTEMPTS} WHERE job_id = $1`, [created.id]);
+    const attempts = await env.sql(`SELECT seq, outcome, error_code, finished_at IS NOT NULL AS finished FROM ${ATTEMPTS} a WHERE job_id = $1`, [created.id]);
     assert.deepEqual(attempts, [{ seq: 1, outcome: 'cancel', error_code: 'operator', finished: true }]);
   });
 });
@@ -423,7 +423,7 @@ describe('operators', () => {
     assert.equal(job.attempts, 0);
     assert.ok(job.replayed_at);
     // The replay nudged it: it runs (and fails) again; retryNow then refuses a dead job.
-    await until(async () => (await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} WHERE job_id = $1 AND finished_at IS NOT NULL`, [created.id]))[0].n === 2);
+    await until(async () => (await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} a WHERE job_id = $1 AND finished_at IS NOT NULL`, [created.id]))[0].n === 2);
     await settledJob(created.id, 'dead');
     const again = await env.post('/operate', { action: 'retryNow', ids: [created.id] });
     assert.deepEqual(again.body[0], { id: created.id, status: 'invalid_state', jobStatus: 'dead' });
@@ -441,7 +441,7 @@ describe('operators', () => {
     await settledJob(ran.id, 'succeeded');
     await enqueueOne({ key: 'e1', do: 'ok' }, { tenantKey: 'leaving', delayMs: 3_600_000 });
     await enqueueOne({ key: 'e2', do: 'ok' }, { tenantKey: 'staying', delayMs: 3_600_000 });
-    const attemptsOf = async (id: string) => (await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} WHERE job_id = $1`, [id]))[0].n;
+    const attemptsOf = async (id: string) => (await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} a WHERE job_id = $1`, [id]))[0].n;
     assert.equal(await attemptsOf(ran.id), 1);
     const res = await env.post('/operate', { action: 'erase', tenantKey: 'leaving' });
     assert.equal(res.body.deleted, 2);
@@ -493,7 +493,7 @@ describe('lanes and schedules', () => {
     assert.ok((await env.events()).some((e) => e.type === 'drain_requested' && e.lane === 'default'));
     // The four claimed ahead never got a slot before the deadline: released in the sweep's
     // last statement, uncharged, instead of waiting out their lease.
-    const released = await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} WHERE outcome = 'released' AND job_id = ANY($1::uuid[])`, [ids]);
+    const released = await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} a WHERE outcome = 'released' AND job_id = ANY($1::uuid[])`, [ids]);
     assert.equal(released[0].n, 4);
     // The drain message reaches the real queue consumer, which runs the rest.
     await until(async () => (await env.sql(`SELECT count(*)::int AS n FROM outbox.job WHERE status = 'succeeded' AND id = ANY($1::uuid[])`, [ids]))[0].n === 12, 20_000);

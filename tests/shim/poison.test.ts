@@ -63,7 +63,7 @@ test('a settlement the database refuses (a CHECK the application added) is split
     assert.equal(row.crashes, 0);
     assert.equal(row.last_error_code, 'unexpected');
     assert.equal(row.last_error_message, "the attempt's error text was refused by the database (SQLSTATE 23514) and replaced by this note");
-    const [attempt] = await env.sql(`SELECT outcome, finished_at IS NOT NULL AS closed FROM ${ATTEMPTS} WHERE job_id = $1`, [row.id]);
+    const [attempt] = await env.sql(`SELECT outcome, finished_at IS NOT NULL AS closed FROM ${ATTEMPTS} a WHERE job_id = $1`, [row.id]);
     assert.deepEqual(attempt, { outcome: 'retry', closed: true });
     const events = await env.events();
     assert.ok(events.some((e) => e.type === 'infra_error' && /no_poison/.test(e.error)), 'the refusal is reported');

@@ -90,7 +90,7 @@ describe('retention', () => {
     assert.equal(report.deleted, 2_500);
     assert.equal(await countJobs(), 3);
     // Their attempts went with them.
-    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS}`))[0].n, 3);
+    assert.equal((await env.sql(`SELECT count(*)::int AS n FROM ${ATTEMPTS} a`))[0].n, 3);
     // Three batches of the default 1,000: two full, one short (nothing left).
     assert.deepEqual((await env.events()).filter((e) => e.type === 'retention'), [{ type: 'retention', deleted: 2_500, batches: 3 }]);
   });
@@ -137,7 +137,7 @@ describe('kinds nothing here runs', () => {
     assert.equal(job.lease_expires_at, null);
     // Settled as a crash under the default policy: the default crash backoff, not forever.
     assert.ok(job.due_at.getTime() > Date.now(), String(job.due_at));
-    const attempts = await env.sql(`SELECT outcome, finished_at FROM ${ATTEMPTS} WHERE job_id = $1`, [id]);
+    const attempts = await env.sql(`SELECT outcome, finished_at FROM ${ATTEMPTS} a WHERE job_id = $1`, [id]);
     assert.equal(attempts.length, 1);
     assert.equal(attempts[0].outcome, 'crash');
     assert.ok(attempts[0].finished_at);

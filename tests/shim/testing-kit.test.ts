@@ -167,7 +167,7 @@ describe('runUntilIdle', () => {
     assert.equal(runs, 2);
     const view = await getJob(t.db, { id });
     assert.equal(view?.status, 'succeeded');
-    const attempts = await t.db.query(`SELECT seq, outcome FROM ${ATTEMPTS} WHERE job_id = $1 ORDER BY seq`, [id]);
+    const attempts = await t.db.query(`SELECT seq, outcome FROM ${ATTEMPTS} a WHERE job_id = $1 ORDER BY seq`, [id]);
     assert.deepEqual(attempts.rows, [{ seq: 1, outcome: 'crash' }, { seq: 2, outcome: 'ok' }]);
     // The first run returns at last: its settlement is fenced off.
     wakeFirst();
