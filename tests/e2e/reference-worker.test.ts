@@ -20,6 +20,7 @@ import {
   type WranglerDev,
 } from '../../scripts/reference-stack.ts';
 import { freePort } from '../support/postgres.ts';
+import { ATTEMPTS } from '../support/ledger.ts';
 
 /** Everything, including a cold core build, must finish within this. */
 const HARD_TIMEOUT_MS = 8 * 60_000;
@@ -75,7 +76,7 @@ describe('reference Worker under wrangler dev', { timeout: HARD_TIMEOUT_MS - 30_
     assert.equal(listed.last_error_code, null);
     // Sent once: one attempt ever opened for the job (the table's unique key would hide a second
     // run, so count the runs themselves).
-    const runs = await db!.sql('SELECT seq, outcome FROM outbox.attempt WHERE job_id = $1', [jobs.welcome.id]);
+    const runs = await db!.sql(`SELECT seq, outcome FROM ${ATTEMPTS} a WHERE job_id = $1`, [jobs.welcome.id]);
     assert.deepEqual(runs, [{ seq: 1, outcome: 'ok' }]);
     const sent = await db!.sql('SELECT user_id, to_email, template, idempotency_key FROM public.sent_email WHERE user_id = $1', [user.id]);
     assert.equal(sent.length, 1);
@@ -110,7 +111,7 @@ describe('reference Worker under wrangler dev', { timeout: HARD_TIMEOUT_MS - 30_
     assert.ok(statuses.has('retrying'), `saw ${[...statuses].join(', ')}`);
     assert.equal(done.attempts, 3);
     assert.ok(sweeps >= 1);
-    const attempts = await db!.sql('SELECT seq, outcome, error_code FROM outbox.attempt WHERE job_id = $1 ORDER BY seq', [done.id]);
+    const attempts = await db!.sql(`SELECT seq, outcome, error_code FROM ${ATTEMPTS} a WHERE job_id = $1 ORDER BY seq`, [done.id]);
     assert.deepEqual(
       attempts.map((a) => [a.outcome, a.error_code]),
       [['retry', 'crm_unavailable'], ['retry', 'crm_unavailable'], ['ok', null]],
