@@ -7,9 +7,9 @@ import { ts } from './time.js';
  * An attempt that ends its job in success (outcome `ok`, status `succeeded`) writes no attempt
  * row (migration 0016): its job row already says all of it (attempt_seq, kind, started_at,
  * finished_at), and a succeeded job's row is final: no operator action takes a job out of
- * `succeeded` (wasm/src/operate.cpp), so it says it until retention deletes the job. Why: that row, with its
- * two index entries, was a third of what a succeeded job wrote after its enqueue, for a record
- * the job row holds anyway (bench/probe-drain.ts). Every other ended attempt (a retry, a
+ * `succeeded` (wasm/src/operate.cpp), so it says it until retention deletes the job. Why: that row,
+ * with its two index entries, was about a quarter of the WAL a drain wrote per job, for a record
+ * the job row holds anyway (bench/statement-cost.ts, variant success-rows). Every other ended attempt (a retry, a
  * failure, a crash, a cancel, a success whose hook failed) has its row, written once when it
  * ends (migration 0006); a running attempt is its job row's until then.
  */
@@ -48,4 +48,3 @@ export const attemptLedger = (s: string): string => `(
    WHERE j.status = 'succeeded' AND j.started_at IS NOT NULL
      AND NOT EXISTS (SELECT 1 FROM ${s}.attempt r WHERE r.job_id = j.id AND r.seq = j.attempt_seq)
 )`;
-
