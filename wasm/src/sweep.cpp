@@ -24,8 +24,9 @@ namespace {
 
 constexpr uint32_t kMaxReserved = 32;
 constexpr int64_t kRecoverLimit = 500;
-// Waiting jobs the dependencies step checks per sweep, oldest update first: a settle releases
-// children itself, so this only finds the few a race left behind (dependencies.h).
+// Waiting jobs the dependencies step releases per sweep, oldest update first among those whose
+// parents have all ended: a settle releases children itself, so this only finds the few a race
+// left behind (dependencies.h). Jobs still waiting on open parents never count against it.
 constexpr int64_t kWaitingCheckLimit = 1000;
 // The largest recovery batch the recover op accepts (the plan asks for kRecoverLimit).
 constexpr int64_t kMaxRecoverLimit = 10000;

@@ -563,8 +563,9 @@ export interface DependencyStore<Db, Tx> {
   /** Records the edges of jobs just appended with parents (a child's count and status were written by `append`). */
   addEdges(tx: Tx, edges: readonly DependencyEdge[]): Promise<void>;
   /**
-   * The sweep's check: of the `limit` waiting jobs updated longest ago, those whose parents have
-   * all finished get their parents' effect (a settle cannot see a child enqueued while it ran).
+   * The sweep's check: of the waiting jobs whose parents have all finished, the `limit` updated
+   * longest ago get their parents' effect (a settle cannot see a child enqueued while it ran).
+   * Jobs still waiting on open parents are passed over, never counted against `limit`.
    */
   resolveWaiting(db: Db, input: { now: number; limit: number }): Promise<DependentChange[]>;
   /** A job's parents and children, at most `limit` of each (by id). */

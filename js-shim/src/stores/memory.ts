@@ -699,10 +699,14 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     },
     resolveWaiting: async (_db, input) => {
       const changed: DependentChange[] = [];
-      const waitingRows = this.#rows().filter((r) => r.status === 'waiting').sort((a, b) => a.updatedAt - b.updatedAt).slice(0, input.limit);
-      for (const child of waitingRows) {
-        const { failed, open, dead, cancelled } = this.#parentsState(child, null);
-        if (open > 0) continue;
+      // The limit counts only jobs the check can release: those still waiting on open parents are passed over.
+      const releasable = this.#rows()
+        .filter((r) => r.status === 'waiting')
+        .map((child) => ({ child, parents: this.#parentsState(child, null) }))
+        .filter(({ parents }) => parents.open === 0)
+        .sort((a, b) => a.child.updatedAt - b.child.updatedAt)
+        .slice(0, input.limit);
+      for (const { child, parents: { failed, dead, cancelled } } of releasable) {
         // Counted afresh from the parents still kept, never below what the settles counted (as jobResolveWaiting).
         if (child.tally) child.tally = { total: child.tally.total, dead: Math.max(child.tally.dead, dead), cancelled: Math.max(child.tally.cancelled, cancelled) };
         this.#endWait(child, failed, input.now);

@@ -155,7 +155,9 @@ WITH w AS (
          max(COALESCE(p.status IN ('dead', 'cancelled'), 0)) AS failed,
          max(COALESCE(p.status NOT IN ${FINAL}, 0)) AS open,
          sum(p.status = 'dead') AS dead, sum(p.status = 'cancelled') AS cancelled
-    FROM (SELECT id, on_parent_failure FROM ${job} WHERE status = 'waiting' ORDER BY updated_at LIMIT ?2) c
+    FROM (SELECT id, on_parent_failure FROM ${job} r WHERE status = 'waiting'
+             AND NOT EXISTS (SELECT 1 FROM ${edge} e JOIN ${job} p ON p.id = e.parent_id WHERE e.child_id = r.id AND p.status NOT IN ${FINAL})
+           ORDER BY updated_at LIMIT ?2) c
     LEFT JOIN ${edge} e ON e.child_id = c.id LEFT JOIN ${job} p ON p.id = e.parent_id
    GROUP BY c.id, c.on_parent_failure
 )

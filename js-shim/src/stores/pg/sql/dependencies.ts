@@ -78,21 +78,27 @@ export const jobEdgesInsert = (s: string) => `
 INSERT INTO ${s}.job_edge (parent_id, child_id) SELECT * FROM unnest($1::uuid[], $2::uuid[]) ON CONFLICT DO NOTHING`;
 
 /**
- * JobResolveWaiting: the sweep's check. Waiting jobs (oldest update first, at most $2, $1 now)
- * every parent of which has finished, by committed state, get the effect their parents' ends
- * call for. A settle cannot see a child enqueued while it ran, so a child whose last parent
+ * JobResolveWaiting: the sweep's check. Waiting jobs every parent of which has finished, by
+ * committed state (oldest update first, at most $2, $1 now), get the effect their parents' ends
+ * call for. The limit counts only such jobs: waiting jobs whose parents are still open (a fan-out
+ * behind a parent due tomorrow) are passed over, never taking the places of younger ones the
+ * check can release. A settle cannot see a child enqueued while it ran, so a child whose last parent
  * finished then waits for this. Parents seen unfinished (or gone: retention took them, and what
  * they did is long past) count as such; this never counts a child down, it only ends its wait.
  * Its parents' ends are counted afresh from those still stored (never fewer than the settles
  * counted: retention may have taken some).
  */
-export const jobResolveWaiting = (s: string) => `
+export const jobResolveWaiting = (s: string) => {
+  // A parent of child `c` that has not finished (one gone counts as finished, as below).
+  const openParentOf = (c: string) => `SELECT 1 FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = ${c}.id AND p.status NOT IN ${FINAL}`;
+  return `
 WITH w AS (
   SELECT c.id, c.on_parent_failure,
          bool_or(p.status IN ('dead', 'cancelled')) AS failed,
          bool_or(p.status IS NOT NULL AND p.status NOT IN ${FINAL}) AS open,
          count(*) FILTER (WHERE p.status = 'dead')::int AS dead, count(*) FILTER (WHERE p.status = 'cancelled')::int AS cancelled
-    FROM (SELECT id, on_parent_failure FROM ${s}.job WHERE status = 'waiting' ORDER BY updated_at LIMIT $2) c
+    FROM (SELECT id, on_parent_failure FROM ${s}.job r WHERE status = 'waiting' AND NOT EXISTS (${openParentOf('r')})
+           ORDER BY updated_at LIMIT $2) c
     LEFT JOIN ${s}.job_edge e ON e.child_id = c.id LEFT JOIN ${s}.job p ON p.id = e.parent_id
    GROUP BY c.id, c.on_parent_failure
 )
@@ -106,6 +112,7 @@ UPDATE ${s}.job c
        updated_at = ${ts('$1')}
   FROM w WHERE c.id = w.id AND c.status = 'waiting' AND NOT COALESCE(w.open, false)
 RETURNING c.id::text AS id, c.kind, c.lane, c.status`;
+};
 
 /**
  * CTEs reviving what replayed jobs' failures cancelled: children cancelled with parent_failed
