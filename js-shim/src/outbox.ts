@@ -163,7 +163,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     policies,
     clock: options.clock ?? { now: () => Date.now() },
     concurrency,
-    versionTs: versionTimestamp(options.version),
+    versionTs: versionTimestamp(options.version, who),
     emit: eventSink(options.events),
     queueFor: (lane) => queueForLane(options.queue, lane),
     key,

@@ -192,7 +192,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     core, { concurrency: options.concurrency ?? 8, maxPayloadBytes: options.maxPayloadBytes, fairShare: options.fairShare }, 'createSqliteOutbox',
   );
   const generateId = options.generateId ?? uuidv7;
-  const versionTs = versionTimestamp(options.version);
+  const versionTs = versionTimestamp(options.version, 'createSqliteOutbox');
   const { registry, policies } = jobRegistry(options.jobs, 'createSqliteOutbox');
   const lanes = [...new Set(policies.map((p) => p.lane))];
 

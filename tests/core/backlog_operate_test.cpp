@@ -179,6 +179,22 @@ TEST_CASE("operate: invalid inputs") {
         R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' is required"}})");
 }
 
+TEST_CASE("operate: an operator's cancel reason is held to a handler's code rule") {
+  const std::string refused =
+      R"({"error":{"code":"invalid_input","message":"operate: field 'reason' must be a string of 1 to 128 bytes without control characters"}})";
+  CHECK(call(pb_operate, R"({"op":"reason","reason":"moot"})").out == R"({"reason":"moot"})");
+  CHECK(call(pb_operate, R"({"op":"reason","reason":")" + std::string(128, 'x') + R"("})").out ==
+        R"({"reason":")" + std::string(128, 'x') + R"("})");
+  CHECK(call(pb_operate, R"({"op":"reason","reason":")" + std::string(129, 'x') + R"("})").out == refused);
+  CHECK(call(pb_operate, R"({"op":"reason","reason":"a\u0000b"})").out == refused);
+  CHECK(call(pb_operate, R"({"op":"reason","reason":"tab\there"})").out == refused);
+  CHECK(call(pb_operate, R"({"op":"reason","reason":""})").out == refused);
+  CHECK(call(pb_operate, R"({"op":"reason","reason":null})").out == refused);
+  CHECK(call(pb_operate, R"({"op":"reason","reason":7})").out == refused);
+  CHECK(call(pb_operate, R"({"op":"reason"})").out ==
+        R"({"error":{"code":"invalid_input","message":"operate: field 'reason' is required"}})");
+}
+
 TEST_CASE("operate: the actions each status allows are exactly those the decision accepts") {
   const char* statuses[] = {"pending", "running", "retrying", "succeeded", "dead", "cancelled"};
   const char* actions[] = {"cancel", "replay", "retryNow"};

@@ -63,6 +63,20 @@ describe('definitions fail fast with typed errors', () => {
     rejects(() => defineJob({ kind: 'a', timeoutMs: 1_000, payload: {} as never, handle: async () => ok() }), 'invalid_job', /Standard Schema/);
   });
 
+  test('defineJob refuses NaN and ±Infinity as limits and priorities, naming the field, instead of taking them for "no limit"', () => {
+    const base = { payload: z.object({}), handle: async () => ok(), kind: 'a', timeoutMs: 1_000 };
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
+      rejects(() => defineJob({ ...base, concurrency: bad }), 'invalid_policy', /concurrency/);
+      rejects(() => defineJob({ ...base, concurrency: 4, tenantConcurrency: bad }), 'invalid_policy', /tenantConcurrency/);
+      rejects(() => defineJob({ ...base, priority: bad }), 'invalid_policy', /priority/);
+      rejects(() => defineJob({ ...base, rateLimit: { starts: bad, perMs: 1_000 } }), 'invalid_policy', /starts/);
+      rejects(() => defineJob({ ...base, retry: { maxAttempts: bad } }), 'invalid_policy', /maxAttempts/);
+      rejects(() => defineJob({ ...base, heartbeat: { everyMs: bad } }), 'invalid_policy', /everyMs/);
+    }
+    // The same definitions with finite values are taken.
+    assert.equal(defineJob({ ...base, concurrency: 4, tenantConcurrency: 2, priority: 3 }).policy.concurrency, 4);
+  });
+
   test('defineSchedule names the bad cron field and value', () => {
     const schedule = (cron: string) => defineSchedule({ cron, job: note, payload: () => ({ body: 'x' }) });
     rejects(() => schedule('0 9 * * 0'), 'invalid_cron', /day-of-week.*'0'/);

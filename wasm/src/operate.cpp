@@ -3,6 +3,7 @@
 // The same table answers which actions a status allows (op "actions"), so a dashboard offers
 // exactly what the decision would accept.
 #include "postbox/families.h"
+#include "postbox/settle.h"
 
 namespace postbox {
 
@@ -156,10 +157,34 @@ Status operate_decide(od::object& root, const Where& where, JsonWriter& out) {
   return ok_status();
 }
 
+// op "reason": {reason} → {reason}: an operator's cancel reason is stored as the job's error
+// code, so it is held to the rule a handler's code is (is_outcome_code): checked once per action,
+// before any job is locked, so a bad one is a typed refusal, never the database's error mid-write.
+Status operate_reason(od::object& root, const Where& where, JsonWriter& out) {
+  std::optional<std::string_view> reason;
+  bool has_reason = false;
+  Status read = input::for_each_field(root, where, [&](std::string_view key, od::value& field) -> Status {
+    if (key != "reason") return ok_status();
+    has_reason = true;
+    Result<std::optional<std::string_view>> s = input::read_nullable_text(field, where, key);
+    if (!s || !s.value() || !is_outcome_code(*s.value())) {
+      return field_error(where, key, "must be a string of 1 to 128 bytes without control characters");
+    }
+    reason = s.value();
+    return ok_status();
+  });
+  if (!read) return read;
+  if (!has_reason) return input::missing(where, "reason");
+  out.begin_object();
+  out.field("reason", *reason);
+  out.end_object();
+  return ok_status();
+}
+
 }  // namespace
 
 Status run_operate(od::document& doc, JsonWriter& out) {
-  static constexpr Operation kOps[] = {{"decide", operate_decide}, {"actions", operate_actions}};
+  static constexpr Operation kOps[] = {{"decide", operate_decide}, {"actions", operate_actions}, {"reason", operate_reason}};
   return dispatch_op(doc, out, "operate", kOps, "decide");
 }
 

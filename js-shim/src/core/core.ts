@@ -174,10 +174,19 @@ export class Core {
 
   /** Calls one family with a value; returns the result, or throws on an error document. */
   call<T>(family: CoreFamily, input: unknown): T {
-    const out = this.callText(family, JSON.stringify(input));
+    const out = this.callText(family, family === 'policy' ? definitionJson(input) : JSON.stringify(input));
     if (isCoreError(out)) throw new PostboxError(out.error.code, `core ${family}: ${out.error.message}`);
     return out as T;
   }
+}
+
+/**
+ * A definition as JSON for the core to check. JSON.stringify writes NaN and ±Infinity as null,
+ * which the core reads as "not set" (no limit, the default): they go as the strings "NaN",
+ * "Infinity" and "-Infinity" instead, so the core refuses them, naming the field.
+ */
+export function definitionJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v));
 }
 
 /** pb_claim `admit`'s input (docs/ABI.md). */

@@ -37,6 +37,8 @@ export async function operateJobs<Tx>(
   reason: string | null,
 ): Promise<{ results: OperateResult[]; nudges: PendingNudge[] }> {
   if (!Array.isArray(ids) || !ids.every((id) => typeof id === 'string')) throw new PostboxError('invalid_input', `${action}: ids must be an array of job ids`);
+  // The reason becomes each job's error code: the core checks it once, before any job is locked.
+  if (action === 'cancel') rt.core.call('operate', { op: 'reason', reason });
   const anyTenant = !scope || !('tenantKey' in scope);
   const now = rt.clock.now();
   return transaction(action, async (tx) => {

@@ -57,10 +57,16 @@ export function eventSink(events: ((event: OutboxEvent) => void) | undefined): (
   };
 }
 
-/** The deploy's version timestamp (epoch ms) from `env.CF_VERSION_METADATA`; null without one, or one that does not parse. */
-export function versionTimestamp(version: VersionMetadata | undefined): number | null {
-  const ts = version ? Date.parse(version.timestamp) : NaN;
-  return Number.isFinite(ts) ? ts : null;
+/** The deploy's version timestamp (epoch ms) from `env.CF_VERSION_METADATA`; null without one; one that does not parse is `invalid_config`. */
+export function versionTimestamp(version: VersionMetadata | undefined | null, who: string): number | null {
+  if (version === undefined || version === null) return null;
+  // A deploy whose timestamp cannot be read would claim every other deploy's jobs: refused,
+  // never taken for "no version".
+  const ts = typeof version === 'object' && typeof version.timestamp === 'string' ? Date.parse(version.timestamp) : NaN;
+  if (!Number.isFinite(ts)) {
+    throw new PostboxError('invalid_config', `${who}: options: version.timestamp must be a date (Cloudflare's version metadata binding gives one), got ${JSON.stringify((version as { timestamp?: unknown })?.timestamp ?? null)}`);
+  }
+  return ts;
 }
 
 // Entropy is drawn 256 values at a time: one getRandomValues call per settled job was a visible
