@@ -335,7 +335,11 @@ export type OutboxEvent =
   | { type: 'schedules_deferred'; occurrences: number; severity: 'warn' }
   /** The invocation's deadline passed while `where` was still waiting (a connection or queue that does not answer). */
   | { type: 'deadline_exceeded'; where: string; severity: 'error' }
-  | { type: 'drain_requested'; lane: string }
+  /**
+   * A drain message went to the lane's queue: a sweep's budget ran out with due jobs left, or a
+   * drain stopped behind a rate slot and comes back when it frees (`delaySeconds`, the core's).
+   */
+  | { type: 'drain_requested'; lane: string; delaySeconds?: number }
   /** A webhook endpoint's breaker opened: deliveries to it wait for its cooldown. */
   | { type: 'webhook_endpoint_paused'; endpoint: string; failures: number; jobId: string }
   /** A paused webhook endpoint answered again: deliveries resume. */

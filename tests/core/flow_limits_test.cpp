@@ -59,7 +59,7 @@ TEST_CASE("flow limits: a throttled drain asks again when a rate slot frees, or 
   // The answer's retryAt (its kinds' reasons are checked below).
   auto throttle = [](const std::string& kinds, int64_t deadline = 100000) {
     const std::string out = call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":)" + std::to_string(deadline) + R"(,"throttled":)" + kinds + "}").out;
-    return out.substr(0, out.find(",\"kinds\"")) + "}";
+    return out.substr(0, out.find(",\"resumeAfterSeconds\"")) + "}";
   };
   // A rate slot frees at 1250: ask then.
   CHECK(throttle(R"([{"kind":"c","retryAt":1250,"timeoutMs":1000}])") == R"({"retryAt":1250})");
@@ -75,15 +75,41 @@ TEST_CASE("flow limits: a throttled drain asks again when a rate slot frees, or 
   CHECK(throttle("[]") == R"({"retryAt":null})");
   // Held back without taking a job since 5050 (4950 ms ago): the poll at 1100 comes too late.
   CHECK(call(pb_claim, R"({"op":"throttle","now":10000,"deadlineAt":100000,"throttledSince":5050,"throttled":[{"kind":"b","retryAt":null,"timeoutMs":1000}]})").out ==
-        R"({"retryAt":null,"kinds":[{"kind":"b","reason":"concurrency_limit"}]})");
+        R"({"retryAt":null,"resumeAfterSeconds":null,"kinds":[{"kind":"b","reason":"concurrency_limit"}]})");
   CHECK(call(pb_claim, R"({"op":"throttle","now":10000,"deadlineAt":100000,"throttledSince":5100,"throttled":[{"kind":"b","retryAt":null,"timeoutMs":1000}]})").out ==
-        R"({"retryAt":10100,"kinds":[{"kind":"b","reason":"concurrency_limit"}]})");
+        R"({"retryAt":10100,"resumeAfterSeconds":null,"kinds":[{"kind":"b","reason":"concurrency_limit"}]})");
   // A kind with a known release time waits for a rate slot.
   CHECK(call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":100000,"throttled":[{"kind":"c","retryAt":1250,"timeoutMs":1000}]})").out ==
-        R"({"retryAt":1250,"kinds":[{"kind":"c","reason":"rate_limit"}]})");
+        R"({"retryAt":1250,"resumeAfterSeconds":null,"kinds":[{"kind":"c","reason":"rate_limit"}]})");
   auto bad = call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":2000,"throttled":[{"kind":"c"}]})");
   CHECK(bad.rc != 0);
   CHECK(error_code_of(bad.out) == "invalid_input");
+}
+
+TEST_CASE("flow limits: a drain that stops behind a rate slot asks for its lane's drain message when the slot frees") {
+  // At 10000, held back since `since` (10000: this claim; 4000: for 6 s, past the drain's 5 s wait).
+  auto resume = [](const std::string& kinds, int64_t since = 10000, int64_t deadline = 100000) {
+    const std::string out = call(pb_claim, R"({"op":"throttle","now":10000,"deadlineAt":)" + std::to_string(deadline) +
+                                               R"(,"throttledSince":)" + std::to_string(since) + R"(,"throttled":)" + kinds + "}").out;
+    const size_t from = out.find("\"resumeAfterSeconds\":") + 21;
+    return out.substr(from, out.find(",\"kinds\"") - from);
+  };
+  // 2 per minute: the next slot a minute off is past the drain's 5 s wait; the message comes back in 60 s.
+  CHECK(resume(R"([{"kind":"c","retryAt":70000,"timeoutMs":1000}])") == "60");
+  // Whole seconds, rounded up, so the message never arrives before the slot frees.
+  CHECK(resume(R"([{"kind":"c","retryAt":15001,"timeoutMs":1000}])") == "6");
+  // The soonest of the rate slots, once the drain stopped polling for a kind held by concurrency.
+  CHECK(resume(R"([{"kind":"c","retryAt":100000,"timeoutMs":1000},{"kind":"d","retryAt":40000,"timeoutMs":1000},{"kind":"b","retryAt":null,"timeoutMs":1000}])", 4000) == "30");
+  // Held by concurrency or tenants' slots alone: they free in the drains that run those attempts.
+  CHECK(resume(R"([{"kind":"b","retryAt":null,"timeoutMs":1000}])", 4000) == "null");
+  CHECK(resume(R"([{"kind":"t","retryAt":10000,"timeoutMs":1000,"tenant":true}])", 4000) == "null");
+  // Stopped by the deadline with a slot freeing in 250 ms: the next invocation, a second later.
+  CHECK(resume(R"([{"kind":"c","retryAt":10250,"timeoutMs":1000}])", 10000, 11249) == "1");
+  // At most a day, what a queue message's delay may be.
+  CHECK(resume(R"([{"kind":"c","retryAt":900000000,"timeoutMs":1000}])") == "86400");
+  // While the drain waits itself (or polls), no message.
+  CHECK(resume(R"([{"kind":"c","retryAt":10250,"timeoutMs":1000}])") == "null");
+  CHECK(resume(R"([{"kind":"c","retryAt":100000,"timeoutMs":1000},{"kind":"b","retryAt":null,"timeoutMs":1000}])") == "null");
 }
 
 TEST_CASE("flow limits: inspection counts the due jobs a kind's limits hold back now") {
@@ -122,10 +148,10 @@ TEST_CASE("flow limits: a tenant's concurrency is normalised, planned, and bound
 
 TEST_CASE("flow limits: a kind held back by its tenants' limits says so, and polls like concurrency") {
   CHECK(call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":100000,"throttled":[{"kind":"t","retryAt":null,"timeoutMs":1000,"tenant":true}]})").out ==
-        R"({"retryAt":1100,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]})");
+        R"({"retryAt":1100,"resumeAfterSeconds":null,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]})");
   // Slots just made for a tenant: claim again at once.
   CHECK(call(pb_claim, R"({"op":"throttle","now":1000,"deadlineAt":100000,"throttled":[{"kind":"t","retryAt":1000,"timeoutMs":1000,"tenant":true}]})").out ==
-        R"({"retryAt":1000,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]})");
+        R"({"retryAt":1000,"resumeAfterSeconds":null,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]})");
   CHECK(error_code_of(call(pb_claim, R"({"op":"throttle","now":1,"deadlineAt":2,"throttled":[{"kind":"t","timeoutMs":1,"tenant":1}]})").out) == "invalid_input");
 }
 

@@ -600,9 +600,16 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   // throttle: when a drain whose claims left limited kinds behind claims again.
   const thr = (o) => ({ op: 'throttle', now: NOW, deadlineAt: NOW + 60000, throttledSince: NOW, throttled: [], ...o });
   c('throttle rate slot frees', thr({ throttled: [{ kind: 'b', retryAt: NOW + 250, timeoutMs: 1000 }] }),
-    exactText(`{"retryAt":${NOW + 250},"kinds":[{"kind":"b","reason":"rate_limit"}]}`));
+    exactText(`{"retryAt":${NOW + 250},"resumeAfterSeconds":null,"kinds":[{"kind":"b","reason":"rate_limit"}]}`));
   c('throttle concurrency polls in 100 ms', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }] }),
-    exactText(`{"retryAt":${NOW + 100},"kinds":[{"kind":"a","reason":"concurrency_limit"}]}`));
+    exactText(`{"retryAt":${NOW + 100},"resumeAfterSeconds":null,"kinds":[{"kind":"a","reason":"concurrency_limit"}]}`));
+  // A rate slot freeing past the drain's wait: it stops, and its lane's drain message comes back then.
+  c('throttle a minute off resumes by message', thr({ throttled: [{ kind: 'b', retryAt: NOW + 60000, timeoutMs: 1000 }] }), fields({ retryAt: null, resumeAfterSeconds: 60 }));
+  c('throttle resume rounds up to whole seconds', thr({ throttled: [{ kind: 'b', retryAt: NOW + 5001, timeoutMs: 1000 }] }), fields({ retryAt: null, resumeAfterSeconds: 6 }));
+  c('throttle resume soonest rate slot', thr({ throttled: [{ kind: 'b', retryAt: NOW + 90000, timeoutMs: 1000 }, { kind: 'c', retryAt: NOW + 30000, timeoutMs: 1000 }] }), fields({ retryAt: null, resumeAfterSeconds: 30 }));
+  c('throttle resume at most a day', thr({ throttled: [{ kind: 'b', retryAt: NOW + 200000000, timeoutMs: 1000 }] }), fields({ retryAt: null, resumeAfterSeconds: 86400 }));
+  c('throttle resume past the deadline', thr({ deadlineAt: NOW + 1050, throttled: [{ kind: 'b', retryAt: NOW + 250, timeoutMs: 1000 }] }), fields({ retryAt: null, resumeAfterSeconds: 1 }));
+  c('throttle no resume for concurrency', thr({ throttledSince: NOW - 4950, throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }] }), fields({ retryAt: null, resumeAfterSeconds: null }));
   c('throttle soonest of two', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }, { kind: 'b', retryAt: NOW + 40, timeoutMs: 1000 }] }), fields({ retryAt: NOW + 40 }));
   c('throttle release in the past is now', thr({ throttled: [{ kind: 'b', retryAt: NOW - 5, timeoutMs: 1000 }] }), fields({ retryAt: NOW }));
   c('throttle gives up 5 s after the first hold', thr({ throttledSince: NOW - 4950, throttled: [{ kind: 'a', retryAt: null, timeoutMs: 1000 }] }), fields({ retryAt: null }));
@@ -610,9 +617,9 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   c('throttle nothing held', thr({}), fields({ retryAt: null, kinds: [] }));
   c('throttle missing kind', thr({ throttled: [{ retryAt: null, timeoutMs: 1000 }] }), isError('invalid_input', 'kind'));
   c('throttle by tenants polls', thr({ throttled: [{ kind: 't', retryAt: null, timeoutMs: 1000, tenant: true }] }),
-    exactText(`{"retryAt":${NOW + 100},"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]}`));
+    exactText(`{"retryAt":${NOW + 100},"resumeAfterSeconds":null,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]}`));
   c('throttle by tenants with new slots asks now', thr({ throttled: [{ kind: 't', retryAt: NOW, timeoutMs: 1000, tenant: true }] }),
-    exactText(`{"retryAt":${NOW},"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]}`));
+    exactText(`{"retryAt":${NOW},"resumeAfterSeconds":null,"kinds":[{"kind":"t","reason":"tenant_concurrency_limit"}]}`));
   c('throttle tenant not a bool', thr({ throttled: [{ kind: 't', retryAt: null, timeoutMs: 1000, tenant: 'yes' }] }), isError('invalid_input', 'tenant'));
   c('throttle timeoutMs 0', thr({ throttled: [{ kind: 'a', retryAt: null, timeoutMs: 0 }] }), isError('invalid_input', 'timeoutMs'));
   // outbox: option bounds and defaults (docs/ABI.md, pb_claim outbox).
@@ -1655,6 +1662,13 @@ function bruteDue(expr, at, lastAt) {
   o('actions missing job', { op: 'actions' }, isError('invalid_input', 'status'));
   o('decide explicit op', { op: 'decide', action: 'replay', now: NOW, job: { status: 'dead' } }, fields({ ok: true, budget: FRESH }));
   o('unknown op', { op: 'purge', job: { status: 'dead' } }, (r) => want(r.error?.code === 'unknown_op', 'unknown_op'));
+  // op "reason": an operator's cancel reason, held to a handler code's rule.
+  o('reason accepted', { op: 'reason', reason: 'moot: customer left' }, exactText('{"reason":"moot: customer left"}'));
+  o('reason 128 bytes', { op: 'reason', reason: 'r'.repeat(128) }, exactText(JSON.stringify({ reason: 'r'.repeat(128) })));
+  for (const [name, reason] of [['U+0000', 'a\u0000b'], ['a tab', 'a\tb'], ['empty', ''], ['129 bytes', 'r'.repeat(129)], ['null', null], ['a number', 7]]) {
+    o(`reason ${name} refused`, { op: 'reason', reason }, isError('invalid_input', 'reason'));
+  }
+  o('reason missing', { op: 'reason' }, isError('invalid_input', 'reason'));
 }
 
 // ---------------------------------------------------------------------------------------------

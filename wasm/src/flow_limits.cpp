@@ -92,9 +92,22 @@ std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64
   return soonest;
 }
 
+std::optional<int64_t> throttle_resume_after_seconds(int64_t now, const ThrottledKind* kinds, size_t count) {
+  std::optional<int64_t> soonest;
+  for (size_t i = 0; i < count; ++i) {
+    // Only a rate slot frees on a timer; running attempts free theirs by settling, in drains that go on.
+    if (kinds[i].tenant || !kinds[i].retry_at) continue;
+    soonest = std::min(soonest.value_or(*kinds[i].retry_at), *kinds[i].retry_at);
+  }
+  if (!soonest) return std::nullopt;
+  const int64_t wait_ms = std::max<int64_t>(*soonest - now, 0);
+  return std::clamp<int64_t>((wait_ms + 999) / 1000, 1, kMaxResumeDelaySeconds);
+}
+
 // claim op "throttle": {now, deadlineAt, throttledSince?, throttled: [{kind, retryAt, timeoutMs, tenant?}]}
-// → {retryAt, kinds: [{kind, reason}]}: when the drain claims again (null: it stops claiming),
-// and why each kind waits (`rate_limit`, `concurrency_limit` or `tenant_concurrency_limit`).
+// → {retryAt, resumeAfterSeconds, kinds: [{kind, reason}]}: when the drain claims again (null: it
+// stops claiming), how long after stopping its lane's drain message should come back (null: none
+// needed), and why each kind waits (`rate_limit`, `concurrency_limit` or `tenant_concurrency_limit`).
 Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   int64_t now = 0, deadline_at = 0;
   std::optional<int64_t> since;
@@ -158,7 +171,9 @@ Status claim_throttle(od::object& root, const Where& where, JsonWriter& out) {
   if (!has_deadline) return input::missing(where, "deadlineAt");
   if (!has_throttled) return input::missing(where, "throttled");
   out.begin_object();
-  out.field("retryAt", throttle_retry_at(now, deadline_at, since.value_or(now), kinds.data(), kinds.size()));
+  const std::optional<int64_t> retry_at = throttle_retry_at(now, deadline_at, since.value_or(now), kinds.data(), kinds.size());
+  out.field("retryAt", retry_at);
+  out.field("resumeAfterSeconds", retry_at ? std::nullopt : throttle_resume_after_seconds(now, kinds.data(), kinds.size()));
   // Why each kind waits: a known release time is a rate slot's; none, its running attempts'.
   out.key("kinds");
   out.begin_array();

@@ -14,7 +14,7 @@ import type { EngineRuntime, OutboxRuntime } from './runtime.js';
 import type { Session } from './session.js';
 import { decidePairs, needsHooks, recordAll, settleAll, settleHooked, takeReleased, writeSettled, type Settlement } from './settle.js';
 import type { ClaimedJobs, ClaimInput, ClaimLimits, DependentChange, ThrottledKind } from '../stores/contract.js';
-import { sendNudges } from './nudge.js';
+import { sendDrains, sendNudges } from './nudge.js';
 import type { ThrottleReason } from '../types.js';
 
 export { addReport, emptyReport, settleAll, type ClaimedRow, type Finished, type RunReport };
@@ -75,7 +75,15 @@ export async function drainLane<Db>(rt: EngineRuntime<Db>, session: Session<Db>,
   // The core decides, per nudge, whether this lane may claim it at all.
   const targets = opts.targets?.filter((target) => plan(rt, policies, opts, target).limit > 0);
   if (targets?.length === 0) return emptyReport();
-  return new LanePump(rt, session, opts, policies, targets).run();
+  const pump = new LanePump(rt, session, opts, policies, targets);
+  const report = await pump.run();
+  // Stopped behind a rate slot that frees later than the drain waits: the lane's drain message
+  // comes back when the core said, so the backlog runs at its rate without waiting for a nudge or
+  // a cron tick. Without a queue (a polling consumer, a sweep-only outbox) those come back anyway.
+  if (pump.resumeAfterSeconds !== null && rt.queueFor(opts.lane)) {
+    await sendDrains(rt as EngineRuntime<unknown>, [opts.lane], { at: opts.deadlineAt, now: () => rt.clock.now() }, pump.resumeAfterSeconds);
+  }
+  return report;
 }
 
 class LanePump<Db> {
@@ -123,6 +131,8 @@ class LanePump<Db> {
   #throttledSince: number | null = null;
   #backlogReported = false;
   #stopped = false;
+  /** The core's delay for the lane's drain message once claims stopped behind a rate slot; null: none needed. */
+  resumeAfterSeconds: number | null = null;
 
   constructor(
     readonly rt: EngineRuntime<Db>,
@@ -309,7 +319,7 @@ class LanePump<Db> {
     const timeouts = new Map(this.policies.map((p) => [p.kind, p.timeoutMs]));
     const now = this.rt.clock.now();
     this.#throttledSince ??= now;
-    const { retryAt, kinds } = this.rt.core.call<{ retryAt: number | null; kinds: { kind: string; reason: ThrottleReason }[] }>('claim', {
+    const { retryAt, resumeAfterSeconds, kinds } = this.rt.core.call<{ retryAt: number | null; resumeAfterSeconds: number | null; kinds: { kind: string; reason: ThrottleReason }[] }>('claim', {
       op: 'throttle', now, deadlineAt: this.opts.deadlineAt, throttledSince: this.#throttledSince,
       throttled: throttled.map((t) => ({ kind: t.kind, retryAt: t.retryAt, timeoutMs: timeouts.get(t.kind) ?? 1, ...(t.tenant ? { tenant: true } : {}) })),
     });
@@ -322,6 +332,7 @@ class LanePump<Db> {
     }
     if (retryAt === null) this.#exhausted = true;
     else this.#throttledUntil = performance.now() + (retryAt - now);
+    this.resumeAfterSeconds = resumeAfterSeconds;
   }
 
   /** Starts buffered jobs in free slots. */

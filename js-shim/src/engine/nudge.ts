@@ -134,9 +134,9 @@ class Recorder<Db> {
 
 /**
  * Asks each lane's queue consumer to go on draining: a sweep sends this when its budget ran out
- * with due jobs left. Never throws.
+ * with due jobs left, a drain stopped behind a rate slot after `delaySeconds` (the core's). Never throws.
  */
-export async function sendDrains(rt: EngineRuntime<unknown>, lanes: readonly string[], deadline?: Deadline): Promise<void> {
+export async function sendDrains(rt: EngineRuntime<unknown>, lanes: readonly string[], deadline?: Deadline, delaySeconds = 0): Promise<void> {
   for (const lane of lanes) {
     const queue = rt.queueFor(lane);
     if (!queue) {
@@ -145,8 +145,8 @@ export async function sendDrains(rt: EngineRuntime<unknown>, lanes: readonly str
     }
     try {
       const { messages } = rt.core.call<{ messages: unknown[] }>('nudge', { op: 'encode', ...named(rt), drains: [lane] });
-      await beforeDeadline(deadline, `drain message to lane ${lane}`, () => queue.send(messages[0]));
-      rt.emit({ type: 'drain_requested', lane });
+      await beforeDeadline(deadline, `drain message to lane ${lane}`, () => (delaySeconds > 0 ? queue.send(messages[0], { delaySeconds }) : queue.send(messages[0])));
+      rt.emit(delaySeconds > 0 ? { type: 'drain_requested', lane, delaySeconds } : { type: 'drain_requested', lane });
     } catch (error) {
       rt.emit({ type: 'nudge_failed', jobs: 0, error: errorMessage(error) });
     }

@@ -24,6 +24,9 @@ constexpr uint32_t kMaxBacklogTenants = 100000;
 // sits through at all: longer, it stops and leaves the work to the next nudge or sweep.
 constexpr int64_t kThrottlePollMs = 100;
 constexpr int64_t kMaxThrottleWaitMs = 5000;
+// The longest delay a lane's drain message may carry (Queues accept up to 24 h): a rate slot that
+// frees later is reached by a drain that stops early and sends another.
+constexpr int64_t kMaxResumeDelaySeconds = 86400;
 
 // Reads a flow-limit field of a definition (`concurrency`, `rateLimit: {starts, perMs, burst}`)
 // or of a normalised policy (`concurrency`, `rateSlots`, `rateHoldMs`). Returns false when
@@ -57,5 +60,10 @@ struct ThrottledKind {
 std::string_view throttle_reason(const ThrottledKind& kind);
 std::optional<int64_t> throttle_retry_at(int64_t now, int64_t deadline_at, int64_t throttled_since, const ThrottledKind* kinds,
                                          size_t count);
+// A drain that stops claiming (throttle_retry_at gave nullopt) while a rate slot holds jobs back
+// must not leave them to the next nudge or cron tick: its lane gets a drain message delayed until
+// the soonest rate slot frees, in whole seconds (at least 1, at most kMaxResumeDelaySeconds).
+// nullopt when no rate slot is in the way.
+std::optional<int64_t> throttle_resume_after_seconds(int64_t now, const ThrottledKind* kinds, size_t count);
 
 }  // namespace postbox
