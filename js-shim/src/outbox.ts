@@ -11,7 +11,7 @@ import { nudgeCommitted, queueForLane, sendNudges } from './engine/nudge.js';
 import { outboxSql } from './stores/pg/sql/index.js';
 import { postgresOutboxStore } from './stores/pg/store.js';
 import { addReport, drainLane, emptyReport, type RunReport } from './engine/drain.js';
-import { operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
+import { eraseJobs, operateJobs, type OperateResult, type OperatorVerb, type TenantScope } from './engine/operate.js';
 import { eventSink, jobRegistry, randomSeed, versionTimestamp, type OutboxRuntime } from './engine/runtime.js';
 import { HandlerSessions, LaneSession } from './engine/session.js';
 import type { LaneDb } from './types.js';
@@ -248,7 +248,10 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
       if (ids !== undefined && (!Array.isArray(ids) || !ids.every(isUuid))) {
         throw new PostboxError('invalid_input', 'eraseTenant: ids must be an array of job ids (UUIDs)');
       }
-      return operatorTransaction('eraseTenant', async (q) => (ids === undefined ? store.eraseTenant(q, tenantKey) : store.eraseTenantIds(q, tenantKey, ids)));
+      // A whole tenant goes with its children (a job's parents are of its own tenant); named jobs
+      // leave their waiting children behind, which eraseJobs cancels.
+      if (ids === undefined) return operatorTransaction('eraseTenant', (q) => store.eraseTenant(q, tenantKey));
+      return eraseJobs(runtime, store, operatorTransaction, tenantKey, ids);
     },
     [RUN]: {
       runtime,

@@ -95,3 +95,30 @@ test('a success is recorded by its job row: the ledger reads it there, and a rep
   assert.deepEqual([again.changed, again.invalidState], [0, 1]);
   assert.deepEqual((await listAttempts(db.pool, { jobId: id })).map((a) => [a.attempt, a.outcome]), [[1, 'fail'], [2, 'ok']]);
 });
+
+test('erasing named jobs cancels the waiting children left behind (parent_erased), whatever their onParentFailure; none runs or waits for good', async () => {
+  const ids = (rs: readonly unknown[]) => rs.map((r) => (r as { id: string }).id);
+  const acme = { tenantKey: 'acme' };
+  const [parent, other] = ids(await outbox().transaction(db.pool, (_tx, _e, many) => many(job, [{ payload: { n: 0 }, delayMs: 86_400_000, ...acme }, { payload: { n: 9 }, delayMs: 86_400_000, ...acme }])));
+  const [cancels, runs] = ids(await outbox().transaction(db.pool, (_tx, _e, many) =>
+    many(job, [{ payload: { n: 1 }, dependsOn: [parent!], ...acme }, { payload: { n: 2 }, dependsOn: [parent!], onParentFailure: 'run', ...acme }])));
+  const [grandchild, runsAfter, erasedToo, belowErased] = ids(await outbox().transaction(db.pool, async (_tx, enqueue, many) => [
+    ...(await many(job, [{ payload: { n: 3 }, dependsOn: [cancels!], ...acme }, { payload: { n: 4 }, dependsOn: [runs!], onParentFailure: 'run', ...acme }])),
+    await enqueue(job, { payload: { n: 5 }, dependsOn: [other!], ...acme }),
+  ]).then(async (made) => [...made, await outbox().transaction(db.pool, (_tx, enqueue) => enqueue(job, { payload: { n: 6 }, dependsOn: [(made[2] as { id: string }).id], ...acme }))]));
+  const row = async (id: string) => (await db.pool.query('SELECT status, last_error_code, waiting_on FROM outbox.job WHERE id = $1', [id])).rows[0];
+  assert.deepEqual((await row(cancels!)).status, 'waiting');
+  // Another tenant's erase reaches nothing.
+  assert.equal(await outbox().eraseTenant('globex', { ids: [parent!] }), 0);
+  assert.equal((await row(cancels!)).status, 'waiting');
+  assert.equal(await outbox().eraseTenant('acme', { ids: [parent!, other!, erasedToo!] }), 3);
+  assert.equal(await row(parent!), undefined);
+  assert.deepEqual(await row(cancels!), { status: 'cancelled', last_error_code: 'parent_erased', waiting_on: 0 });
+  assert.deepEqual(await row(runs!), { status: 'cancelled', last_error_code: 'parent_erased', waiting_on: 0 }, 'a parent erased never ran: onParentFailure run does not run it');
+  assert.deepEqual(await row(grandchild!), { status: 'cancelled', last_error_code: 'parent_failed', waiting_on: 0 }, 'its parent cancelled, as any cancel');
+  assert.deepEqual(await row(belowErased!), { status: 'cancelled', last_error_code: 'parent_erased', waiting_on: 0 }, 'the child of an erased child left behind');
+  // A child that chose to run whatever its parent's end does so once its own parent was cancelled.
+  assert.deepEqual((await row(runsAfter!)).status, 'pending');
+  await runUntilIdle(outbox(), { sweep: true });
+  assert.deepEqual(await statuses(), { cancelled: 4, succeeded: 1 });
+});

@@ -4,7 +4,7 @@
 import { PostboxError } from '../errors.js';
 import type { PendingNudge } from './nudge.js';
 import type { OutboxRuntime } from './runtime.js';
-import type { OperateTarget, RetryBudget } from '../stores/contract.js';
+import type { ApplyOperateInput, OperateTarget, RetryBudget } from '../stores/contract.js';
 import type { JobStatus } from '../types.js';
 
 /** An operator action on named jobs. */
@@ -75,5 +75,45 @@ export async function operateJobs<Tx>(
         return { id: w.id, kind: row.kind, lane: row.lane, delaySeconds: 0 };
       });
     return { results: results.map((r): OperateResult => (r.status === 'ok' && !written.has(r.id) ? { id: r.id, status: 'invalid_state' } : r)), nudges };
+  });
+}
+
+/** The code an erased parent's waiting children are cancelled with. */
+export const PARENT_ERASED = 'parent_erased';
+
+/** What erasing named jobs needs of a store: its operator reads and writes, the orphans' lock and the delete. */
+export interface ErasingStore<Tx> {
+  lockForOperate(tx: Tx, input: { ids: readonly string[]; tenantKey: string | null }): Promise<OperateTarget[]>;
+  lockOrphans(tx: Tx, ids: readonly string[]): Promise<OperateTarget[]>;
+  applyOperate(tx: Tx, input: ApplyOperateInput): Promise<OperateTarget[]>;
+  eraseTenantIds(tx: Tx, tenantKey: string, ids: readonly string[]): Promise<number>;
+}
+
+/**
+ * Erases the tenant's jobs among `ids`, in one transaction. A parent erased never runs, so its
+ * waiting children that stay (not erased with it) are cancelled first, as an operator's cancel
+ * (the core's decision) with the code `parent_erased`, whatever their `onParentFailure`: they
+ * neither run nor wait forever, and their own children take that cancel as any other.
+ */
+export async function eraseJobs<Tx>(
+  rt: Pick<OutboxRuntime, 'core' | 'clock'>,
+  store: ErasingStore<Tx>,
+  transaction: <T>(what: string, fn: (tx: Tx) => Promise<T>) => Promise<T>,
+  tenantKey: string,
+  ids: readonly string[],
+): Promise<number> {
+  const now = rt.clock.now();
+  return transaction('eraseTenant', async (tx) => {
+    const erased = (await store.lockForOperate(tx, { ids, tenantKey })).map((r) => r.id);
+    const writes = [];
+    for (const orphan of await store.lockOrphans(tx, erased)) {
+      const decision = rt.core.call<OperateDecision>('operate', { action: 'cancel', now, job: { status: orphan.status } });
+      if (decision.ok) {
+        const { ok: _ok, nudge: _nudge, ...write } = decision;
+        writes.push({ id: orphan.id, ...write, reason: PARENT_ERASED });
+      }
+    }
+    if (writes.length > 0) await store.applyOperate(tx, { now, writes });
+    return store.eraseTenantIds(tx, tenantKey, erased);
   });
 }

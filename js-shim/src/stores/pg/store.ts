@@ -254,6 +254,12 @@ RETURNING j.id`;
     return (await tx.query(this.sql.eraseTenant, [tenantKey])).rowCount ?? 0;
   }
 
+  /** The waiting children of `ids` not among them, locked until `tx` ends (see jobLockOrphans). */
+  async lockOrphans(tx: Queryable, ids: readonly string[]): Promise<OperateTarget[]> {
+    if (ids.length === 0) return [];
+    return (await tx.query(this.sql.lockOrphans, [ids])).rows as OperateTarget[];
+  }
+
   /** Deletes only `ids`, and of them only the tenant's jobs, in one statement; returns how many. */
   async eraseTenantIds(tx: Queryable, tenantKey: string, ids: readonly string[]): Promise<number> {
     if (ids.length === 0) return 0;

@@ -167,6 +167,16 @@ SELECT c.parents_total AS total, c.parents_dead AS dead, c.parents_cancelled AS 
 export const jobOpenParentIds = (s: string) => `
 SELECT e.parent_id::text AS id FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1 AND p.status NOT IN ${FINAL}`;
 
+/**
+ * JobLockOrphans: the waiting children of jobs about to be erased ($1 ids) that are not erased
+ * with them, locked: an erased parent never runs, so they are cancelled before it goes.
+ */
+export const jobLockOrphans = (s: string) => `
+SELECT c.id::text AS id, c.kind, c.lane, c.status FROM ${s}.job c
+ WHERE c.id IN (SELECT e.child_id FROM ${s}.job_edge e WHERE e.parent_id = ANY($1::uuid[]))
+   AND c.waiting_on > 0 AND c.id <> ALL($1::uuid[])
+ FOR UPDATE`;
+
 /** JobDependencies: a job's parents and children ($1), each with its kind and status, at most $2 of each (by id). */
 export const jobDependencies = (s: string) => `
 (SELECT 'parent' AS side, e.parent_id::text AS id, p.kind, p.status FROM ${s}.job_edge e LEFT JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1 ORDER BY e.parent_id LIMIT $2)

@@ -12,7 +12,7 @@ import { jobClaimFairDue, jobSettleThenClaimFairDue } from './fair.js';
 import {
   jobClaimLimitedDue, jobClaimLimitedFairDue, jobSettleThenClaimLimitedFairDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
 } from './limits.js';
-import { jobDependencies, jobEdgesInsert, jobOpenParentIds, jobParentStates, jobParentTally, jobResolveWaiting } from './dependencies.js';
+import { jobDependencies, jobEdgesInsert, jobLockOrphans, jobOpenParentIds, jobParentStates, jobParentTally, jobResolveWaiting } from './dependencies.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
 import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate } from './operate.js';
@@ -74,6 +74,7 @@ export interface OutboxSql {
   readonly dependencies: string;
   readonly parentTally: string;
   readonly openParentIds: string;
+  readonly lockOrphans: string;
 }
 
 const cache = new Map<string | null, OutboxSql>();
@@ -149,6 +150,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     dependencies: jobDependencies(s),
     parentTally: jobParentTally(s),
     openParentIds: jobOpenParentIds(s),
+    lockOrphans: jobLockOrphans(s),
   });
   cache.set(checked, sql);
   return sql;
