@@ -234,7 +234,7 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     },
     batch: (tx, opts, fn) => runBatch(async (job, items, api) => (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, items, api)).results, opts, fn),
     cancelBatch: (id, reason = 'cancelled', scope) =>
-      cancelBatch((job) => operatorTransaction('cancelBatch', (q) => store.dependencies.openParents(q, job)), (ids) => operate('cancel', ids, scope, reason), id),
+      cancelBatch((job) => operatorTransaction('cancelBatch', (q) => store.dependencies.openBatchMembers(q, job)), (ids) => operate('cancel', ids, scope, reason), id),
     nudge: (refs) => nudgeCommitted(runtime, refs),
     cancel: async (ref, reason = 'cancelled', scope) => (await operate('cancel', [ref.id], scope, reason))[0]!,
     cancelMany: (ids, reason = 'cancelled', scope) => operate('cancel', ids, scope, reason),

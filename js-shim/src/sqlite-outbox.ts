@@ -269,7 +269,7 @@ export function createSqliteOutbox<Db, Tx, S extends OutboxStore<Db, Tx>>(option
     cancelMany: (db, ids, reason = 'cancelled', scope) => operate(db, 'cancel', ids, scope, reason),
     batch: (tx, opts, fn) => runBatch((job, items, api) => enqueueMany(tx, job, items, api), opts, fn),
     cancelBatch: (db, id, reason = 'cancelled', scope) =>
-      cancelBatch(store.dependencies && ((job) => store.dependencies!.openParents(db, job)), (ids) => operate(db, 'cancel', ids, scope, reason), id),
+      cancelBatch(store.dependencies && ((job) => store.dependencies!.openBatchMembers(db, job)), (ids) => operate(db, 'cancel', ids, scope, reason), id),
     replayMany: (db, ids, scope) => operate(db, 'replay', ids, scope, null),
     retryNowMany: (db, ids, scope) => operate(db, 'retryNow', ids, scope, null),
     eraseTenant: (db, tenantKey) => store.transaction(db, (tx) => store.eraseTenant(tx, tenantKey)),

@@ -134,13 +134,13 @@ TEST_CASE("dependencies: a batch's completion waits on every member (up to 10000
   // Members are open, one already dead, one cancelled: it waits on the open ones and releases on failure.
   const std::string out = batch(R"({"payloadBytes":2,"completesBatch":true,"parents":["pending","dead","cancelled","succeeded"]})");
   CHECK(out == R"({"results":[{"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":false,"delaySeconds":null,)"
-               R"("parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":4,"dead":1,"cancelled":1,"counted":[1,2,3]}}]})");
+               R"("parents":{"status":"waiting","waitingOn":1,"onParentFailure":"release","total":4,"dead":1,"cancelled":1,"counted":[1,2,3],"batch":true}}]})");
   // A batch that ended before its completion was written (or has no member) is due at once, and nudged.
   CHECK(batch(R"({"payloadBytes":2,"completesBatch":true,"parents":[]})") ==
-        R"({"results":[{"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":0,"dead":0,"cancelled":0}}]})");
+        R"({"results":[{"ok":true,"payloadBytes":2,"dueAt":1000,"nudge":true,"delaySeconds":0,"parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":0,"dead":0,"cancelled":0,"batch":true}}]})");
   // It runs even after a member cancelled at birth: a batch never cancels its completion by itself.
   CHECK(has(batch(R"({"payloadBytes":2,"parents":["dead"]},{"payloadBytes":2,"completesBatch":true,"parents":[0,"succeeded"],"onParentFailure":"cancel"})"),
-            R"("parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":2,"dead":0,"cancelled":1,"counted":[0,1]}}]})"));
+            R"("parents":{"status":"pending","waitingOn":0,"onParentFailure":"release","total":2,"dead":0,"cancelled":1,"counted":[0,1],"batch":true}}]})"));
   std::string members;
   for (int i = 0; i < 1000; ++i) members += (i ? "," : "") + std::string(R"("waiting")");
   CHECK(has(batch(R"({"payloadBytes":2,"completesBatch":true,"parents":[)" + members + "]}"), R"("waitingOn":1000)"));

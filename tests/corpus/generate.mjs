@@ -1066,10 +1066,15 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('batch parents: born cancelled cancels its children', batch([{ payloadBytes: 1, parents: ['dead'] }, { payloadBytes: 1, parents: [0] }, { payloadBytes: 1, parents: [1], onParentFailure: 'run' }]),
     each(is('cancelled', 0, 'cancel', [1, 1, 0], [0]), is('cancelled', 0, 'cancel', [1, 0, 1], [0]), is('pending', 0, 'release', [1, 0, 1], [0])));
   e('batch parents: empty list is none', batch([{ payloadBytes: 1, parents: [] }]), each(plain));
-  e('batch completion: waits on its members and releases on failure', batch([{ payloadBytes: 1, completesBatch: true, parents: ['running', 'dead', 'succeeded'] }]), each(is('waiting', 1, 'release', [3, 1, 0], [1, 2])));
-  e('batch completion: no member is due now', batch([{ payloadBytes: 1, completesBatch: true, parents: [] }]), each(is('pending', 0, 'release', [0, 0, 0])));
-  e('batch completion: run whatever onParentFailure says', batch([{ payloadBytes: 1, completesBatch: true, onParentFailure: 'cancel', parents: ['cancelled'] }]), each(is('pending', 0, 'release', [1, 0, 1], [0])));
-  e('batch completion: 100000 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100000).fill('pending') }]), each(is('waiting', 100000, 'release', [100000, 0, 0])));
+  // A completion is marked as one ("batch":true), so cancelBatch tells a batch from any child.
+  const isBatch = (status, waitingOn, tally, counted) => (o) => {
+    const plainBorn = born(status, waitingOn, 'release', tally, counted);
+    want(JSON.stringify(o) === JSON.stringify({ ...plainBorn, parents: { ...plainBorn.parents, batch: true } }), `a batch completion ${status} on ${waitingOn} of ${tally}`);
+  };
+  e('batch completion: waits on its members and releases on failure', batch([{ payloadBytes: 1, completesBatch: true, parents: ['running', 'dead', 'succeeded'] }]), each(isBatch('waiting', 1, [3, 1, 0], [1, 2])));
+  e('batch completion: no member is due now', batch([{ payloadBytes: 1, completesBatch: true, parents: [] }]), each(isBatch('pending', 0, [0, 0, 0])));
+  e('batch completion: run whatever onParentFailure says', batch([{ payloadBytes: 1, completesBatch: true, onParentFailure: 'cancel', parents: ['cancelled'] }]), each(isBatch('pending', 0, [1, 0, 1], [0])));
+  e('batch completion: 100000 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100000).fill('pending') }]), each(isBatch('waiting', 100000, [100000, 0, 0])));
   e('batch completion: 100001 members', batch([{ payloadBytes: 1, completesBatch: true, parents: Array(100001).fill('pending') }]), isError('too_large', 'parents'));
   e('batch completion: not a bool', batch([{ payloadBytes: 1, completesBatch: 1 }]), isError('invalid_input', 'items[0].completesBatch'));
   e('batch parents: itself is a cycle', batch([{ payloadBytes: 1, parents: [0] }]), each(refused('dependency_cycle')));

@@ -253,6 +253,8 @@ void write_decision(JsonWriter& out, const Settings& s, const Job& job, Dependen
       out.end_array();
     }
     if (birth == BirthStatus::cancelled) out.field("code", kParentFailedCode);
+    // A batch's completion is stored as one, so cancelBatch can tell a batch from any child.
+    if (job.completes_batch) out.field_bool("batch", true);
     out.end_object();
   }
   out.end_object();

@@ -6,7 +6,7 @@
  * @module
  */
 import { sql } from 'drizzle-orm';
-import { bigint, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, getTableConfig, index, integer, jsonb, pgSchema, primaryKey, smallint, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { runTransaction, type TransactionalDb } from '../stores/pg/db.js';
 import { OUTBOX_ROUTINE_STATEMENTS, OUTBOX_ROUTINES } from '../generated/migrations.js';
 import { checkOutboxName, outboxSchemaName } from '../name.js';
@@ -60,6 +60,8 @@ function buildTables<S extends string>(schemaName: S) {
       parentsTotal: integer('parents_total'),
       parentsDead: integer('parents_dead'),
       parentsCancelled: integer('parents_cancelled'),
+      // A batch's completion job (migration 0017), so cancelBatch acts only on a batch; NULL for any other job.
+      completesBatch: boolean('completes_batch'),
     },
     (t) => [
       check('job_status_check', sql`${t.status} IN ('pending', 'running', 'retrying', 'succeeded', 'dead', 'cancelled', 'waiting')`),

@@ -89,17 +89,22 @@ const CANCEL_CHUNK = 1000;
 
 /**
  * Cancels a batch as a whole: its completion job first (so the members' ends no longer release
- * it), then every member that has not ended, in chunks. A batch whose completion is not found
- * (in the scope) is left alone.
+ * it), then every member that has not ended, in chunks. Only a batch's id is one: any other job's
+ * id (a child's, whose parents are no batch) is `not_found`, and nothing is cancelled. A batch whose
+ * completion is not found in the scope is left alone, and so is one that has completed (its
+ * completion ran or ended): the members are cancelled only under a cancelled completion, which a
+ * second call after an interrupted one finds cancelled already and goes on from.
  */
 export async function cancelBatch(
-  openMembers: ((id: string) => Promise<string[]>) | undefined, cancel: (ids: readonly string[]) => Promise<OperateResult[]>, id: string,
+  openMembers: ((id: string) => Promise<string[] | null>) | undefined, cancel: (ids: readonly string[]) => Promise<OperateResult[]>, id: string,
 ): Promise<BatchCancelled> {
   if (!openMembers) throw new PostboxError('unsupported', 'cancelBatch: batches need a store that keeps dependencies (every built-in store does)');
   if (typeof id !== 'string' || id.length === 0) throw new PostboxError('invalid_input', 'cancelBatch: id must be the batch id (its completion job id)');
+  if ((await openMembers(id)) === null) return { completion: { id, status: 'not_found' }, members: [] };
   const [completion] = await cancel([id]);
   if (!completion || completion.status === 'not_found') return { completion: completion ?? { id, status: 'not_found' }, members: [] };
-  const open = await openMembers(completion.id);
+  if (completion.status === 'invalid_state' && completion.jobStatus !== 'cancelled') return { completion, members: [] };
+  const open = (await openMembers(completion.id)) ?? [];
   const members: OperateResult[] = [];
   for (let i = 0; i < open.length; i += CANCEL_CHUNK) members.push(...(await cancel(open.slice(i, i + CANCEL_CHUNK))));
   return { completion, members };

@@ -26,6 +26,7 @@ interface DecidedParents {
   total: number;
   dead: number;
   cancelled: number;
+  batch?: boolean;
   /** The places (in the item's parent list) of the parents that had ended, which the child counted at birth; absent: none. */
   counted?: number[];
   code?: string;

@@ -112,6 +112,8 @@ export interface AppendParents {
   total: number;
   dead: number;
   cancelled: number;
+  /** A batch's completion job (`outbox.batch`): stored so that `cancelBatch` recognises a batch. */
+  batch?: boolean;
 }
 
 /** A list of jobs of ONE kind to append, in one write. */
@@ -572,8 +574,11 @@ export interface DependencyStore<Db, Tx> {
   dependencies(db: Db, id: string, limit: number): Promise<{ parents: DependencyView[]; children: DependencyView[] }>;
   /** How a job's parents stand (a batch's members, for its completion job): `null` when the job has none or is not found. */
   parentTally(db: Db, id: string): Promise<ParentTally | null>;
-  /** The ids of a job's parents that have not finished (a batch's members still to end). */
-  openParents(db: Db, id: string): Promise<string[]>;
+  /**
+   * A batch's members that have not finished, by its id (its completion job's); `null` when no
+   * batch has that id (no job, or a job that is not a batch's completion: any other child).
+   */
+  openBatchMembers(db: Db, id: string): Promise<string[] | null>;
 }
 
 /**

@@ -64,6 +64,8 @@ interface Row {
   onParentFailure: 'cancel' | 'release' | null;
   /** How its parents ended (as migration 0013's columns): all, dead, cancelled; null without parents. */
   tally: { total: number; dead: number; cancelled: number } | null;
+  /** A batch's completion job (as migration 0017's column). */
+  completesBatch: boolean;
   /** The transaction that appended it, until that commits: nothing else sees the row before. */
   tx: MemoryTx | null;
 }
@@ -217,6 +219,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         leaseExpiresAt: null, finishedAt: item.parents?.status === 'cancelled' ? input.now : null, nudgeSentAt: null, replayedAt: null, log: [], parents: [],
         waitingOn: item.parents?.waitingOn ?? 0, onParentFailure: item.parents?.onParentFailure ?? null, tx: own,
         tally: item.parents ? { total: item.parents.total, dead: item.parents.dead, cancelled: item.parents.cancelled } : null,
+        completesBatch: item.parents?.batch === true,
       };
       this.#t.rows.set(row.id, row);
       if (row.dedupeKey !== null) this.#t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
@@ -690,9 +693,10 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       }
       return { ...child.tally, byStatus };
     },
-    openParents: async (_db, id) => {
+    openBatchMembers: async (_db, id) => {
       const child = this.#visible(id.toLowerCase(), null);
-      return (child?.parents ?? []).filter((pid) => {
+      if (!child?.completesBatch) return null;
+      return child.parents.filter((pid) => {
         const p = this.#visible(pid, null);
         return p !== undefined && !FINAL.has(p.status);
       });

@@ -97,11 +97,13 @@ RETURNING j.id`;
         w.id, input.kind, input.lane, w.payloadJson, w.tenantKey, w.dedupeKey, w.correlationId, w.metadataJson, w.dueAt, input.now, input.versionTs,
         w.maxAttempts, input.traceContext ?? null, w.priority ?? 0, w.boostMs ?? 0,
         w.parents?.status ?? null, w.parents?.waitingOn ?? null, w.parents?.onParentFailure ?? null, w.parents?.code ?? null,
-        w.parents?.total ?? null, w.parents?.dead ?? null, w.parents?.cancelled ?? null,
+        w.parents?.total ?? null, w.parents?.dead ?? null, w.parents?.cancelled ?? null, w.parents?.batch === true ? true : null,
       ]);
       const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
       notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
     } else {
+      // A batch's completion is always appended alone (runBatch), by JobInsertOne.
+      if (items.some((w) => w.parents?.batch)) throw new PostboxError('enqueue_failed', 'enqueue: a batch completion must be appended alone');
       // JSON arrays: one JSON.stringify each, where node-postgres' array literals cost far more.
       const column = <T>(pick: (w: AppendInput['items'][number]) => T) => JSON.stringify(items.map(pick));
       notInserted = (
@@ -500,8 +502,9 @@ function pgDependencies(sql: OutboxSql): DependencyStore<Queryable, Queryable> {
       const row = (await db.query(sql.parentTally, [id])).rows[0] as { total: number | null; dead: number; cancelled: number; by_status: ParentTally['byStatus'] } | undefined;
       return row && row.total !== null ? { total: row.total, dead: row.dead, cancelled: row.cancelled, byStatus: row.by_status } : null;
     },
-    async openParents(db, id) {
-      return (await db.query(sql.openParentIds, [id])).rows.map((r: { id: string }) => r.id);
+    async openBatchMembers(db, id) {
+      const { rows } = await db.query(sql.openBatchMembers, [id]);
+      return rows.length === 0 ? null : (rows[0] as { ids: string[] }).ids;
     },
   };
 }

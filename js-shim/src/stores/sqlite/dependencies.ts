@@ -50,8 +50,8 @@ export interface SqliteDependencySql {
   readonly dependencies: string;
   /** `?1` id: the counts kept with the job and its stored parents by status. */
   readonly parentTally: string;
-  /** `?1` id: its parents not ended. */
-  readonly openParents: string;
+  /** `?1` id: one row (`ids`, a JSON array of its members not ended) when it is a batch's completion; none otherwise. */
+  readonly openBatchMembers: string;
 }
 
 export function sqliteDependencySql(job: string, edge: string): SqliteDependencySql {
@@ -182,7 +182,9 @@ SELECT c.parents_total AS total, c.parents_dead AS dead, c.parents_cancelled AS 
        (SELECT json_group_object(status, n) FROM (
           SELECT p.status AS status, count(*) AS n FROM ${edge} e JOIN ${job} p ON p.id = e.parent_id WHERE e.child_id = c.id GROUP BY p.status)) AS by_status
   FROM ${job} c WHERE c.id = ?1`,
-    openParents: `
-SELECT e.parent_id AS id FROM ${edge} e JOIN ${job} p ON p.id = e.parent_id WHERE e.child_id = ?1 AND p.status NOT IN ${FINAL}`,
+    openBatchMembers: `
+SELECT (SELECT json_group_array(e.parent_id) FROM ${edge} e JOIN ${job} p ON p.id = e.parent_id
+         WHERE e.child_id = c.id AND p.status NOT IN ${FINAL}) AS ids
+  FROM ${job} c WHERE c.id = ?1 AND c.completes_batch = 1`,
   };
 }

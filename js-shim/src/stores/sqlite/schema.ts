@@ -188,6 +188,12 @@ function migrations(p: string): SqliteMigration[] {
         `CREATE INDEX ${p}job_edge_child ON ${p}job_edge (child_id)`,
       ],
     },
+    {
+      // migrations/0017: a batch's completion job is marked as one (1; NULL for any other job).
+      version: 7,
+      name: 'job_completes_batch',
+      statements: [`ALTER TABLE ${p}job ADD COLUMN completes_batch INTEGER`],
+    },
   ];
 }
 

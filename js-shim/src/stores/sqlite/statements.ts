@@ -278,12 +278,13 @@ ON CONFLICT (id) DO UPDATE SET ok = excluded.ok`;
     appendInsert: `
 INSERT INTO ${job} (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                     due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms,
-                    waiting_on, on_parent_failure, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled)
+                    waiting_on, on_parent_failure, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled, completes_batch)
 SELECT value ->> 'id', ?2, ?3, COALESCE(value ->> 'depStatus', 'pending'), value ->> 'payload', value ->> 'tenantKey', value ->> 'dedupeKey',
        value ->> 'correlationId', value ->> 'metadata', value ->> 'dueAt', ?4, ?4, ?5, value ->> 'maxAttempts', ?6,
        COALESCE(value ->> 'priority', 0), COALESCE(value ->> 'boostMs', 0),
        COALESCE(value ->> 'waitingOn', 0), value ->> 'onParentFailure', value ->> 'depCode',
-       CASE WHEN value ->> 'depStatus' = 'cancelled' THEN ?4 END, value ->> 'parentsTotal', value ->> 'parentsDead', value ->> 'parentsCancelled'
+       CASE WHEN value ->> 'depStatus' = 'cancelled' THEN ?4 END, value ->> 'parentsTotal', value ->> 'parentsDead', value ->> 'parentsCancelled',
+       value ->> 'batch'
   FROM json_each(?1) WHERE true ORDER BY key
 ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
     appendHolders: `

@@ -413,7 +413,10 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
       if (!row || row.total === null) return null;
       return { total: Number(row.total), dead: Number(row.dead), cancelled: Number(row.cancelled), byStatus: row.by_status === null ? {} : JSON.parse(String(row.by_status)) };
     },
-    openParents: async (db, id) => (await this.#one(db, this.sql.deps.openParents, [id])).map((r) => String(r.id)),
+    openBatchMembers: async (db, id) => {
+      const rows = await this.#one(db, this.sql.deps.openBatchMembers, [id]);
+      return rows.length === 0 ? null : (JSON.parse(String(rows[0]!.ids)) as string[]);
+    },
   };
 
   /** Each named parent's status in its naming item's tenant scope, as committed (`null`: not found there). */
@@ -503,7 +506,7 @@ function chunkItems(input: AppendInput): { items: AppendInput['items']; json: st
         metadata: i.metadataJson, dueAt: i.dueAt, maxAttempts: i.maxAttempts, ...(i.priority ? { priority: i.priority, boostMs: i.boostMs ?? 0 } : {}),
         ...(i.parents ? {
           depStatus: i.parents.status, waitingOn: i.parents.waitingOn, onParentFailure: i.parents.onParentFailure, depCode: i.parents.code,
-          parentsTotal: i.parents.total, parentsDead: i.parents.dead, parentsCancelled: i.parents.cancelled,
+          parentsTotal: i.parents.total, parentsDead: i.parents.dead, parentsCancelled: i.parents.cancelled, ...(i.parents.batch ? { batch: 1 } : {}),
         } : {}),
       }))),
     });

@@ -163,9 +163,14 @@ SELECT c.parents_total AS total, c.parents_dead AS dead, c.parents_cancelled AS 
           SELECT p.status, count(*)::int AS n FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = c.id GROUP BY p.status) t) AS by_status
   FROM ${s}.job c WHERE c.id = $1`;
 
-/** JobOpenParentIds: the ids of a job's parents that have not finished ($1), for cancelling a batch's members. */
-export const jobOpenParentIds = (s: string) => `
-SELECT e.parent_id::text AS id FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id WHERE e.child_id = $1 AND p.status NOT IN ${FINAL}`;
+/**
+ * JobOpenBatchMembers: the members not finished of the batch whose completion job is $1, as one
+ * row of `ids`; no row when $1 is no batch's completion (no job, or any other child).
+ */
+export const jobOpenBatchMembers = (s: string) => `
+SELECT ARRAY(SELECT e.parent_id::text FROM ${s}.job_edge e JOIN ${s}.job p ON p.id = e.parent_id
+              WHERE e.child_id = c.id AND p.status NOT IN ${FINAL}) AS ids
+  FROM ${s}.job c WHERE c.id = $1 AND c.completes_batch`;
 
 /**
  * JobLockOrphans: the waiting children of jobs about to be erased ($1 ids) that are not erased

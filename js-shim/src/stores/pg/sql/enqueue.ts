@@ -7,17 +7,18 @@ import { ts } from './time.js';
  * payload (jsonb equality), retry budget, metadata (jsonb equality) and correlation id (SQL NULL
  * for none, so IS NOT DISTINCT FROM); `$16`..`$22` its parents as the core decided
  * (AppendParents: status, waiting count, parent-failure effect, code, and the tally: all, dead,
- * cancelled), or nulls. Returns no row only when a concurrent transaction
+ * cancelled), or nulls; `$23` true for a batch's completion (else null; a batch's completion is
+ * always appended alone, so JobInsertMany has no such column). Returns no row only when a concurrent transaction
  * inserted the key after this statement's snapshot (then JobFindByDedupeMany finds it).
  */
 export const jobInsertOne = (s: string) => `
 WITH ins AS (
   INSERT INTO ${s}.job (id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata,
                           due_at, created_at, updated_at, version_ts, max_attempts, trace_context, priority, boost_ms, on_parent_failure,
-                          waiting_on, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled)
+                          waiting_on, last_error_code, finished_at, parents_total, parents_dead, parents_cancelled, completes_batch)
   VALUES ($1, $2, $3, COALESCE($16::text, 'pending'), $4::jsonb, $5, $6, $7, $8::jsonb, ${ts('$9')}, ${ts('$10')},
           ${ts('$10')}, $11, $12::int, $13::text, $14::smallint, $15::int, $18::text, COALESCE($17::int, 0), $19::text,
-          CASE WHEN $16::text = 'cancelled' THEN ${ts('$10')} END, $20::int, $21::int, $22::int)
+          CASE WHEN $16::text = 'cancelled' THEN ${ts('$10')} END, $20::int, $21::int, $22::int, $23::bool)
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )

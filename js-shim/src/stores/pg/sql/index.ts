@@ -12,7 +12,7 @@ import { jobClaimFairDue, jobSettleThenClaimFairDue } from './fair.js';
 import {
   jobClaimLimitedDue, jobClaimLimitedFairDue, jobSettleThenClaimLimitedFairDue, jobClaimLimitedTargets, jobSettleThenClaimLimitedDue, jobSettleThenClaimLimitedTargets, kindSlotsEnsure,
 } from './limits.js';
-import { jobDependencies, jobEdgesInsert, jobLockOrphans, jobOpenParentIds, jobParentStates, jobParentTally, jobResolveWaiting } from './dependencies.js';
+import { jobDependencies, jobEdgesInsert, jobLockOrphans, jobOpenBatchMembers, jobParentStates, jobParentTally, jobResolveWaiting } from './dependencies.js';
 import { jobFindByDedupeMany, jobInsertMany, jobInsertOne } from './enqueue.js';
 import { jobHeartbeat } from './heartbeat.js';
 import { jobApplyOperate, jobEraseTenant, jobEraseTenantIds, jobLockForOperate } from './operate.js';
@@ -73,7 +73,7 @@ export interface OutboxSql {
   readonly resolveWaiting: string;
   readonly dependencies: string;
   readonly parentTally: string;
-  readonly openParentIds: string;
+  readonly openBatchMembers: string;
   readonly lockOrphans: string;
 }
 
@@ -149,7 +149,7 @@ export function outboxSql(name?: string | null): OutboxSql {
     resolveWaiting: jobResolveWaiting(s),
     dependencies: jobDependencies(s),
     parentTally: jobParentTally(s),
-    openParentIds: jobOpenParentIds(s),
+    openBatchMembers: jobOpenBatchMembers(s),
     lockOrphans: jobLockOrphans(s),
   });
   cache.set(checked, sql);
