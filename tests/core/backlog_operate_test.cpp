@@ -5,6 +5,7 @@
 #include "abi_call.h"
 
 using postbox::test::call;
+using postbox::test::error_code_of;
 
 TEST_CASE("backlog: the ABI example") {
   CHECK(call(pb_backlog, R"({"counts":{"due":12,"aged":3,"stuck":0},"thresholds":{"due":{"warn":100,"error":1000},"aged":{"warn":1,"error":50},"stuck":{"warn":1,"error":10}}})").out ==
@@ -177,6 +178,33 @@ TEST_CASE("operate: invalid inputs") {
         R"({"error":{"code":"invalid_input","message":"operate: field 'now' is required"}})");
   CHECK(call(pb_operate, R"({"action":"cancel","now":1,"job":{}})").out ==
         R"({"error":{"code":"invalid_input","message":"operate: field 'job.status' is required"}})");
+}
+
+TEST_CASE("operate: a replay of a job its parent's failure cancelled answers to its parents") {
+  auto replay = [](const std::string& job) { return call(pb_operate, R"({"action":"replay","now":5,"job":)" + job + "}").out; };
+  const std::string fresh = R"("budget":{"attempts":0,"crashes":0,"streak":0})";
+  // A parent still failed: refused (replaying that parent revives it, and only then can it run).
+  CHECK(replay(R"({"status":"cancelled","code":"parent_failed","parents":{"failed":1,"open":0}})") == R"({"ok":false,"reason":"invalid_state"})");
+  CHECK(replay(R"({"status":"cancelled","code":"parent_failed","parents":{"failed":1,"open":2}})") == R"({"ok":false,"reason":"invalid_state"})");
+  // A parent open (or replayed by the same action): it waits on them, not nudged.
+  CHECK(replay(R"({"status":"cancelled","code":"parent_failed","parents":{"failed":0,"open":2}})") ==
+        R"({"ok":true,"status":"waiting","dueAt":5,)" + fresh + R"(,"nudge":false,"closeAttempt":null,"finished":false,"recordReason":false,"waitingOn":2})");
+  // Every parent succeeded since: due now, as any replay.
+  CHECK(replay(R"({"status":"cancelled","code":"parent_failed","parents":{"failed":0,"open":0}})") ==
+        R"({"ok":true,"status":"pending","dueAt":5,)" + fresh + R"(,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})");
+  // Cancelled for any other reason, or dead: a replay as always, whatever its parents.
+  for (const char* job : {R"({"status":"cancelled","code":"moot","parents":{"failed":1,"open":0}})", R"({"status":"dead","code":"parent_failed","parents":{"failed":1,"open":0}})",
+                          R"({"status":"cancelled","code":"parent_failed"})", R"({"status":"cancelled","code":"parent_failed","parents":null})"}) {
+    CHECK_MESSAGE(replay(job) == R"({"ok":true,"status":"pending","dueAt":5,)" + fresh + R"(,"nudge":true,"closeAttempt":null,"finished":false,"recordReason":false})", job);
+  }
+  // Cancel and retryNow do not read the parents.
+  CHECK(call(pb_operate, R"({"action":"cancel","now":5,"job":{"status":"waiting","code":null,"parents":{"failed":3,"open":1}}})").out ==
+        R"({"ok":true,"status":"cancelled","dueAt":null,"budget":null,"nudge":false,"closeAttempt":null,"finished":true,"recordReason":true})");
+  // Malformed parents are refused, naming the field.
+  CHECK(error_code_of(replay(R"({"status":"cancelled","code":"parent_failed","parents":{"failed":-1,"open":0}})")) == "invalid_input");
+  CHECK(call(pb_operate, R"({"action":"replay","now":5,"job":{"status":"cancelled","parents":{"failed":0}}})").out ==
+        R"({"error":{"code":"invalid_input","message":"operate: field 'job.parents.open' is required"}})");
+  CHECK(error_code_of(replay(R"({"status":"cancelled","code":7})")) == "invalid_input");
 }
 
 TEST_CASE("operate: an operator's cancel reason is held to a handler's code rule") {

@@ -1667,6 +1667,15 @@ function bruteDue(expr, at, lastAt) {
   o('actions missing job', { op: 'actions' }, isError('invalid_input', 'status'));
   o('decide explicit op', { op: 'decide', action: 'replay', now: NOW, job: { status: 'dead' } }, fields({ ok: true, budget: FRESH }));
   o('unknown op', { op: 'purge', job: { status: 'dead' } }, (r) => want(r.error?.code === 'unknown_op', 'unknown_op'));
+  // A replay of a job its parent's failure cancelled answers to its parents (docs/ABI.md).
+  const orphan = (parents, code = 'parent_failed') => ({ action: 'replay', now: NOW, job: { status: 'cancelled', code, parents } });
+  o('replay parent_failed with a parent still failed', orphan({ failed: 1, open: 0 }), exactText('{"ok":false,"reason":"invalid_state"}'));
+  o('replay parent_failed with parents open waits', orphan({ failed: 0, open: 3 }), fields({ ok: true, status: 'waiting', nudge: false, waitingOn: 3, budget: FRESH }));
+  o('replay parent_failed with parents all succeeded', orphan({ failed: 0, open: 0 }), fields({ ok: true, status: 'pending', nudge: true, budget: FRESH }));
+  o('replay another cancel ignores parents', orphan({ failed: 2, open: 0 }, 'moot'), fields({ ok: true, status: 'pending', nudge: true }));
+  o('replay parent_failed without parents', { action: 'replay', now: NOW, job: { status: 'cancelled', code: 'parent_failed', parents: null } }, fields({ ok: true, status: 'pending' }));
+  o('replay parents missing open', orphan({ failed: 0 }), isError('invalid_input', 'parents.open'));
+  o('replay parents negative', orphan({ failed: -1, open: 0 }), isError('invalid_input', 'parents.failed'));
   // op "reason": an operator's cancel reason, held to a handler code's rule.
   o('reason accepted', { op: 'reason', reason: 'moot: customer left' }, exactText('{"reason":"moot: customer left"}'));
   o('reason 128 bytes', { op: 'reason', reason: 'r'.repeat(128) }, exactText(JSON.stringify({ reason: 'r'.repeat(128) })));

@@ -20,7 +20,7 @@ export type OperateResult = { id: string; status: 'ok'; jobStatus: string } | { 
 
 /** The core's decision on one operator action (docs/ABI.md, `pb_operate`). */
 type OperateDecision =
-  | { ok: true; status: JobStatus; dueAt: number | null; budget: RetryBudget | null; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean }
+  | { ok: true; status: JobStatus; dueAt: number | null; budget: RetryBudget | null; nudge: boolean; closeAttempt: string | null; finished: boolean; recordReason: boolean; waitingOn?: number }
   | { ok: false; reason: 'invalid_state' };
 
 /**
@@ -42,7 +42,8 @@ export async function operateJobs<Tx>(
   const anyTenant = !scope || !('tenantKey' in scope);
   const now = rt.clock.now();
   return transaction(action, async (tx) => {
-    const rows = await rt.store.lockForOperate(tx, anyTenant ? { ids } : { ids, tenantKey: scope!.tenantKey ?? null });
+    const withParents = action === 'replay';
+    const rows = await rt.store.lockForOperate(tx, anyTenant ? { ids, withParents } : { ids, tenantKey: scope!.tenantKey ?? null, withParents });
     const found = new Map<string, OperateTarget>(rows.map((r) => [r.id, r]));
     const results: OperateResult[] = [];
     const writes: ({ id: string } & Extract<OperateDecision, { ok: true }>)[] = [];
@@ -52,7 +53,9 @@ export async function operateJobs<Tx>(
         results.push({ id, status: 'not_found' });
         continue;
       }
-      const decision = rt.core.call<OperateDecision>('operate', { action, now, job: { status: row.status } });
+      // A replay shows the core what a job its parent's failure cancelled would rejoin.
+      const job = withParents ? { status: row.status, code: row.code ?? null, parents: row.parents ?? null } : { status: row.status };
+      const decision = rt.core.call<OperateDecision>('operate', { action, now, job });
       if (!decision.ok) {
         results.push({ id, status: 'invalid_state', jobStatus: row.status });
         continue;
@@ -65,7 +68,10 @@ export async function operateJobs<Tx>(
         ? []
         : (await rt.store.applyOperate(tx, {
             now,
-            writes: writes.map((w) => ({ id: w.id, status: w.status, dueAt: w.dueAt, budget: w.budget, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason })),
+            writes: writes.map((w) => ({
+              id: w.id, status: w.status, dueAt: w.dueAt, budget: w.budget, reason, closeAttempt: w.closeAttempt, finished: w.finished, recordReason: w.recordReason,
+              ...(w.waitingOn === undefined ? {} : { waitingOn: w.waitingOn }),
+            })),
           })).map((w) => w.id),
     );
     const nudges: PendingNudge[] = writes

@@ -363,6 +363,11 @@ export interface NextDueQuery {
 export interface OperateLockInput {
   ids: readonly string[];
   tenantKey?: string | null;
+  /**
+   * A replay: each job cancelled by its parent's failure (code `parent_failed`) comes with its
+   * parents counted (`OperateTarget.parents`), for the core to decide whether it may rejoin them.
+   */
+  withParents?: boolean;
 }
 
 /** A job as an operator action sees it. */
@@ -371,6 +376,14 @@ export interface OperateTarget {
   kind: string;
   lane: string;
   status: JobStatus;
+  /** Its last error code (where the lock read it: `withParents`). */
+  code?: string | null;
+  /**
+   * With `withParents`, for a job cancelled with `parent_failed`: its parents failed (dead or
+   * cancelled) and not among the action's ids, and those open (unfinished, or dead or cancelled
+   * and among the action's ids, which the same replay reopens). Null otherwise.
+   */
+  parents?: { failed: number; open: number } | null;
 }
 
 /** The counters a fresh retry budget starts from. */
@@ -400,6 +413,8 @@ export interface OperateWrite {
   finished: boolean;
   /** `reason` becomes the job's last error code. The core's. */
   recordReason: boolean;
+  /** A job the core sends back to wait on its parents (`status` waiting): how many are open. */
+  waitingOn?: number;
 }
 
 /** A batch of operator decisions. Lease cleared; the rest as each write says. */

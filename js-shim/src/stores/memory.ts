@@ -279,7 +279,9 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     const out: OperateTarget[] = [];
     for (const id of new Set(input.ids)) {
       const row = this.#visible(id, own);
-      if (row && (!scoped || row.tenantKey === input.tenantKey)) out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
+      if (!row || (scoped && row.tenantKey !== input.tenantKey)) continue;
+      const rejoins = input.withParents === true && row.status === 'cancelled' && row.lastErrorCode === PARENT_FAILED;
+      out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status, code: row.lastErrorCode, parents: rejoins ? this.#rejoinCounts(row, new Set(input.ids.map((i) => i.toLowerCase())), own) : null });
     }
     return out;
   }
@@ -304,6 +306,8 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       if (w.budget) Object.assign(row, { attempts: w.budget.attempts, crashes: w.budget.crashes, streak: w.budget.streak, streakCode: null, replayedAt: now });
       if (w.recordReason) row.lastErrorCode = w.reason;
       row.leaseExpiresAt = null;
+      // Only a replay the core sent back to its parents leaves a job waiting.
+      row.waitingOn = w.waitingOn ?? 0;
       row.finishedAt = w.finished ? now : null;
       row.updatedAt = now;
       out.push({ id: row.id, kind: row.kind, lane: row.lane, status: row.status });
@@ -641,6 +645,20 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         child.updatedAt = now;
       }
     }
+  }
+
+  /** A replayed child's parents (as jobLockForOperate counts them): failed and not replayed by `ids`, and open or reopened by them. */
+  #rejoinCounts(child: Row, ids: ReadonlySet<string>, own: MemoryTx | null): { failed: number; open: number } {
+    let failed = 0;
+    let open = 0;
+    for (const id of child.parents) {
+      const p = this.#visible(id, own);
+      if (!p) continue;
+      const ended = p.status === 'dead' || p.status === 'cancelled';
+      if (ended && !ids.has(p.id)) failed++;
+      else if (!FINAL.has(p.status) || ended) open++;
+    }
+    return { failed, open };
   }
 
   /** The parent ends as a child's wait sees them: whether one failed, and how many have not ended. */

@@ -238,7 +238,7 @@ RETURNING j.id`;
 
   async lockForOperate(tx: Queryable, input: OperateLockInput): Promise<OperateTarget[]> {
     const anyTenant = !('tenantKey' in input) || input.tenantKey === undefined;
-    return (await tx.query(this.sql.lockForOperate, [input.ids, anyTenant, anyTenant ? null : input.tenantKey ?? null])).rows as OperateTarget[];
+    return (await tx.query(this.sql.lockForOperate, [input.ids, anyTenant, anyTenant ? null : input.tenantKey ?? null, input.withParents === true])).rows as OperateTarget[];
   }
 
   async applyOperate(tx: Queryable, input: ApplyOperateInput): Promise<OperateTarget[]> {
@@ -247,7 +247,7 @@ RETURNING j.id`;
     const { rows } = await tx.query(this.sql.applyOperate, [
       input.now, w.map((x) => x.id), w.map((x) => x.status), w.map((x) => x.dueAt),
       w.map((x) => x.budget?.attempts ?? null), w.map((x) => x.budget?.crashes ?? null), w.map((x) => x.budget?.streak ?? null), w.map((x) => x.reason), w.map((x) => x.closeAttempt),
-      w.map((x) => x.finished), w.map((x) => x.recordReason),
+      w.map((x) => x.finished), w.map((x) => x.recordReason), w.map((x) => x.waitingOn ?? null),
     ]);
     return rows as OperateTarget[];
   }

@@ -79,6 +79,10 @@ export function sqliteDependencySql(job: string, edge: string): SqliteDependency
 ), revived(id) AS (
   SELECT c.id FROM replayed r JOIN ${edge} e ON e.parent_id = r.id JOIN ${job} c ON c.id = e.child_id WHERE ${revivable}
   UNION
+  -- A job its parent's failure cancelled that the replay itself sent back to wait (operateJobs
+  -- wrote it): its edges count again as a revived child's do; revive's UPDATE passes it over.
+  SELECT value ->> 'id' FROM json_each(?2) WHERE value ->> 'budgetAttempts' IS NOT NULL AND value ->> 'status' = 'waiting'
+  UNION
   SELECT c.id FROM revived v JOIN ${edge} e ON e.parent_id = v.id JOIN ${job} c ON c.id = e.child_id WHERE ${revivable}
 )`;
   // A revived child counts again each parent not succeeded (the replayed ones and the revived).

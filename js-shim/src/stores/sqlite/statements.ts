@@ -131,7 +131,7 @@ const operateRows = `SELECT value ->> 'id' AS id, value ->> 'status' AS status, 
          value ->> 'budgetAttempts' AS budget_attempts, value ->> 'budgetCrashes' AS budget_crashes,
          value ->> 'budgetStreak' AS budget_streak, value ->> 'reason' AS reason, value ->> 'closeAttempt' AS close,
          value ->> 'finished' AS finished, value ->> 'recordReason' AS record_reason,
-         value ->> 'fromStatus' AS from_status, value ->> 'fromSeq' AS from_seq
+         value ->> 'fromStatus' AS from_status, value ->> 'fromSeq' AS from_seq, value ->> 'waitingOn' AS waiting_on
     FROM json_each(?2)`;
 
 const cache = new Map<string, SqliteSql>();
@@ -357,8 +357,15 @@ SELECT ${claimedColumns('')} FROM ${job}
 SELECT min(j.due_at) AS due FROM ${job} j
  WHERE ${claimable('?1', '?3')} AND j.kind IN (SELECT value FROM json_each(?2))`,
     lockForOperate: `
-SELECT id, kind, lane, status, attempt_seq FROM ${job}
- WHERE id IN (SELECT value FROM json_each(?1)) AND (?2 OR tenant_scope = COALESCE('t:' || ?3, 'n'))`,
+SELECT j.id, j.kind, j.lane, j.status, j.attempt_seq, j.last_error_code AS code,
+       CASE WHEN ?4 AND j.status = 'cancelled' AND j.last_error_code = 'parent_failed' THEN (
+         SELECT json_object(
+                  'failed', COALESCE(sum(p.status IN ('dead', 'cancelled') AND p.id NOT IN (SELECT value FROM json_each(?1))), 0),
+                  'open', COALESCE(sum(p.status NOT IN ('succeeded', 'dead', 'cancelled')
+                                       OR p.id IN (SELECT value FROM json_each(?1)) AND p.status IN ('dead', 'cancelled')), 0))
+           FROM ${edge} e JOIN ${job} p ON p.id = e.parent_id WHERE e.child_id = j.id) END AS parents
+  FROM ${job} j
+ WHERE j.id IN (SELECT value FROM json_each(?1)) AND (?2 OR j.tenant_scope = COALESCE('t:' || ?3, 'n'))`,
     operateAttempts: `
 WITH o AS (${operateRows})
 UPDATE ${attempt}
@@ -378,8 +385,9 @@ UPDATE ${job}
        replayed_at = CASE WHEN o.budget_attempts IS NULL THEN ${job}.replayed_at ELSE ?1 END,
        last_error_code = CASE WHEN o.record_reason THEN o.reason ELSE ${job}.last_error_code END,
        lease_expires_at = NULL,
-       -- No action leaves a job waiting: a cancelled one must count no parent, or their settles would wake it.
-       waiting_on = 0,
+       -- Only a replay the core sent back to its parents leaves a job waiting: any other must count
+       -- no parent, or their settles would wake it.
+       waiting_on = COALESCE(o.waiting_on, 0),
        finished_at = CASE WHEN o.finished THEN ?1 END,
        updated_at = ?1
   FROM o

@@ -263,10 +263,13 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
   async lockForOperate(tx: Tx, input: OperateLockInput): Promise<OperateTarget[]> {
     if (input.ids.length === 0) return [];
     const anyTenant = input.tenantKey === undefined ? 1 : 0;
-    const rows = await this.#one(tx, this.sql.lockForOperate, [JSON.stringify(input.ids), anyTenant, input.tenantKey ?? null]);
+    const rows = await this.#one(tx, this.sql.lockForOperate, [JSON.stringify(input.ids), anyTenant, input.tenantKey ?? null, input.withParents ? 1 : 0]);
     const seen = this.seenOf(tx);
     for (const r of rows) seen.set(String(r.id), { kind: String(r.kind), lane: String(r.lane), status: String(r.status), seq: Number(r.attempt_seq) });
-    return rows.map((r) => ({ id: String(r.id), kind: String(r.kind), lane: String(r.lane), status: r.status as JobStatus }));
+    return rows.map((r) => ({
+      id: String(r.id), kind: String(r.kind), lane: String(r.lane), status: r.status as JobStatus, code: r.code === null ? null : String(r.code),
+      parents: r.parents === null || r.parents === undefined ? null : (JSON.parse(String(r.parents)) as { failed: number; open: number }),
+    }));
   }
 
   async applyOperate(tx: Tx, input: ApplyOperateInput): Promise<OperateTarget[]> {

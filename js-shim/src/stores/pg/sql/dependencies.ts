@@ -121,10 +121,12 @@ RETURNING c.id::text AS id, c.kind, c.lane, c.status`;
  * a reason of its own, which would only cancel them again (nor are their children revived).
  * And a child still waiting that had counted a replayed or revived job's end (one kept
  * `release`) counts it unfinished again, its end taken back out of the child's counts: the
- * job's next end is counted once more, not on top of the last. `replayed` names a CTE of ids.
+ * job's next end is counted once more, not on top of the last. `replayed` names a CTE of ids,
+ * `written` one of the ids the statement writes itself (never revived here).
  */
-export const revivedChildrenCtes = (s: string, replayed: string, now: string): string => {
-  const revivable = `c.status = 'cancelled' AND c.last_error_code = '${PARENT_FAILED}'
+export const revivedChildrenCtes = (s: string, replayed: string, now: string, written: string): string => {
+  // A job the same statement writes itself (replayed by name too) is no revived child: one write a row.
+  const revivable = `c.status = 'cancelled' AND c.last_error_code = '${PARENT_FAILED}' AND c.id NOT IN (SELECT id FROM ${written})
      AND NOT EXISTS (SELECT 1 FROM ${s}.job_edge pe JOIN ${s}.job p ON p.id = pe.parent_id
                       WHERE pe.child_id = c.id AND p.id NOT IN (SELECT id FROM ${replayed})
                         AND (p.status = 'dead' OR (p.status = 'cancelled' AND p.last_error_code IS DISTINCT FROM '${PARENT_FAILED}')))`;
