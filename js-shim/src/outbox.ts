@@ -225,7 +225,10 @@ export function buildOutbox(options: OutboxOptions, key: string | null, who: str
     schema: sql.schema,
     kinds: [...registry.keys()].sort(),
     limits: [...registry.values()].filter((j) => j.policy.concurrency || j.policy.rateSlots || j.policy.tenantConcurrency).map((j) => ({ kind: j.kind, policy: j.policy })),
-    transaction: (db, fn) => enqueueInTransaction(runtime, enqueueEnv, (body) => runTransaction(db, body), fn),
+    // A node-postgres handle (a Client, PoolClient, Pool, or a handler's ctx.db) also takes the
+    // nudges' record after the commit, instead of a connection of the outbox's own.
+    transaction: (db, fn) =>
+      enqueueInTransaction(runtime, enqueueEnv, (body) => runTransaction(db, body), fn, typeof (db as { query?: unknown }).query === 'function' ? db : undefined),
     async enqueue(tx, job, opts) {
       return (await enqueueJobs(enqueueEnv(), toQueryable(tx), job, [opts], 'enqueue')).results[0]!;
     },

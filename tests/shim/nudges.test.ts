@@ -24,8 +24,11 @@ describe('recordNudges', () => {
   test('on: the nudged jobs get nudge_sent_at, in one statement per sent batch', async () => {
     await env.post('/options', { recordNudges: true });
     const before = Date.now();
+    await env.worker.fetch('/outbox-connects');
     // Delayed, so the consumer does not run them (and settle them) while the test looks.
     const ids = await enqueue(['a', 'b', 'c'], HOUR);
+    // Written on the application's own connection after its commit: the outbox opened none.
+    assert.equal((await (await env.worker.fetch('/outbox-connects')).json() as { connects: number }).connects, 0);
     const batches = await env.sent();
     assert.equal(batches.length, 1, 'one sendBatch for the three');
     const times = await nudgedAt(ids);

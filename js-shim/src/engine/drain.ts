@@ -311,7 +311,12 @@ class LanePump<Db> {
     const mine = (r: DependentChange) => !this.targets && r.lane === this.opts.lane && kinds.has(r.kind);
     if (released.some(mine) && !this.#stopped && this.#failure === undefined) this.#exhausted = false;
     const others = released.filter((r) => !mine(r));
-    if (others.length > 0) await sendNudges(this.rt, others.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })));
+    // On the drain's own session and deadline: no connection beyond the invocation's, no wait past its end.
+    if (others.length > 0) {
+      await sendNudges(this.rt, others.map((r) => ({ id: r.id, kind: r.kind, lane: r.lane, delaySeconds: 0 })), {
+        session: this.session, deadline: { at: this.opts.deadlineAt, now: () => this.rt.clock.now() },
+      });
+    }
   }
 
   /** A claim left limited kinds' due jobs behind: pause claims until the core's time, or stop claiming. */

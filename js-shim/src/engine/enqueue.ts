@@ -119,6 +119,8 @@ export async function enqueueInTransaction<Q, T>(
   env: () => EnqueueEnv<Q>,
   begin: <X>(body: (q: Q, tx: unknown) => Promise<X>) => Promise<X>,
   fn: (tx: any, enqueue: TxEnqueue, enqueueMany: TxEnqueueMany, batch: TxBatch) => Promise<T>,
+  /** Where `recordNudges` writes after the commit: the caller's own handle when it can run a statement. */
+  recordOn?: unknown,
 ): Promise<T> {
   const nudges: PendingNudge[] = [];
   const result = await begin((q, tx) => {
@@ -129,7 +131,7 @@ export async function enqueueInTransaction<Q, T>(
     };
     return fn(tx, async (job, opts) => (await many(job, [opts], 'enqueue'))[0]!, (job, items) => many(job, items, 'enqueueMany'), (opts, body) => runBatch(many, opts, body));
   });
-  await sendNudges(rt, nudges);
+  await sendNudges(rt, nudges, recordOn === undefined ? {} : { handle: recordOn });
   return result;
 }
 

@@ -35,8 +35,13 @@ const PACK_MAX_JOBS = 5000;
 export interface RecordNudges<Db = unknown> {
   /** Write `nudge_sent_at` (default: the outbox's `recordNudges` option). */
   record?: boolean;
-  /** The session to write on; without it, one is opened for the call and closed after. */
+  /** The session to write on; without it (and without `handle`), one is opened for the call and closed after. */
   session?: Session<Db>;
+  /**
+   * A handle to write on instead: the application's own, after its transaction committed, so
+   * nudges from `outbox.transaction(ctx.db, …)` take no connection beyond the invocation's.
+   */
+  handle?: Db;
   /** The invocation's deadline: a send still waiting at it is given up (`nudge_failed`). */
   deadline?: Deadline;
 }
@@ -71,7 +76,7 @@ export async function sendNudges<Db>(rt: EngineRuntime<Db>, nudges: readonly Pen
     rt.emit({ type: 'nudge_skipped', jobs, reason: `no queue for lane ${lane}; the cron sweep will run them` });
   }
   const sent: string[] = [];
-  const recorder = (opts.record ?? rt.options.recordNudges === true) ? new Recorder(rt, opts.session) : null;
+  const recorder = (opts.record ?? rt.options.recordNudges === true) ? new Recorder(rt, opts) : null;
   try {
     for (let i = 0; i < queued.length; i += PACK_MAX_JOBS) {
       const jobs = queued.slice(i, i + PACK_MAX_JOBS);
@@ -110,25 +115,30 @@ export async function sendNudges<Db>(rt: EngineRuntime<Db>, nudges: readonly Pen
  */
 class Recorder<Db> {
   #rt: EngineRuntime<Db>;
-  #session: Session<Db>;
+  #session: Session<Db> | null;
+  #handle: Db | undefined;
   #own: boolean;
+  #deadline: Deadline | undefined;
   #failed = false;
-  constructor(rt: EngineRuntime<Db>, session: Session<Db> | undefined) {
+  constructor(rt: EngineRuntime<Db>, opts: RecordNudges<Db>) {
     this.#rt = rt;
-    this.#own = session === undefined;
-    this.#session = session ?? rt.openSession();
+    this.#handle = opts.handle;
+    this.#own = opts.session === undefined && opts.handle === undefined;
+    this.#session = opts.session ?? (opts.handle === undefined ? rt.openSession() : null);
+    this.#deadline = opts.deadline;
   }
   async record(ids: readonly string[]): Promise<void> {
     if (this.#failed || ids.length === 0) return;
+    const write = (q: Db) => this.#rt.store.recordNudges(q, { now: this.#rt.clock.now(), ids });
     try {
-      await this.#session.exclusive((q) => this.#rt.store.recordNudges(q, { now: this.#rt.clock.now(), ids }));
+      await beforeDeadline(this.#deadline, 'record nudges', () => (this.#session ? this.#session.exclusive(write) : write(this.#handle as Db)));
     } catch (error) {
       this.#failed = true;
       this.#rt.emit({ type: 'infra_error', where: 'record nudges', error: errorMessage(error) });
     }
   }
   async close(): Promise<void> {
-    if (this.#own) await this.#session.close();
+    if (this.#own) await this.#session?.close();
   }
 }
 
