@@ -40,6 +40,7 @@ const INTENDED: Record<string, string> = {
   'table kind_slot: postgresql only': 'flow limits: PostgreSQL\'s concurrent claims take slot rows (0009); SQLite has one writer, so its claim counts running jobs and recent starts instead',
   'column job_edge.counted: sqlite only': 'a settle here is several statements of one batch, so each parent\'s end is counted into its child once by marking the edge that carried it (stores/sqlite/dependencies.ts); PostgreSQL counts in the one statement that ends the parent',
   'index attempt_kind_started: sqlite only': 'flow limits: SQLite\'s limited claim counts a kind\'s starts in its rate window from the attempt rows opened at claim',
+  'index attempt_held: sqlite only': 'flow limits: an attempt an operator cancelled while it ran keeps its lease, and SQLite\'s limited claim counts it until then; PostgreSQL keeps the slot row held instead (kind_slot.held_until)',
   'foreign key attempt.job_id: sqlite only': 'deleting a job deletes its attempts: SQLite by the key\'s ON DELETE CASCADE, PostgreSQL by a statement-level trigger (0005), which is cheaper per claimed job than the key\'s row checks',
 };
 

@@ -52,6 +52,8 @@ interface Row {
   lastErrorCode: string | null;
   lastErrorMessage: string | null;
   leaseExpiresAt: number | null;
+  /** The lease of a running attempt an operator's cancel ended: its slot is held until then. */
+  heldUntil: number | null;
   finishedAt: number | null;
   nudgeSentAt: number | null;
   replayedAt: number | null;
@@ -216,7 +218,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
         id: item.id, kind: input.kind, lane: input.lane, status: item.parents?.status ?? 'pending', payload, tenantKey: item.tenantKey, dedupeKey: item.dedupeKey,
         correlationId: item.correlationId, metadata, dueAt: item.dueAt, createdAt: input.now, updatedAt: input.now, versionTs: input.versionTs,
         maxAttempts: item.maxAttempts, priority: item.priority ?? 0, boostMs: item.boostMs ?? 0, traceContext: input.traceContext ?? null, attempts: 0, attemptSeq: 0, crashes: 0, streakCode: null, streak: 0, lastErrorCode: item.parents?.code ?? null, lastErrorMessage: null,
-        leaseExpiresAt: null, finishedAt: item.parents?.status === 'cancelled' ? input.now : null, nudgeSentAt: null, replayedAt: null, log: [], parents: [],
+        leaseExpiresAt: null, heldUntil: null, finishedAt: item.parents?.status === 'cancelled' ? input.now : null, nudgeSentAt: null, replayedAt: null, log: [], parents: [],
         waitingOn: item.parents?.waitingOn ?? 0, onParentFailure: item.parents?.onParentFailure ?? null, tx: own,
         tally: item.parents ? { total: item.parents.total, dead: item.parents.dead, cancelled: item.parents.cancelled } : null,
         completesBatch: item.parents?.batch === true,
@@ -298,6 +300,8 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       own?.touch(this.#t, row);
       if (w.budget !== null) replayed.set(row.id, row.status);
       if (w.closeAttempt !== null) {
+        // Its handler may still be running: its slot stays held until the lease would have ended.
+        if (row.status === 'running') row.heldUntil = row.leaseExpiresAt;
         const attempt = row.log.find((a) => a.seq === row.attemptSeq && a.finishedAt === null);
         if (attempt) Object.assign(attempt, { finishedAt: now, outcome: w.closeAttempt, errorCode: w.reason });
       }
@@ -527,7 +531,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     const room = new Map<string, number>();
     input.limits.kinds.forEach((kind, i) => {
       const [c, r, hold] = [input.limits!.concurrency[i]!, input.limits!.rateSlots[i]!, input.limits!.rateHoldMs[i]!];
-      const running = this.#rows().filter((row) => row.kind === kind && row.status === 'running' && row.leaseExpiresAt! > input.now).length;
+      const running = this.#rows().filter((row) => row.kind === kind && holdsSlot(row, input.now)).length;
       room.set(kind, Math.min(c > 0 ? c - running : Infinity, r > 0 ? r - this.#startsSince(kind, input.now - hold).length : Infinity));
     });
     return room;
@@ -539,9 +543,9 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
     input.limits?.kinds.forEach((kind, i) => input.limits!.tenantConcurrency[i]! > 0 && limited.set(kind, input.limits!.tenantConcurrency[i]!));
     const room = new Map<string, number>();
     for (const row of this.#rows()) {
-      if (!limited.has(row.kind) || !waiting(row) && !(row.status === 'running' && row.leaseExpiresAt! > input.now)) continue;
+      if (!limited.has(row.kind) || !waiting(row) && !holdsSlot(row, input.now)) continue;
       if (!room.has(slotKey(row))) room.set(slotKey(row), limited.get(row.kind)!);
-      if (row.status === 'running') room.set(slotKey(row), room.get(slotKey(row))! - 1);
+      if (holdsSlot(row, input.now)) room.set(slotKey(row), room.get(slotKey(row))! - 1);
     }
     return { limited: new Set(limited.keys()), room };
   }
@@ -752,6 +756,8 @@ const FINAL: ReadonlySet<JobStatus> = new Set(['succeeded', 'dead', 'cancelled']
 const PARENT_FAILED = 'parent_failed';
 
 const waiting = (r: Row) => r.status === 'pending' || r.status === 'retrying';
+/** Holds a concurrency slot: running on a live lease, or ended by an operator's cancel before its lease would have. */
+const holdsSlot = (r: Row, now: number) => (r.status === 'running' && r.leaseExpiresAt! > now) || (r.heldUntil !== null && r.heldUntil > now);
 const versionFits = (r: Row, cutoff: number | null) => r.versionTs === null || r.versionTs <= (cutoff ?? Number.MAX_SAFE_INTEGER);
 const openAttempt = (r: Row) => r.log.find((a) => a.seq === r.attemptSeq && a.finishedAt === null);
 const dedupeIndex = (tenantKey: string | null, dedupeKey: string) => `${tenantKey === null ? 'n' : `t:${tenantKey}`}\0${dedupeKey}`;

@@ -194,6 +194,18 @@ function migrations(p: string): SqliteMigration[] {
       name: 'job_completes_batch',
       statements: [`ALTER TABLE ${p}job ADD COLUMN completes_batch INTEGER`],
     },
+    {
+      // An attempt an operator's cancel ended while it ran keeps its lease, and with it its
+      // concurrency slot (stores/sqlite/statements.ts, cancelledRunning); a settle ends the lease
+      // when the attempt finishes. Attempts settled before kept theirs: ended the same way, so
+      // the index holds only attempts whose lease outlived them.
+      version: 8,
+      name: 'attempt_held',
+      statements: [
+        `UPDATE ${p}attempt SET lease_expires_at = finished_at WHERE finished_at IS NOT NULL AND lease_expires_at > finished_at`,
+        `CREATE INDEX IF NOT EXISTS ${p}attempt_held ON ${p}attempt (kind, lease_expires_at) WHERE finished_at IS NOT NULL AND lease_expires_at > finished_at`,
+      ],
+    },
   ];
 }
 

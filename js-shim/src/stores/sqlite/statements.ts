@@ -211,16 +211,22 @@ SELECT id FROM (
      AND j.id NOT IN (SELECT value FROM json_each(?6))
    LIMIT ?4`;
 
+  // Attempts an operator's cancel ended while they ran: each keeps its slot until its lease would
+  // have ended (a settle ends an attempt's lease when it finishes; the operator's close keeps it).
+  const cancelledRunning = (where: string, now: string) => `(SELECT count(*) FROM ${attempt} a${where.includes('h.') ? ` JOIN ${job} h ON h.id = a.job_id` : ''}
+        WHERE ${where} AND a.finished_at IS NOT NULL AND a.lease_expires_at > a.finished_at AND a.lease_expires_at > ${now})`;
   // Room of a limited kind (`lim`: a json_each row of ?8 or ?3): its concurrency less its jobs
   // running on a live lease, and its rate slots less its starts inside the hold; the smaller.
   const room = (lim: string, now: string) => `min(
       CASE WHEN ${lim}.value ->> 0 > 0 THEN ${lim}.value ->> 0 - (SELECT count(*) FROM ${job} r
-        WHERE r.kind = ${lim}.key AND r.status = 'running' AND r.lease_expires_at > ${now}) ELSE 9007199254740991 END,
+        WHERE r.kind = ${lim}.key AND r.status = 'running' AND r.lease_expires_at > ${now})
+        - ${cancelledRunning(`a.kind = ${lim}.key`, now)} ELSE 9007199254740991 END,
       CASE WHEN ${lim}.value ->> 1 > 0 THEN ${lim}.value ->> 1 - (SELECT count(*) FROM ${attempt} a
         WHERE a.kind = ${lim}.key AND a.started_at > ${now} - (${lim}.value ->> 2)) ELSE 9007199254740991 END)`;
   // A tenant scope's jobs of `kind` running on a live lease (a kind's `tenantConcurrency`).
-  const tenantRunning = (kind: string, scope: string, now: string) => `(SELECT count(*) FROM ${job} r
-        WHERE r.kind = ${kind} AND r.tenant_scope = ${scope} AND r.status = 'running' AND r.lease_expires_at > ${now})`;
+  const tenantRunning = (kind: string, scope: string, now: string) => `((SELECT count(*) FROM ${job} r
+        WHERE r.kind = ${kind} AND r.tenant_scope = ${scope} AND r.status = 'running' AND r.lease_expires_at > ${now})
+        + ${cancelledRunning(`a.kind = ${kind} AND h.tenant_scope = ${scope}`, now)})`;
   // `?8`'s 4th entry is the kind's tenant limit (0: none): such a kind takes no more of a scope's
   // jobs than the scope's room, and its scopes' first jobs before their second (`round`), so a
   // tenant at its limit or with a backlog keeps no other tenant's job out of the kind's room.
@@ -319,7 +325,7 @@ SELECT id, attempt_seq, kind, ?1, lease_expires_at FROM ${job}
     settleAttempts: `
 WITH s AS (${settleRows})
 UPDATE ${attempt}
-   SET finished_at = ?1, outcome = s.outcome, error_code = s.error_code, error_message = s.error_message
+   SET finished_at = ?1, outcome = s.outcome, error_code = s.error_code, error_message = s.error_message, lease_expires_at = min(${attempt}.lease_expires_at, ?1)
   FROM s JOIN ${job} j ON j.id = s.id
  WHERE ${attempt}.job_id = s.id AND ${attempt}.seq = s.seq AND ${attempt}.finished_at IS NULL AND ${settleFence('j')}`,
     settleJobs: `

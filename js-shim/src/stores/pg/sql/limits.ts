@@ -54,7 +54,9 @@ export function limitedClaimCtes(s: string, first: number, pick: Pick, settling 
     ? ` AND j.id = ANY(${p(5)}::uuid[]) AND EXISTS (SELECT 1 FROM unnest(${p(5)}::uuid[], ${p(6)}::text[]) AS t(id, kind) WHERE t.id = j.id AND t.kind = j.kind)`
     : '';
   const claimable = claimablePredicate(first, pick);
-  const freeConcurrency = `k.job_id IS NULL
+  // A slot an operator's cancel took from a running attempt (job_id cleared, held_until kept)
+  // stays held until that attempt's lease would have ended: its handler may still be running.
+  const freeConcurrency = `k.job_id IS NULL AND (k.held_until IS NULL OR k.held_until <= ${now})
           OR EXISTS (SELECT 1 FROM ${s}.job h WHERE h.id = k.job_id AND (h.attempt_seq > k.attempt_seq
                      OR h.attempt_seq = k.attempt_seq AND (h.lease_expires_at IS NULL OR h.lease_expires_at <= ${now})))
           OR k.held_until <= ${now} AND NOT EXISTS (SELECT 1 FROM ${s}.job h WHERE h.id = k.job_id)${

@@ -41,6 +41,13 @@ WITH RECURSIVE o AS (
   ${closeAttempts(s, `SELECT o.id, cj.attempt_seq, cj.kind, cj.started_at, o.close, o.reason, NULL::text, o.status
     FROM o JOIN ${s}.job cj ON cj.id = o.id
    WHERE o.close IS NOT NULL AND cj.status = 'running'`)}
+), kept AS (
+  -- A running attempt cancelled here keeps its concurrency and tenant slots until its lease would
+  -- have ended (held_until): its handler may still be running, and is not told at once.
+  UPDATE ${s}.kind_slot k SET job_id = NULL, attempt_seq = NULL
+    FROM o JOIN ${s}.job cj ON cj.id = o.id
+   WHERE o.close IS NOT NULL AND cj.status = 'running'
+     AND k.kind = cj.kind AND k.pool IN ('c', 't') AND k.job_id = o.id AND k.attempt_seq = cj.attempt_seq
 ), replayed AS (
   SELECT id FROM o WHERE attempts IS NOT NULL
 ), ${childEffectsCtes(s, 'o', '$1')}, ${revivedChildrenCtes(s, 'replayed', '$1', 'o')}
@@ -62,10 +69,15 @@ UPDATE ${s}.job j
   FROM o WHERE j.id = o.id
 RETURNING j.id, j.kind, j.lane, j.status`;
 
-/** JobEraseTenant: deletes every job of one tenant (and, by the trigger of migration 0005, their attempts). */
+/**
+ * JobEraseTenant: deletes every job of one tenant (and, by the trigger of migration 0005, their
+ * attempts), and the tenant's slots but those of attempts still running, which stay held until
+ * their lease would have ended (held_until; their job is gone), as the kind-wide slots do.
+ */
 export const jobEraseTenant = (s: string) => `WITH slots AS (
   -- The tenant's concurrency slots name it too (migration 0014).
-  DELETE FROM ${s}.kind_slot WHERE pool = 't' AND scope = 't:' || $1
+  DELETE FROM ${s}.kind_slot k WHERE k.pool = 't' AND k.scope = 't:' || $1
+     AND NOT EXISTS (SELECT 1 FROM ${s}.job h WHERE h.id = k.job_id AND h.attempt_seq = k.attempt_seq AND h.status = 'running')
 )
 DELETE FROM ${s}.job WHERE tenant_key = $1`;
 
