@@ -234,10 +234,11 @@ export type EnqueueRefusal =
   | { status: 'dedupe_conflict'; reason: 'kind'; existingKind: string }
   /**
    * The dedupe key is held by a job of this kind (`id`) that differs from this request in the
-   * field `reason` names: the first differing one of payload, maxAttempts, metadata and
-   * correlationId, in that order. (`delayMs` is not compared: it is not stored.)
+   * field `reason` names: the first differing one of payload, maxAttempts, metadata,
+   * correlationId, priority, dependsOn (the same parents, in any order) and onParentFailure, in
+   * that order. (`delayMs` is not compared: it is not stored.)
    */
-  | { status: 'dedupe_conflict'; reason: 'payload' | 'maxAttempts' | 'metadata' | 'correlationId'; id: string }
+  | { status: 'dedupe_conflict'; reason: 'payload' | 'maxAttempts' | 'metadata' | 'correlationId' | 'priority' | 'dependsOn' | 'onParentFailure'; id: string }
   | { status: 'invalid_payload'; issues: ReadonlyArray<{ message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> }
   /**
    * `dependsOn` cannot be met: more than 100 parents (`too_many_parents`), the item itself or a

@@ -95,7 +95,7 @@ namespace {
 std::string dedupe_item(std::initializer_list<const char*> differing) {
   std::string item = "{";
   bool first = true;
-  for (const char* flag : {"sameKind", "samePayload", "sameMaxAttempts", "sameMetadata", "sameCorrelationId"}) {
+  for (const char* flag : {"sameKind", "samePayload", "sameMaxAttempts", "sameMetadata", "sameCorrelationId", "samePriority", "sameParents", "sameOnParentFailure"}) {
     bool same = true;
     for (const char* d : differing) same = same && std::string_view(d) != flag;
     item += std::string(first ? "" : ",") + "\"" + flag + "\":" + (same ? "true" : "false");
@@ -120,6 +120,10 @@ TEST_CASE("enqueue dedupe: the same request again exists; any differing field co
         R"({"results":[{"status":"dedupe_conflict","reason":"kind"},{"status":"dedupe_conflict","reason":"payload"},)"
         R"({"status":"dedupe_conflict","reason":"maxAttempts"},{"status":"dedupe_conflict","reason":"metadata"},)"
         R"({"status":"dedupe_conflict","reason":"correlationId"}]})");
+  // What it waits on and how it runs: another priority, other parents, another effect of a parent's failure.
+  CHECK(dedupe({{"samePriority"}, {"sameParents"}, {"sameOnParentFailure"}, {"sameOnParentFailure", "sameParents", "samePriority"}}) ==
+        R"({"results":[{"status":"dedupe_conflict","reason":"priority"},{"status":"dedupe_conflict","reason":"dependsOn"},)"
+        R"({"status":"dedupe_conflict","reason":"onParentFailure"},{"status":"dedupe_conflict","reason":"priority"}]})");
 }
 
 TEST_CASE("enqueue dedupe: of several differing fields the first in kind, payload, maxAttempts, metadata, correlationId order is the reason") {
@@ -129,7 +133,7 @@ TEST_CASE("enqueue dedupe: of several differing fields the first in kind, payloa
         R"({"status":"dedupe_conflict","reason":"maxAttempts"},{"status":"dedupe_conflict","reason":"metadata"},)"
         R"({"status":"dedupe_conflict","reason":"kind"}]})");
   // Flag order in the input does not matter.
-  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameCorrelationId":false,"sameMetadata":true,"sameMaxAttempts":true,"samePayload":true,"sameKind":true}]})").out ==
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameOnParentFailure":true,"sameParents":true,"samePriority":true,"sameCorrelationId":false,"sameMetadata":true,"sameMaxAttempts":true,"samePayload":true,"sameKind":true}]})").out ==
         R"({"results":[{"status":"dedupe_conflict","reason":"correlationId"}]})");
 }
 
@@ -142,9 +146,12 @@ TEST_CASE("enqueue dedupe: every flag is required and boolean") {
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameMaxAttempts' is required"}})");
   CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true,"sameMaxAttempts":true,"sameMetadata":true}]})").out ==
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameCorrelationId' is required"}})");
+  // The flags of before are no longer enough either: parents and priority are the request too.
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true,"sameMaxAttempts":true,"sameMetadata":true,"sameCorrelationId":true}]})").out ==
+        R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].samePriority' is required"}})");
   CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":1,"samePayload":true}]})").out ==
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameKind' must be a boolean"}})");
-  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true,"sameMaxAttempts":true,"sameMetadata":"yes","sameCorrelationId":true}]})").out ==
+  CHECK(call(pb_enqueue, R"({"op":"dedupe","items":[{"sameKind":true,"samePayload":true,"sameMaxAttempts":true,"sameMetadata":"yes","sameCorrelationId":true,"samePriority":true,"sameParents":true,"sameOnParentFailure":true}]})").out ==
         R"({"error":{"code":"invalid_input","message":"enqueue: field 'items[0].sameMetadata' must be a boolean"}})");
   CHECK(call(pb_enqueue, R"({"op":"dedupe"})").out == R"({"error":{"code":"invalid_input","message":"enqueue: field 'items' is required"}})");
 }

@@ -1022,7 +1022,8 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   // Dedupe: what an item whose key was already held becomes.
   const dd = (items) => ({ op: 'dedupe', items });
   // Every flag true but those named: the reason is the first false in kind, payload, maxAttempts, metadata, correlationId order.
-  const same = (...differing) => Object.fromEntries(['sameKind', 'samePayload', 'sameMaxAttempts', 'sameMetadata', 'sameCorrelationId'].map((f) => [f, !differing.includes(f)]));
+  const same = (...differing) =>
+    Object.fromEntries(['sameKind', 'samePayload', 'sameMaxAttempts', 'sameMetadata', 'sameCorrelationId', 'samePriority', 'sameParents', 'sameOnParentFailure'].map((f) => [f, !differing.includes(f)]));
   const conflicts = (...reasons) => exactText(`{"results":[${reasons.map((r) => (r === 'exists' ? '{"status":"exists"}' : `{"status":"dedupe_conflict","reason":"${r}"}`)).join(',')}]}`);
   e('dedupe same request exists', dd([same()]), conflicts('exists'));
   e('dedupe other payload conflicts', dd([same('samePayload')]), conflicts('payload'));
@@ -1030,6 +1031,10 @@ const dueIn = ([lo, hi]) => (o) => want(o.dueAt >= lo && o.dueAt <= hi, `dueAt i
   e('dedupe other maxAttempts conflicts', dd([same('sameMaxAttempts'), same('sameMaxAttempts', 'sameCorrelationId')]), conflicts('maxAttempts', 'maxAttempts'));
   e('dedupe other metadata conflicts', dd([same('sameMetadata'), same('sameMetadata', 'sameCorrelationId')]), conflicts('metadata', 'metadata'));
   e('dedupe other correlationId conflicts', dd([same('sameCorrelationId')]), conflicts('correlationId'));
+  e('dedupe other priority conflicts', dd([same('samePriority'), same('samePriority', 'sameParents')]), conflicts('priority', 'priority'));
+  e('dedupe other parents conflict', dd([same('sameParents'), same('sameParents', 'sameOnParentFailure')]), conflicts('dependsOn', 'dependsOn'));
+  e('dedupe other parent-failure effect conflicts', dd([same('sameOnParentFailure')]), conflicts('onParentFailure'));
+  e('dedupe parents flag missing', dd([(({ sameParents, ...r }) => r)(same())]), isError('invalid_input', 'items[0].sameParents'));
   e('dedupe first differing field named', dd([same('sameCorrelationId', 'samePayload'), same('sameCorrelationId', 'sameMetadata', 'sameMaxAttempts'), same('sameKind', 'samePayload', 'sameMaxAttempts', 'sameMetadata', 'sameCorrelationId')]),
     conflicts('payload', 'maxAttempts', 'kind'));
   e('dedupe empty', dd([]), exactText('{"results":[]}'));

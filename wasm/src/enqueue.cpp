@@ -361,6 +361,12 @@ constexpr DedupeField kDedupeFields[] = {
     {"sameMaxAttempts", "maxAttempts"},
     {"sameMetadata", "metadata"},
     {"sameCorrelationId", "correlationId"},
+    // What the job waits on and in what order it runs are the request too: a repeat that names
+    // other parents (any order of the same ones is the same), another effect of a parent's
+    // failure or another priority is not the same request.
+    {"samePriority", "priority"},
+    {"sameParents", "dependsOn"},
+    {"sameOnParentFailure", "onParentFailure"},
 };
 constexpr std::size_t kDedupeFieldCount = sizeof(kDedupeFields) / sizeof(kDedupeFields[0]);
 

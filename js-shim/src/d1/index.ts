@@ -30,6 +30,7 @@ import type { AppendBatch, AppendInput, AppendRow, ApplyOperateInput, Dependency
 import { d1Driver, d1Statement, type D1Like, type D1StatementLike, type SqliteDriver, type SqlRow, type SqlStatement } from '../stores/sqlite/driver.js';
 import { migrateSqlite, sqliteMigrations, sqliteTablePrefix, type SqliteMigration } from '../stores/sqlite/schema.js';
 import { budgetColumns, jsonEqual, SqliteOutboxStore } from '../stores/sqlite/store.js';
+import { createdRow } from '../stores/shared.js';
 
 export { d1Driver, sqliteMigrations, sqliteTablePrefix, type D1Like, type D1StatementLike, type SqliteDriver, type SqliteMigration };
 export { jsonEqual } from '../stores/sqlite/store.js';
@@ -47,6 +48,10 @@ interface PendingHolder {
   maxAttempts: number | null;
   metadataJson: string | null;
   correlationId: string | null;
+  priority: number;
+  onParentFailure: string | null;
+  /** Its parents: the stored edges of a committed holder; a pending one's are in `D1Transaction.parents`. */
+  parents?: string[];
 }
 
 /**
@@ -59,6 +64,8 @@ export class D1Transaction {
   readonly db: D1Database;
   /** @internal */ readonly entries: Entry[] = [];
   /** @internal */ readonly holders = new Map<string, PendingHolder>();
+  /** @internal The parents of jobs its appends created, by child id, as their edges queued in the batch name them. */
+  readonly parents = new Map<string, string[]>();
   /** @internal Jobs its appends created, by id: their status as written and tenant scope (a later enqueue of it may name them as parents). */
   readonly jobs = new Map<string, { status: JobStatus; scope: string }>();
   /** @internal */ state: 'open' | 'done' = 'open';
@@ -133,7 +140,7 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
     });
     const expect: { key: string; scope: string; holder: string | null }[] = [];
     const rows = input.items.map((item, i): AppendRow => {
-      const created: AppendRow = { id: item.id, kind: input.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true };
+      const created = createdRow(item.id, input.kind);
       if (item.dedupeKey === null) return created;
       const scope = scopeOf(item.tenantKey);
       const slot = `${scope}\u0000${item.dedupeKey}`;
@@ -142,6 +149,8 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
       const holder: PendingHolder | undefined = pending ?? (row ? {
         id: String(row.id), kind: String(row.kind), payloadJson: String(row.payload), maxAttempts: row.max_attempts === null ? null : Number(row.max_attempts),
         metadataJson: row.metadata === null ? null : String(row.metadata), correlationId: row.correlation_id === null ? null : String(row.correlation_id),
+        priority: Number(row.priority), onParentFailure: row.on_parent_failure === null ? null : String(row.on_parent_failure),
+        parents: JSON.parse(String(row.parents ?? '[]')) as string[],
       } : undefined);
       if (!pending) expect.push({ key: item.dedupeKey, scope, holder: holder?.id ?? null });
       if (holder) {
@@ -150,9 +159,14 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
           id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(JSON.parse(holder.payloadJson), JSON.parse(item.payloadJson)),
           sameMaxAttempts: holder.maxAttempts === item.maxAttempts, sameMetadata: jsonEqual(json(holder.metadataJson), json(item.metadataJson)),
           sameCorrelationId: holder.correlationId === item.correlationId,
+          samePriority: holder.priority === (item.priority ?? 0), sameOnParentFailure: holder.onParentFailure === (item.parents?.onParentFailure ?? null),
+          holderParents: holder.parents ?? tx.parents.get(holder.id.toLowerCase()) ?? [],
         };
       }
-      tx.holders.set(slot, { id: item.id, kind: input.kind, payloadJson: item.payloadJson, maxAttempts: item.maxAttempts, metadataJson: item.metadataJson, correlationId: item.correlationId });
+      tx.holders.set(slot, {
+        id: item.id, kind: input.kind, payloadJson: item.payloadJson, maxAttempts: item.maxAttempts, metadataJson: item.metadataJson, correlationId: item.correlationId,
+        priority: item.priority ?? 0, onParentFailure: item.parents?.onParentFailure ?? null,
+      });
       return created;
     });
     rows.forEach((row, i) => {
@@ -219,6 +233,10 @@ export class D1OutboxStore extends SqliteOutboxStore<D1Database, D1Transaction |
   /** Inside a {@link D1Transaction}: the edges join its batch, after the appends that wrote their children. */
   protected override async addEdges(tx: D1Database | D1Transaction, edges: readonly DependencyEdge[]): Promise<void> {
     if (!(tx instanceof D1Transaction)) return super.addEdges(tx, edges);
+    for (const e of edges) {
+      const child = e.child.toLowerCase();
+      tx.parents.set(child, [...(tx.parents.get(child) ?? []), e.parent.toLowerCase()]);
+    }
     if (edges.length > 0) tx.queue(this.edgeStatements(edges));
   }
 

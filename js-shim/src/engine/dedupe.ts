@@ -8,14 +8,28 @@ import type { AppendRow } from '../stores/contract.js';
 import type { EnqueueResult } from '../types.js';
 
 /** What the core answers for one held key (pb_enqueue, `{"op":"dedupe"}`). */
-export type DedupeVerdict = { status: 'exists' } | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' | 'maxAttempts' | 'metadata' | 'correlationId' };
+export type DedupeVerdict =
+  | { status: 'exists' }
+  | { status: 'dedupe_conflict'; reason: 'kind' | 'payload' | 'maxAttempts' | 'metadata' | 'correlationId' | 'priority' | 'dependsOn' | 'onParentFailure' };
 
-/** The core's input item for a row whose key was held, for an item of `kind`. */
-export function dedupeItem(row: AppendRow, kind: string) {
+/**
+ * The core's input item for a row whose key was held, for an item of `kind` whose parents
+ * resolve to `parents` (ids) and whose holder's parents are `holderParents` (null: unknown,
+ * which is never the same).
+ */
+export function dedupeItem(row: AppendRow, kind: string, parents: readonly string[], holderParents: readonly string[] | null) {
   return {
     sameKind: row.kind === kind, samePayload: row.samePayload, sameMaxAttempts: row.sameMaxAttempts,
-    sameMetadata: row.sameMetadata, sameCorrelationId: row.sameCorrelationId,
+    sameMetadata: row.sameMetadata, sameCorrelationId: row.sameCorrelationId, samePriority: row.samePriority === true,
+    sameParents: holderParents !== null && sameIds(parents, holderParents), sameOnParentFailure: row.sameOnParentFailure === true,
   };
+}
+
+/** The same set of job ids (UUIDs, any case). */
+function sameIds(a: readonly string[], b: readonly string[]): boolean {
+  const left = new Set(a.map((id) => id.toLowerCase()));
+  const right = new Set(b.map((id) => id.toLowerCase()));
+  return left.size === right.size && [...left].every((id) => right.has(id));
 }
 
 /** The result of an item whose key `row` held, as the core judged it. */

@@ -285,13 +285,32 @@ export function finishEnqueue<P>(env: EnqueueEnv<unknown>, job: JobDefinition<P>
   });
   // A key already held: the core says whether this is the same request again or a conflict.
   if (held.length > 0) {
-    const verdicts = dedupeVerdicts(env, held.map((w) => dedupeItem(rows[w]!, job.kind)), api);
+    const resolved = resolvedParents(planned, rows);
+    // A holder this call appended: its parents are the call's, not yet stored as edges.
+    const createdAt = new Map<string, number>();
+    writes.forEach((i, w) => rows[w]!.created && createdAt.set(rows[w]!.id.toLowerCase(), i));
+    const holderParents = (row: AppendRow): readonly string[] | null => {
+      const i = createdAt.get(row.id.toLowerCase());
+      return i !== undefined ? resolved(i) : (row.holderParents ?? null);
+    };
+    const verdicts = dedupeVerdicts(env, held.map((w) => dedupeItem(rows[w]!, job.kind, resolved(writes[w]!), holderParents(rows[w]!))), api);
     held.forEach((w, n) => {
       results[writes[w]!] = heldResult(rows[w]!, verdicts[n]!);
     });
   }
   if (env.strict) throwFirstRefusal(results, api);
   return { results: results as EnqueueResult[], nudges };
+}
+
+/**
+ * Each item's parents as job ids (a list index resolved to the job that item became: created, or
+ * holding its key), by the item's place in the call: what its edges name, and what a repeat of
+ * its dedupe key must name too.
+ */
+function resolvedParents(planned: PlannedEnqueue, rows: readonly AppendRow[]): (i: number) => string[] {
+  const rowOf = new Map<number, AppendRow>();
+  planned.writes.forEach((i, w) => rowOf.set(i, rows[w]!));
+  return (i) => (planned.parents[i] ?? []).flatMap((p) => (typeof p === 'string' ? [p.toLowerCase()] : rowOf.has(p) ? [rowOf.get(p)!.id.toLowerCase()] : []));
 }
 
 /** Checks one item's options and serialises its payload; synchronous unless the schema is not. */

@@ -148,6 +148,16 @@ export interface AppendRow {
   sameMetadata: boolean;
   /** The same correlation id, or both are none. */
   sameCorrelationId: boolean;
+  /** The same stored priority (the item's `priority`, 0 for none). */
+  samePriority: boolean;
+  /** The same parent-failure effect (the item's `parents.onParentFailure`), or both have no parents. */
+  sameOnParentFailure: boolean;
+  /**
+   * A row not created: the ids of the holder's parents as the store keeps them (its edges), in any
+   * order; `null` when the holder was appended by the same call (the engine knows its parents
+   * from the call) or the store cannot tell yet. The engine compares them with the item's.
+   */
+  holderParents?: readonly string[] | null;
 }
 
 /**

@@ -13,7 +13,7 @@ import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, ExpiredLeaseQuery, HandoffQuery, HeartbeatInput, JobFilter,
   JobLaneRef, JobPage, JobStatus, JobView, ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput, ThrottledKind,
 } from './contract.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, limitedFairOrder, tenantScope } from './shared.js';
+import { attemptView, checkLimit, createdRow, decodeCursor, emptyCounts, encodeCursor, fairOrder, fairPick, limitedFairOrder, tenantScope } from './shared.js';
 
 interface AttemptRecord {
   seq: number;
@@ -211,6 +211,8 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
           return {
             id: holder.id, kind: holder.kind, created: false, samePayload: jsonEqual(holder.payload, payload), sameMaxAttempts: holder.maxAttempts === item.maxAttempts,
             sameMetadata: jsonEqual(holder.metadata, metadata), sameCorrelationId: holder.correlationId === item.correlationId,
+            samePriority: holder.priority === (item.priority ?? 0), sameOnParentFailure: holder.onParentFailure === (item.parents?.onParentFailure ?? null),
+            holderParents: [...holder.parents],
           };
         }
       }
@@ -226,7 +228,7 @@ export class MemoryOutboxStore implements OutboxStore<unknown, unknown> {
       this.#t.rows.set(row.id, row);
       if (row.dedupeKey !== null) this.#t.dedupe.set(dedupeIndex(row.tenantKey, row.dedupeKey), row.id);
       own?.inserted.push({ tables: this.#t, row });
-      return { id: row.id, kind: row.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true };
+      return createdRow(row.id, row.kind);
     });
   }
 

@@ -4,7 +4,12 @@
  * @module
  */
 import { PostboxError } from '../errors.js';
-import type { AttemptView, JobStatus } from './contract.js';
+import type { AppendRow, AttemptView, JobStatus } from './contract.js';
+
+/** An append's row for an item written under its own id: nothing to compare. */
+export const createdRow = (id: string, kind: string): AppendRow => ({
+  id, kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true, samePriority: true, sameOnParentFailure: true,
+});
 
 /** Every status at zero: counts report all seven. */
 export const emptyCounts = (): Record<JobStatus, number> => ({ pending: 0, running: 0, retrying: 0, succeeded: 0, dead: 0, cancelled: 0, waiting: 0 });

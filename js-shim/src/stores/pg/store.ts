@@ -21,7 +21,7 @@ import type {
   ListJobsQuery, NextDueQuery, OperateLockInput, OperateTarget, OutboxStore, RetentionInput, SettleInput,
 } from '../contract.js';
 import { attemptLedger } from './sql/attempts.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
+import { attemptView, checkLimit, createdRow, decodeCursor, emptyCounts, encodeCursor } from '../shared.js';
 
 /** A row of the INSERT for an item NOT inserted: its key's holder (`id` null: raced, see `append`). */
 interface NotInserted {
@@ -32,12 +32,16 @@ interface NotInserted {
   same_max_attempts: boolean | null;
   same_metadata: boolean | null;
   same_correlation_id: boolean | null;
+  same_priority: boolean | null;
+  same_on_parent_failure: boolean | null;
+  holder_parents: string[] | null;
 }
 
 /** A held key's row as append returns it: the holder and, field by field, whether it is this request. */
 const heldRow = (r: NotInserted): AppendRow => ({
   id: r.id!, kind: r.kind!, created: false, samePayload: r.same_payload === true, sameMaxAttempts: r.same_max_attempts === true,
-  sameMetadata: r.same_metadata === true, sameCorrelationId: r.same_correlation_id === true,
+  sameMetadata: r.same_metadata === true, sameCorrelationId: r.same_correlation_id === true, samePriority: r.same_priority === true,
+  sameOnParentFailure: r.same_on_parent_failure === true, holderParents: r.holder_parents,
 });
 
 const JOB_COLUMNS = `id, kind, lane, status, payload, tenant_key, dedupe_key, correlation_id, metadata, attempts, crashes,
@@ -100,7 +104,9 @@ RETURNING j.id`;
         w.parents?.total ?? null, w.parents?.dead ?? null, w.parents?.cancelled ?? null, w.parents?.batch === true ? true : null,
       ]);
       const row = rows[0] as (NotInserted & { created: boolean }) | undefined;
-      notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : { ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null }];
+      notInserted = row?.created ? [] : [row ? { ...row, ord: 1 } : {
+        ord: 1, id: null, kind: null, same_payload: null, same_max_attempts: null, same_metadata: null, same_correlation_id: null, same_priority: null, same_on_parent_failure: null, holder_parents: null,
+      }];
     } else {
       // A batch's completion is always appended alone (runBatch), by JobInsertOne.
       if (items.some((w) => w.parents?.batch)) throw new PostboxError('enqueue_failed', 'enqueue: a batch completion must be appended alone');
@@ -131,7 +137,7 @@ RETURNING j.id`;
       ).rows;
     }
     // Every item went in under its own id, except those the statement names.
-    const out: AppendRow[] = items.map((w) => ({ id: w.id, kind: input.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true }));
+    const out: AppendRow[] = items.map((w) => createdRow(w.id, input.kind));
     const raced: number[] = [];
     for (const r of notInserted) {
       const i = Number(r.ord) - 1;
@@ -142,6 +148,7 @@ RETURNING j.id`;
       const found = await tx.query(this.sql.findByDedupeMany, [
         raced.map((i) => items[i]!.dedupeKey), raced.map((i) => items[i]!.tenantKey), raced.map((i) => items[i]!.payloadJson),
         raced.map((i) => items[i]!.maxAttempts), raced.map((i) => items[i]!.metadataJson), raced.map((i) => items[i]!.correlationId),
+        raced.map((i) => items[i]!.priority ?? 0), raced.map((i) => items[i]!.parents?.onParentFailure ?? null),
       ]);
       if (found.rows.length !== raced.length) throw new PostboxError('enqueue_failed', `enqueue: no job row for a ${input.kind} job`);
       for (const r of found.rows as NotInserted[]) out[raced[Number(r.ord) - 1]!] = heldRow(r);

@@ -295,7 +295,8 @@ SELECT value ->> 'id', ?2, ?3, COALESCE(value ->> 'depStatus', 'pending'), value
 ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING`,
     appendHolders: `
 SELECT i.key AS ord, j.id AS id, j.kind AS kind, j.payload AS payload, j.max_attempts AS max_attempts, j.metadata AS metadata,
-       j.correlation_id AS correlation_id
+       j.correlation_id AS correlation_id, j.priority AS priority, j.on_parent_failure AS on_parent_failure,
+       (SELECT json_group_array(e.parent_id) FROM ${edge} e WHERE e.child_id = j.id) AS parents
   FROM json_each(?1) i
   JOIN ${job} j ON j.dedupe_key = i.value ->> 'dedupeKey' AND j.tenant_scope = COALESCE('t:' || (i.value ->> 'tenantKey'), 'n')
  WHERE i.value ->> 'dedupeKey' IS NOT NULL`,

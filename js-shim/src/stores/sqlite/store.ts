@@ -6,7 +6,7 @@
  * @module
  */
 import { PostboxError } from '../../errors.js';
-import { attemptView, checkLimit, decodeCursor, emptyCounts, encodeCursor, fairOrder, limitedFairOrder, tenantScope } from '../shared.js';
+import { attemptView, checkLimit, createdRow, decodeCursor, emptyCounts, encodeCursor, fairOrder, limitedFairOrder, tenantScope } from '../shared.js';
 import type {
   AppendInput, AppendRow, ApplyOperateInput, AttemptView, BacklogCount, ClaimedJob, ClaimedJobs, ClaimInput, DependencyEdge, DependencyStore,
   DependencyView, DependentChange, ExpiredLeaseQuery, HandoffQuery, SettledIds,
@@ -98,7 +98,7 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
           for (const r of results[2 * c + 1] ?? []) holders.set(Number(r.ord), r);
           chunk.items.forEach((item, i) => {
             if (item.dedupeKey === null) {
-              rows.push({ id: item.id, kind: input.kind, created: true, samePayload: true, sameMaxAttempts: true, sameMetadata: true, sameCorrelationId: true });
+              rows.push(createdRow(item.id, input.kind));
               return;
             }
             const holder = holders.get(i);
@@ -112,6 +112,9 @@ export abstract class SqliteOutboxStore<Db, Tx = Db> implements OutboxStore<Db, 
               sameMaxAttempts: created || (holder.max_attempts === null ? null : Number(holder.max_attempts)) === item.maxAttempts,
               sameMetadata: created || jsonEqual(parseJson(holder.metadata ?? null), item.metadataJson === null ? null : JSON.parse(item.metadataJson)),
               sameCorrelationId: created || str(holder.correlation_id) === item.correlationId,
+              samePriority: created || Number(holder.priority) === (item.priority ?? 0),
+              sameOnParentFailure: created || str(holder.on_parent_failure) === (item.parents?.onParentFailure ?? null),
+              ...(created ? {} : { holderParents: JSON.parse(String(holder.parents ?? '[]')) as string[] }),
             });
           });
         });

@@ -101,8 +101,10 @@ export class Driver<Db, Tx> {
     }
     eq(rows.length, items.length, 'append returns one row per item');
     const held = rows.filter((r) => !r.created);
+    // The suite's items have no parents; a holder this call created has none (as the engine resolves it), any other the store names.
+    const createdHere = new Set(rows.filter((r) => r.created).map((r) => r.id.toLowerCase()));
     const verdicts = held.length === 0 ? [] : core.call<{ results: { status: string; reason?: string }[] }>('enqueue', {
-      op: 'dedupe', items: held.map((r) => dedupeItem(r, kind)),
+      op: 'dedupe', items: held.map((r) => dedupeItem(r, kind, [], createdHere.has(r.id.toLowerCase()) ? [] : (r.holderParents ?? null))),
     }).results;
     let h = 0;
     return rows.map((r) => ({ ...r, verdict: r.created ? 'created' : ((v) => (v.reason ? `${v.status}:${v.reason}` : v.status))(verdicts[h++]!) }));

@@ -1,5 +1,8 @@
 import { ts } from './time.js';
 
+/** The ids of job `j`'s parents, as its edges name them (a held key's holder, compared with a repeat). */
+const parentsOf = (s: string, j: string) => `ARRAY(SELECT e.parent_id::text FROM ${s}.job_edge e WHERE e.child_id = ${j}.id)`;
+
 /**
  * JobInsertOne: a list of one, in a statement far cheaper to plan than JobInsertMany's (about
  * half the time of a local round trip). Inserts, or finds the job that already holds the
@@ -22,12 +25,15 @@ WITH ins AS (
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
   RETURNING id, kind
 )
-SELECT id, kind, true AS created, true AS same_payload, true AS same_max_attempts, true AS same_metadata, true AS same_correlation_id FROM ins
+SELECT id, kind, true AS created, true AS same_payload, true AS same_max_attempts, true AS same_metadata, true AS same_correlation_id,
+       true AS same_priority, true AS same_on_parent_failure, NULL::text[] AS holder_parents FROM ins
 UNION ALL
-SELECT id, kind, false AS created, payload = $4::jsonb AS same_payload, max_attempts IS NOT DISTINCT FROM $12::int AS same_max_attempts,
-       metadata IS NOT DISTINCT FROM $8::jsonb AS same_metadata, correlation_id IS NOT DISTINCT FROM $7::text AS same_correlation_id
-  FROM ${s}.job
- WHERE $6::text IS NOT NULL AND dedupe_key = $6 AND tenant_scope = COALESCE('t:' || $5::text, 'n')
+SELECT h.id, h.kind, false AS created, h.payload = $4::jsonb AS same_payload, h.max_attempts IS NOT DISTINCT FROM $12::int AS same_max_attempts,
+       h.metadata IS NOT DISTINCT FROM $8::jsonb AS same_metadata, h.correlation_id IS NOT DISTINCT FROM $7::text AS same_correlation_id,
+       h.priority = $14::smallint AS same_priority, h.on_parent_failure IS NOT DISTINCT FROM $18::text AS same_on_parent_failure,
+       ${parentsOf(s, 'h')} AS holder_parents
+  FROM ${s}.job h
+ WHERE $6::text IS NOT NULL AND h.dedupe_key = $6 AND h.tenant_scope = COALESCE('t:' || $5::text, 'n')
    AND NOT EXISTS (SELECT 1 FROM ins)`;
 
 /** The INSERT of JobInsertMany's items that pass `filter`. */
@@ -79,13 +85,17 @@ WITH item AS (
 ), plain AS (${insertItems(s, 'dedupe_key IS NULL')}
 ), keyed AS (${insertItems(s, 'dedupe_key IS NOT NULL ORDER BY ord')}
   ON CONFLICT (tenant_scope, dedupe_key) WHERE dedupe_key IS NOT NULL DO NOTHING
-  RETURNING id, kind, tenant_scope, dedupe_key, payload, max_attempts, metadata, correlation_id
+  RETURNING id, kind, tenant_scope, dedupe_key, payload, max_attempts, metadata, correlation_id, priority, on_parent_failure
 )
 SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COALESCE(f.payload, h.payload) = i.payload AS same_payload,
        -- Nullable columns: the earlier item's (f) when there is one, else the committed job's.
        CASE WHEN f.id IS NULL THEN h.max_attempts ELSE f.max_attempts END IS NOT DISTINCT FROM i.max_attempts AS same_max_attempts,
        CASE WHEN f.id IS NULL THEN h.metadata ELSE f.metadata END IS NOT DISTINCT FROM NULLIF(i.metadata, 'null'::jsonb) AS same_metadata,
-       CASE WHEN f.id IS NULL THEN h.correlation_id ELSE f.correlation_id END IS NOT DISTINCT FROM i.correlation_id AS same_correlation_id
+       CASE WHEN f.id IS NULL THEN h.correlation_id ELSE f.correlation_id END IS NOT DISTINCT FROM i.correlation_id AS same_correlation_id,
+       COALESCE(f.priority, h.priority) = i.priority AS same_priority,
+       CASE WHEN f.id IS NULL THEN h.on_parent_failure ELSE f.on_parent_failure END IS NOT DISTINCT FROM i.on_parent_failure AS same_on_parent_failure,
+       -- An earlier item's parents are the call's own (its edges come after): the engine has them.
+       CASE WHEN f.id IS NULL AND h.id IS NOT NULL THEN ${parentsOf(s, 'h')} END AS holder_parents
   FROM item i
   LEFT JOIN keyed f ON f.dedupe_key = i.dedupe_key AND f.tenant_scope = i.tenant_scope
   LEFT JOIN ${s}.job h ON f.id IS NULL AND h.dedupe_key IS NOT NULL
@@ -95,14 +105,17 @@ SELECT i.ord, COALESCE(f.id, h.id) AS id, COALESCE(f.kind, h.kind) AS kind, COAL
 /**
  * JobFindByDedupeMany: the jobs holding dedupe keys[] ($1) in tenant scopes (keys[] $2), by
  * `ord`, and whether each one holds the item's payload (JSON texts[] $3), retry budget (int[]
- * $4), metadata (JSON texts[] $5, NULL for none) and correlation id (texts[] $6), compared as
- * JobInsertOne compares them.
+ * $4), metadata (JSON texts[] $5, NULL for none), correlation id (texts[] $6), priority (int[]
+ * $7) and parent-failure effect (texts[] $8), compared as JobInsertOne compares them, with the
+ * holder's parents.
  */
 export const jobFindByDedupeMany = (s: string) => `
 SELECT t.ord, j.id, j.kind, j.payload = t.payload::jsonb AS same_payload,
        j.max_attempts IS NOT DISTINCT FROM t.max_attempts AS same_max_attempts,
        j.metadata IS NOT DISTINCT FROM t.metadata::jsonb AS same_metadata,
-       j.correlation_id IS NOT DISTINCT FROM t.correlation_id AS same_correlation_id
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[])
-       WITH ORDINALITY AS t(dedupe_key, tenant_key, payload, max_attempts, metadata, correlation_id, ord)
+       j.correlation_id IS NOT DISTINCT FROM t.correlation_id AS same_correlation_id,
+       j.priority = t.priority AS same_priority, j.on_parent_failure IS NOT DISTINCT FROM t.on_parent_failure AS same_on_parent_failure,
+       ${parentsOf(s, 'j')} AS holder_parents
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::int[], $8::text[])
+       WITH ORDINALITY AS t(dedupe_key, tenant_key, payload, max_attempts, metadata, correlation_id, priority, on_parent_failure, ord)
   JOIN ${s}.job j ON j.dedupe_key = t.dedupe_key AND j.tenant_scope = COALESCE('t:' || t.tenant_key, 'n')`;
