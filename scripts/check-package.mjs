@@ -23,7 +23,7 @@ const promised = {
   './otel': ['openTelemetry', 'METRIC_NAMES'],
   './webhooks': ['defineWebhookJob', 'webhookDelivery', 'verifyWebhook', 'assertWebhook', 'signWebhook', 'WebhookVerificationError', 'WEBHOOK_SCHEDULE_MS'],
 };
-const MAX_WASM_BYTES = 216 * 1024;
+const MAX_WASM_BYTES = 200 * 1024; // as scripts/build-core.sh caps each build
 
 const problems = [];
 const entries = Object.keys(pkg.exports).filter((k) => !k.endsWith('.wasm'));

@@ -18,12 +18,12 @@ TEST_CASE("json_error: every parse failure is one stable message; running out of
   for (simdjson::error_code e : syntax) {
     CAPTURE(simdjson::error_message(e));
     const postbox::Error error = postbox::json_error("claim", e);
-    CHECK(error.code == postbox::ErrorCode::invalid_json);
-    CHECK(error.message == "claim: invalid JSON");
+    CHECK(error.code() == postbox::ErrorCode::invalid_json);
+    CHECK(error.message() == "claim: invalid JSON");
   }
   const postbox::Error oom = postbox::json_error("settle", simdjson::MEMALLOC);
-  CHECK(oom.code == postbox::ErrorCode::too_large);
-  CHECK(oom.message == "settle: out of memory");
+  CHECK(oom.code() == postbox::ErrorCode::too_large);
+  CHECK(oom.message() == "settle: out of memory");
 }
 
 TEST_CASE("json_error: inputs on which the kernels used to name different errors") {

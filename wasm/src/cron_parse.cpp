@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "postbox/cron.h"
+#include "postbox/json_writer.h"
 
 namespace postbox::cron {
 
@@ -258,8 +259,8 @@ bool parse_item(const Spec& f, std::string_view item, Expr& e, ParseError& err) 
     if (n < 1 || n > span) {
       return fail(err, f, item,
                   "has step " + (n >= kNumberCap ? std::string("too large")
-                                                 : std::to_string(n)) +
-                      "; the step must be 1-" + std::to_string(span));
+                                                 : decimal_string(n)) +
+                      "; the step must be 1-" + decimal_string(span));
     }
     step = static_cast<int>(n);
     if (single) b = f.hi;  // "a/n": from a to the end of the range
@@ -294,8 +295,8 @@ bool parse_field(const Spec& f, std::string_view text, Expr& e, ParseError& err)
 bool parse(std::string_view text, Expr& out, ParseError& err) {
   if (text.size() > kMaxExprBytes) {
     return fail_expr(err, text.substr(0, 32),
-                     "expression is " + std::to_string(text.size()) +
-                         " bytes long; at most " + std::to_string(kMaxExprBytes) +
+                     "expression is " + decimal_string(static_cast<int64_t>(text.size())) +
+                         " bytes long; at most " + decimal_string(static_cast<int64_t>(kMaxExprBytes)) +
                          " are allowed");
   }
   std::string_view fields[5];
@@ -311,7 +312,7 @@ bool parse(std::string_view text, Expr& out, ParseError& err) {
   }
   if (count == 0) return fail_expr(err, text, "cron expression is empty");
   if (count != 5)
-    return fail_expr(err, text, "expected 5 fields, got " + std::to_string(count));
+    return fail_expr(err, text, "expected 5 fields, got " + decimal_string(static_cast<int64_t>(count)));
 
   Expr e;
   for (int i = 0; i < 5; ++i)

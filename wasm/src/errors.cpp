@@ -16,12 +16,16 @@ std::string_view error_code_name(ErrorCode code) {
   return "invalid_input";
 }
 
+Error::Error(ErrorCode code, std::string message) : detail_(new Detail{code, std::move(message)}) {}
+
+void Error::release(Detail* detail) { delete detail; }
+
 void write_error(JsonWriter& out, const Error& error) {
   out.begin_object();
   out.key("error");
   out.begin_object();
-  out.field("code", error_code_name(error.code));
-  out.field("message", error.message);
+  out.field("code", error_code_name(error.code()));
+  out.field("message", error.message());
   out.end_object();
   out.end_object();
 }

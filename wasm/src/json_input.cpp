@@ -1,6 +1,7 @@
 #include "postbox/json_input.h"
 
 #include "postbox/json_error.h"
+#include "postbox/json_number.h"
 #include "postbox/json_writer.h"
 
 namespace postbox::input {
@@ -9,16 +10,23 @@ namespace {
 
 simdjson::error_code walk(od::value v, int depth);
 
+std::string_view raw_token(od::value& v) { return v.raw_json_token(); }
+// Never an error: a view of the root's bytes.
+std::string_view raw_token(od::document& doc) { return doc.raw_json_token().value_unsafe(); }
+
 template <class Scalar>
-simdjson::error_code walk_scalar(Scalar& v, od::json_type type) {
+simdjson::error_code walk_scalar(Scalar& v, od::json_type type, bool root) {
   switch (type) {
     case od::json_type::number: {
       od::number_type kind;
       if (auto e = v.get_number_type().get(kind)) return e;
-      // Integers beyond 64 bits are valid JSON; simdjson only declines to convert them.
-      if (kind == od::number_type::big_integer) return simdjson::SUCCESS;
-      od::number number;
-      return v.get_number().get(number);
+      // Integers beyond 64 bits are valid JSON; simdjson only declines to convert them. At the
+      // root such a number is left unread, so the document is not at its end.
+      if (kind == od::number_type::big_integer) return root ? simdjson::TRAILING_CONTENT : simdjson::SUCCESS;
+      // What get_number() would answer (json_number.h). At the root it would also consume the
+      // number, the document's single token (get_number_type() checked), so nothing trails.
+      const std::string_view token = raw_token(v);
+      return number_accepted(token.data(), root ? token.size() : kNotRoot) ? simdjson::SUCCESS : simdjson::NUMBER_ERROR;
     }
     case od::json_type::string: {
       // A lone surrogate escape is well-formed JSON that JavaScript writes for a broken string:
@@ -66,7 +74,7 @@ simdjson::error_code walk(od::value v, int depth) {
     }
     return simdjson::SUCCESS;
   }
-  return walk_scalar(v, type);
+  return walk_scalar(v, type, false);
 }
 
 }  // namespace
@@ -274,10 +282,11 @@ Status validate_document(od::document& doc, std::string_view family) {
       e = doc.get_value().get(root);
       if (!e) e = walk(root, 1);
     } else {
-      e = walk_scalar(doc, type);
+      e = walk_scalar(doc, type, true);
     }
   }
-  if (!e && !doc.at_end()) e = simdjson::TRAILING_CONTENT;
+  // A root number that walk_scalar accepted stands for get_number(), which consumed it.
+  if (!e && type != od::json_type::number && !doc.at_end()) e = simdjson::TRAILING_CONTENT;
   if (e) return json_error(family, e);
   doc.rewind();
   return ok_status();

@@ -234,7 +234,7 @@ void decode_one(od::value& body, const Where& where, const Consumer& c, JsonWrit
                       ? read_nudge_fields(obj, where, true, false, n, ids)
                       : Status(input::family_error(where, ErrorCode::invalid_message, "must be an object"));
   if (!status) {
-    refuse(out, error_code_name(status.error().code), status.error().message);
+    refuse(out, error_code_name(status.error().code()), status.error().message());
   } else if (!c.lane.empty() && n.lane != c.lane) {
     refuse(out, "wrong_lane", "message for lane " + input::quoted(n.lane) + " arrived on lane " + input::quoted(c.lane));
   } else if (c.fleet && (n.outbox.empty() ? c.fallback.empty() : !serves(c, n.outbox))) {
