@@ -9,8 +9,9 @@
 #      SIMDJSON_FORCE_IMPLEMENTATION set), then tests/corpus/differential.mjs (100,000 generated
 #      inputs to every entry of the three builds, byte for byte)
 #   c. shim: scripts/gen-sql.mjs, the `postbox` package build (tsc), typecheck of the reference Worker,
-#      examples and chaos run, scripts/check-package.mjs, and scripts/check-readme.mjs (every ts
-#      block of README.md typechecks against the built package) with its test
+#      examples, chaos run and simulation (tests/sim), scripts/check-package.mjs, and
+#      scripts/check-readme.mjs (every ts block of README.md typechecks against the built package)
+#      with its test
 #   d. integration: tests/shim/*.test.ts in workerd (Miniflare) against PostgreSQL 17; then the
 #      SQL-surface files (sql_surface_tests below) and the planner- and connection-sensitive ones
 #      (server_tests) against Debian's 15, and the SQL-surface files against 14
@@ -98,12 +99,13 @@ if wanted c; then
   npx --no-install tsc -p worker/tsconfig.json --noEmit
   npx --no-install tsc -p tests/types/tsconfig.json
   npx --no-install tsc -p tests/chaos/tsconfig.json
+  npx --no-install tsc -p tests/sim/tsconfig.json
   npx --no-install tsc -p examples/tsconfig.json
   node scripts/check-package.mjs
   node_tests tests/scripts/check-readme.test.mjs
   node scripts/check-readme.mjs
   node scripts/state-diagram.mjs --check
-  echo "typecheck: js-shim, worker, examples, type tests, chaos run and README blocks ok; the README's state diagram is the core's"
+  echo "typecheck: js-shim, worker, examples, type tests, chaos run, simulation and README blocks ok; the README's state diagram is the core's"
   done_stage
 else
   # Later stages import js-shim/src/generated/; keep it current whatever ran.
