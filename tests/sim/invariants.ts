@@ -54,7 +54,7 @@ type Store = OutboxStore<any, any>;
 
 export class Checker {
   readonly violations: string[] = [];
-  /** How many violations each exclusion held back. */
+  /** How often each exclusion held a violation back (the runner counts here too when one keeps it off a path). */
   readonly excused: Partial<Record<ExclusionName, number>> = {};
   readonly meta = new Map<string, JobMeta>();
   readonly views = new Map<string, JobView>();
@@ -73,7 +73,7 @@ export class Checker {
   readonly #completionRuns = new Map<string, number>();
   /** Children replayed from an operator's cancel (exclusion replay-ignores-parents). */
   readonly #replayedAlone = new Set<string>();
-  /** `child>parent` pairs: the parent was replayed after the child had been released. */
+  /** `child>parent` pairs: the parent was reopened (replayed, or revived) after the child had been released. */
   readonly #releasedBefore = new Set<string>();
   /** Children cancelled at birth by a parent that had failed (exclusion revived-child-tally). */
   readonly #bornCancelled = new Set<string>();

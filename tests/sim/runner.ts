@@ -10,9 +10,13 @@ import { UNKNOWN_PICK, configFor, generate, type ItemSpec, type Op } from './ops
 import { ALL_EXCLUSIONS, type ExclusionName } from './exclusions.ts';
 import { LIMITS, MAX_DRIFT_MS, Probe, RETENTION, T0, TICK, idGenerator, kindOf, nameOf, simJobs, type KindName } from './world.ts';
 
+/** The four stores, as the engine scenarios' `Harness` (tests/shim/fixtures/sqlite/scenarios.ts) names them. */
 export type Flavor = 'memory' | 'd1' | 'durable-object' | 'postgres';
 
-/** A store to run on: the same shape as the engine scenarios' Harness, less what the simulation never uses. */
+/**
+ * A store to run on: the engine scenarios' `Harness` less its raw SQL driver and other outboxes,
+ * since the simulation uses only the store contract.
+ */
 export interface SimTarget {
   flavor: Flavor;
   store: OutboxStore<any, any>;
@@ -29,7 +33,7 @@ export interface SimResult {
   seed: number;
   ops: number;
   violations: string[];
-  /** Violations each exclusion held back (exclusions.ts). */
+  /** How often each exclusion (exclusions.ts) held a violation back or kept the run off its path. */
   excused: Partial<Record<ExclusionName, number>>;
   digest: Digest;
   /** Set when the run itself broke (an operation threw where nothing may). */
@@ -170,7 +174,6 @@ export async function runSequence(target: SimTarget, seed: number, count: number
     }
     return clock.now === from ? '' : `(clock +${clock.now - from} past ${[...why].join(' and ')}) `;
   }
-
 
   /**
    * Exclusion `erase-holds-slots` (exclusions.ts): on PostgreSQL, a concurrency slot an erased

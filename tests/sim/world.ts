@@ -13,7 +13,7 @@
 // same step on every store. Released children are due at once, where every store runs them.
 import { z } from 'zod';
 import { defineJob, fail, ok, retry, type JobSpec } from '../../js-shim/src/index.ts';
-import type { JobDefinition, PlainOutcome } from '../../js-shim/src/types.ts';
+import type { JobDefinition, ParentOutcomes, PlainOutcome } from '../../js-shim/src/types.ts';
 
 export const T0 = 1_767_225_600_000; // 2026-01-01T00:00:00Z, on the grid
 export const TICK = 1_000;
@@ -34,7 +34,6 @@ export const LIMITS = {
 } as const;
 
 export type KindName = 'plain' | 'capped' | 'tenant' | 'rated' | 'bulk' | 'done';
-export const KIND_NAMES: readonly KindName[] = ['plain', 'capped', 'tenant', 'rated', 'bulk', 'done'];
 export const kindOf = (name: KindName): string => `sim.${name}`;
 export const nameOf = (kind: string): KindName => kind.slice(4) as KindName;
 /**
@@ -55,7 +54,7 @@ export const completionSchema = z.object({ batch: z.string().min(1) });
 
 /** What handlers saw, for the invariant checker: runs since the last step, and any overlap beyond a limit. */
 export class Probe {
-  readonly runs: { id: string; kind: string; attempt: number; tenant: string | null; parents: { total: number; succeeded: number; dead: number; cancelled: number } | null; at: number }[] = [];
+  readonly runs: { id: string; attempt: number; parents: ParentOutcomes | null }[] = [];
   readonly violations: string[] = [];
   readonly #live = new Map<string, number>();
 
@@ -105,7 +104,7 @@ export function simJobs(clock: { now: number }, probe: Probe): Record<KindName, 
         const tenantKey = `${ctx.kind}|${ctx.tenantKey ?? '-'}`;
         probe.enter(ctx.kind, limits.concurrency, 'concurrency');
         probe.enter(tenantKey, limits.tenantConcurrency, 'tenantConcurrency');
-        probe.runs.push({ id: ctx.jobId, kind: ctx.kind, attempt: ctx.attempt, tenant: ctx.tenantKey, parents: ctx.parents, at: clock.now });
+        probe.runs.push({ id: ctx.jobId, attempt: ctx.attempt, parents: ctx.parents });
         await yieldTurns(4);
         probe.leave(ctx.kind);
         probe.leave(tenantKey);
@@ -129,7 +128,7 @@ export function simJobs(clock: { now: number }, probe: Probe): Record<KindName, 
       retry: retryPolicy,
       async handle(_p, ctx): Promise<PlainOutcome> {
         clock.now += 1;
-        probe.runs.push({ id: ctx.jobId, kind: ctx.kind, attempt: ctx.attempt, tenant: ctx.tenantKey, parents: ctx.parents, at: clock.now });
+        probe.runs.push({ id: ctx.jobId, attempt: ctx.attempt, parents: ctx.parents });
         return ok();
       },
     }),
